@@ -1,0 +1,498 @@
+"""Core IR classes: types, values, operations, graphs and programs.
+
+Values and operations have identity semantics (they are graph nodes); graphs and programs
+compare structurally (see :func:`structure`), ignoring locations, which are debug info.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from coreai_core._dtypes import SHORT_NAME, DType
+
+if TYPE_CHECKING:
+    from coreai_core.optimizer import OptimizeReport
+
+__all__ = [
+    "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "Program", "WeightRef",
+]
+
+
+@attrs.frozen
+class Dim:
+    """A dynamic dimension: a named symbol with optional inclusive bounds."""
+
+    name: str = "?"
+    min: int | None = None
+    max: int | None = None
+
+    def __str__(self) -> str:
+        bounds = ""
+        if self.min is not None or self.max is not None:
+            lo = "" if self.min is None else str(self.min)
+            hi = "" if self.max is None else str(self.max)
+            bounds = f"[{lo}:{hi}]"
+        name = self.name if _IDENT.fullmatch(self.name) else _quote(self.name)
+        return f"?{name}{bounds}"
+
+    def admits(self, size: int) -> bool:
+        return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
+
+
+def _to_dim(d: Any) -> int | Dim:
+    if isinstance(d, Dim):
+        return d
+    if d is None:
+        return Dim()
+    if isinstance(d, str):
+        return Dim(d)
+    if isinstance(d, (bool, np.bool_)):
+        raise TypeError(f"a dimension must be an int or a Dim, got {d!r}")
+    try:
+        i = int(d)
+    except (TypeError, ValueError):
+        raise TypeError(f"a dimension must be an int or a Dim, got {d!r}") from None
+    if i != d or i < 0:
+        raise ValueError(f"a static dimension must be a non-negative int, got {d!r}")
+    return i
+
+
+def _to_shape(shape: Any) -> tuple[int | Dim, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    return tuple(_to_dim(d) for d in shape)
+
+
+@attrs.frozen
+class TensorType:
+    """Type of a tensor value: a shape (ints or :class:`Dim`) and an element type."""
+
+    shape: tuple[int | Dim, ...] = attrs.field(converter=_to_shape)
+    element_type: DType = attrs.field(converter=DType.of)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def numel(self) -> int | None:
+        """Number of elements, or None when a dimension is dynamic."""
+        if not self.is_static:
+            return None
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> DType:
+        return self.element_type
+
+    def with_shape(self, shape: Any) -> TensorType:
+        return TensorType(shape, self.element_type)
+
+    def with_dtype(self, dtype: Any) -> TensorType:
+        return TensorType(self.shape, dtype)
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        return f"tensor<{dims}{SHORT_NAME[self.element_type]}>"
+
+
+@attrs.frozen
+class Location:
+    """Where an op came from: a relative source file and line, and the nn.Module path."""
+
+    file: str | None = None
+    line: int | None = None
+    module_path: str | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.file is not None:
+            parts.append(_quote(self.file) + (f":{self.line}" if self.line is not None else ""))
+        if self.module_path:
+            parts.append(f"in {_quote(self.module_path)}")
+        return f"loc({' '.join(parts)})"
+
+    @property
+    def is_known(self) -> bool:
+        return self.file is not None or bool(self.module_path)
+
+
+UNKNOWN_LOC = Location()
+
+
+@attrs.frozen
+class WeightRef:
+    """Reference from a constant op to a named entry of ``Program.weights``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return "@" + (self.name if _IDENT.fullmatch(self.name) else _quote(self.name))
+
+
+@attrs.define(eq=False, repr=False)
+class Value:
+    """A typed SSA value: a graph input or the result of an operation."""
+
+    type: TensorType
+    owner: Operation | None = None
+    index: int = 0
+    name: str | None = None
+
+    def __repr__(self) -> str:
+        where = self.name if self.owner is None else f"{self.owner.name}#{self.index}"
+        return f"Value({where}: {self.type})"
+
+    @property
+    def shape(self) -> tuple[int | Dim, ...]:
+        return self.type.shape
+
+    @property
+    def element_type(self) -> DType:
+        return self.type.element_type
+
+
+@attrs.define(eq=False, repr=False)
+class Operation:
+    """An instance of a dialect op. Graph-valued attributes are its nested regions."""
+
+    name: str
+    operands: list[Value]
+    attributes: dict[str, Any]
+    results: list[Value]
+    location: Location = UNKNOWN_LOC
+
+    def __repr__(self) -> str:
+        return f"Operation({self.name}, {len(self.operands)} operands, {self.attributes})"
+
+    @property
+    def result(self) -> Value:
+        if len(self.results) != 1:
+            raise ValueError(f"{self.name} has {len(self.results)} results, not one")
+        return self.results[0]
+
+    @property
+    def regions(self) -> dict[str, Graph]:
+        return {k: v for k, v in self.attributes.items() if isinstance(v, Graph)}
+
+
+@attrs.define(eq=False, repr=False)
+class Graph:
+    """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
+
+    Top-level graphs are entrypoints of a :class:`Program`; nested graphs are regions of
+    control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...).
+    """
+
+    name: str
+    inputs: dict[str, Value] = attrs.field(factory=dict)
+    state_inputs: dict[str, Value] = attrs.field(factory=dict)
+    ops: list[Operation] = attrs.field(factory=list)
+    output_values: dict[str, Value] = attrs.field(factory=dict)
+    state_outputs: dict[str, Value] = attrs.field(factory=dict)
+    program: Program | None = None
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name}, {len(self.ops)} ops)"
+
+    def __getitem__(self, name: str) -> Value:
+        if name in self.inputs:
+            return self.inputs[name]
+        if name in self.state_inputs:
+            return self.state_inputs[name]
+        raise KeyError(
+            f"graph {self.name!r} has no input or state named {name!r}; "
+            f"inputs: {list(self.inputs)}, state: {list(self.state_inputs)}"
+        )
+
+    def add_input(self, name: str, type: TensorType | Any) -> Value:
+        if name in self.inputs or name in self.state_inputs:
+            raise ValueError(f"graph {self.name!r} already has an input named {name!r}")
+        value = Value(_as_type(type), name=name)
+        self.inputs[name] = value
+        return value
+
+    def outputs(self, values: Mapping[str, Value] | Sequence[Value] | None = None, /,
+                state: Mapping[str, Value] | None = None, **named: Value) -> None:
+        """Set the graph outputs (and, for stateful graphs, the updated state values)."""
+        from coreai_core._builder import as_value
+
+        if values is None:
+            values = {}
+        if not isinstance(values, Mapping):
+            values = {f"out{i}": v for i, v in enumerate(values)}
+        merged = {**values, **named}
+        self.output_values = {k: as_value(v) for k, v in merged.items()}
+        if state is not None:
+            unknown = set(state) - set(self.state_inputs)
+            if unknown:
+                raise KeyError(f"state {sorted(unknown)} is not declared by graph {self.name!r}")
+            self.state_outputs = {k: as_value(v) for k, v in state.items()}
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.output_values)
+
+    def walk(self) -> Iterator[Operation]:
+        """All ops of this graph and of its nested regions, in order."""
+        for op in self.ops:
+            yield op
+            for region in op.regions.values():
+                yield from region.walk()
+
+
+def _as_type(t: Any) -> TensorType:
+    if isinstance(t, TensorType):
+        return t
+    if isinstance(t, tuple) and len(t) == 2:
+        return TensorType(*t)
+    raise TypeError(f"expected a TensorType, got {t!r}")
+
+
+class Program:
+    """A Core AI program: entrypoint graphs, named weights and named state.
+
+    ``weights`` maps names to numpy arrays (``None`` for a weight not yet bound);
+    ``initial_state`` holds the state's initial values and ``state`` its current values.
+    """
+
+    def __init__(self) -> None:
+        self.graphs: dict[str, Graph] = {}
+        self.weights: dict[str, np.ndarray | None] = {}
+        self.weight_types: dict[str, TensorType] = {}
+        self.initial_state: dict[str, np.ndarray] = {}
+        self.state: dict[str, np.ndarray] = {}
+        self._plans: dict[str, Any] = {}
+
+    # -- building -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def graph(self, name: str = "main", inputs: Mapping[str, Any] | None = None,
+              state: Mapping[str, Any] | None = None) -> Iterator[Graph]:
+        """Create entrypoint ``name`` and make it the insertion point for builders.
+
+        ``state`` maps state names to initial numpy arrays; the graph reads them via
+        ``g[name]`` and writes the new values with ``g.outputs(..., state={name: v})``.
+        """
+        from coreai_core._builder import insertion_point
+
+        if name in self.graphs:
+            raise ValueError(f"program already has a graph named {name!r}")
+        g = Graph(name, program=self)
+        for k, t in (inputs or {}).items():
+            g.add_input(k, t)
+        for k, init in (state or {}).items():
+            self.declare_state(g, k, init)
+        self.graphs[name] = g
+        self._plans.clear()
+        with insertion_point(g):
+            yield g
+
+    def declare_state(self, g: Graph, name: str, initial: Any) -> Value:
+        """Add state ``name`` to graph ``g`` with the given initial value (shared by name)."""
+        from coreai_core._dtypes import DType
+
+        if isinstance(initial, TensorType):
+            t, arr = initial, None
+        else:
+            arr = np.asarray(initial)
+            t = TensorType(arr.shape, DType.of(arr.dtype))
+        if name in g.inputs or name in g.state_inputs:
+            raise ValueError(f"graph {g.name!r} already has an input named {name!r}")
+        if name in self.initial_state:
+            if arr is not None and not np.array_equal(self.initial_state[name], arr):
+                raise ValueError(f"state {name!r} is declared twice with different values")
+        elif arr is not None:
+            self.initial_state[name] = arr
+            self.state[name] = arr.copy()
+        value = Value(t, name=name)
+        g.state_inputs[name] = value
+        return value
+
+    def add_weight(self, name: str, data: np.ndarray | None, type: TensorType | None = None,
+                   ) -> WeightRef:
+        """Store ``data`` under ``name`` (``None`` for an unbound placeholder of ``type``)."""
+        if name in self.weights:
+            raise ValueError(f"program already has a weight named {name!r}")
+        if data is not None:
+            data = np.asarray(data)
+            type = TensorType(data.shape, DType.of(data.dtype))
+        if type is None:
+            raise ValueError(f"weight {name!r}: an unbound weight needs its type")
+        self.weights[name] = data
+        self.weight_types[name] = type
+        return WeightRef(name)
+
+    def unique_weight_name(self, hint: str) -> str:
+        if hint not in self.weights:
+            return hint
+        i = 1
+        while f"{hint}_{i}" in self.weights:
+            i += 1
+        return f"{hint}_{i}"
+
+    # -- introspection --------------------------------------------------------------------
+    def _entry(self, entrypoint: str | None) -> Graph:
+        if entrypoint is None:
+            entrypoint = "main" if "main" in self.graphs else next(iter(self.graphs), None)
+        if entrypoint not in self.graphs:
+            raise KeyError(f"program has no entrypoint {entrypoint!r}; it has {list(self.graphs)}")
+        return self.graphs[entrypoint]
+
+    @property
+    def input_names(self) -> list[str]:
+        return self._entry(None).input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._entry(None).output_names
+
+    @property
+    def state_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for g in self.graphs.values():
+            names.update(dict.fromkeys(g.state_inputs))
+        return list(names)
+
+    @property
+    def entrypoints(self) -> list[str]:
+        return list(self.graphs)
+
+    def reset_state(self) -> None:
+        """Restore every state variable to its initial value."""
+        self.state = {k: v.copy() for k, v in self.initial_state.items()}
+
+    # -- behaviour (implemented in the other modules) ---------------------------------------
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+            entrypoint: str = "main", state: Mapping[str, Any] | None = None,
+            ) -> dict[str, np.ndarray]:
+        """Execute ``entrypoint`` with the numpy reference runtime.
+
+        Returns a dict output name -> array, in output order. Without ``state`` the program's
+        own state is read and updated (like calling a torch module with buffers); with
+        ``state`` that mapping is used and updated in place instead.
+        """
+        from coreai_core.runtime import run_program
+
+        return run_program(self, inputs, entrypoint=entrypoint, state=state)
+
+    def optimize(self, passes: Sequence[Any] | None = None) -> OptimizeReport:
+        """Run the optimizer pipeline in place and return its per-pass report."""
+        from coreai_core.optimizer import optimize
+
+        return optimize(self, passes)
+
+    def verify(self) -> None:
+        """Raise :class:`VerificationError` if any op does not satisfy its definition."""
+        from coreai_core.verifier import verify
+
+        verify(self)
+
+    def to_text(self, *, locations: bool = False, full: bool = False) -> str:
+        """The text form. ``full`` prints weight data; ``locations`` prints op locations."""
+        from coreai_core.text import print_program
+
+        return print_program(self, locations=locations, full=full)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<Program entrypoints={list(self.graphs)} weights={len(self.weights)}>"
+
+    def save(self, path: Any) -> None:
+        """Save as a directory artifact (text form + weights as .npy + checksums)."""
+        from coreai_core.serialization import save
+
+        save(self, path)
+
+    def bind_weights(self, source: Any, *, strict: bool = True) -> None:
+        """Bind unbound weights from a state dict, an .npz or a .safetensors file."""
+        from coreai_core.serialization import bind_weights
+
+        bind_weights(self, source, strict=strict)
+
+    def invalidate(self) -> None:
+        """Drop cached run plans after the graphs were edited."""
+        self._plans.clear()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Program):
+            return NotImplemented
+        return structure(self) == structure(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# -- structural identity -----------------------------------------------------------------------
+
+def _array_key(a: np.ndarray | None) -> Any:
+    if a is None:
+        return None
+    a = np.asarray(a)
+    return (str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes())
+
+
+def _attr_key(v: Any, numbering: dict[int, Any]) -> Any:
+    if isinstance(v, Graph):
+        return _graph_key(v, numbering)
+    if isinstance(v, np.ndarray):
+        return ("array", _array_key(v))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    if isinstance(v, (tuple, list)):
+        return tuple(_attr_key(x, numbering) for x in v)
+    return v
+
+
+def _graph_key(g: Graph, outer: dict[int, Any] | None = None) -> Any:
+    numbering: dict[int, Any] = dict(outer or {})
+    for k, v in g.inputs.items():
+        numbering[id(v)] = ("in", k)
+    for k, v in g.state_inputs.items():
+        numbering[id(v)] = ("state", k)
+    ops = []
+    for i, op in enumerate(g.ops):
+        operands = tuple(numbering.get(id(v), ("undefined", id(v))) for v in op.operands)
+        attrs_key = tuple(sorted((k, _attr_key(v, numbering)) for k, v in op.attributes.items()))
+        ops.append((op.name, operands, attrs_key, tuple(r.type for r in op.results)))
+        for j, r in enumerate(op.results):
+            numbering[id(r)] = (i, j)
+    return (
+        tuple((k, v.type) for k, v in g.inputs.items()),
+        tuple((k, v.type) for k, v in g.state_inputs.items()),
+        tuple(ops),
+        tuple((k, numbering.get(id(v))) for k, v in g.output_values.items()),
+        tuple((k, numbering.get(id(v))) for k, v in g.state_outputs.items()),
+    )
+
+
+def structure(p: Program) -> Any:
+    """A hashable-ish key that two structurally equal programs share."""
+    return (
+        tuple((k, _graph_key(g)) for k, g in p.graphs.items()),
+        tuple(sorted((k, p.weight_types[k], _array_key(v)) for k, v in p.weights.items())),
+        tuple(sorted((k, _array_key(v)) for k, v in p.initial_state.items())),
+    )
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
+
+
+def _quote(s: str) -> str:
+    import json
+
+    return json.dumps(s)

@@ -1,0 +1,362 @@
+"""Op definitions: one decorated type-rule function per op.
+
+The rule's signature *is* the builder's signature. Parameters annotated ``Value`` (or
+``Value | None``, or ``Sequence[Value]``) are operands; ``Graph`` parameters are regions; every
+other parameter is an attribute whose annotation says how to normalize it (``Ints``,
+``Floats``, ``int``, ``float``, ``bool``, ``str``, ``DType``, ``Literal[...]``, ``Array``).
+The builder, the verifier, the printer and the parser all read this definition.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+
+from coreai_core._dtypes import DType
+from coreai_core._ir import Graph, Location, Operation, TensorType, Value, WeightRef
+from coreai_core.errors import TypeRuleError
+
+Ints = tuple[int, ...]
+Floats = tuple[float, ...]
+
+
+class Array:
+    """Attribute annotation: a numpy array (or a WeightRef to a program weight)."""
+
+
+OPS: dict[str, OpDef] = {}
+
+
+@attrs.frozen
+class Param:
+    name: str
+    role: str  # "operand", "optional", "variadic", "region", "attr"
+    kind: str = ""  # attribute kind: int float bool str dtype ints floats array choice
+    optional: bool = False  # attribute may be None
+    choices: tuple[str, ...] = ()
+    default: Any = inspect.Parameter.empty
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not inspect.Parameter.empty
+
+
+@attrs.frozen
+class OpDef:
+    """The single definition of a dialect op."""
+
+    name: str
+    rule: Callable[..., Any]
+    params: tuple[Param, ...]
+    traits: frozenset[str]
+    signature: inspect.Signature
+    doc: str
+
+    @property
+    def operands(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.role in ("operand", "optional", "variadic"))
+
+    @property
+    def attributes(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.role in ("attr", "region"))
+
+    def split_operands(self, values: Sequence[Value]) -> dict[str, Any]:
+        """Map a flat operand list back to the rule's operand parameters."""
+        specs = self.operands
+        fixed = sum(1 for p in specs if p.role == "operand")
+        extra = len(values) - fixed
+        if extra < 0 or (extra and not any(p.role != "operand" for p in specs)):
+            raise TypeRuleError(f"expected {fixed} operands, got {len(values)}", op=self.name)
+        out: dict[str, Any] = {}
+        i = 0
+        for p in specs:
+            if p.role == "operand":
+                out[p.name] = values[i]
+                i += 1
+            elif p.role == "optional":
+                if extra > 1:
+                    raise TypeRuleError(f"too many operands ({len(values)})", op=self.name)
+                out[p.name] = values[i] if extra else None
+                i += extra
+            else:
+                out[p.name] = list(values[i:i + extra])
+                i += extra
+        return out
+
+    def infer(self, operands: dict[str, Any], attributes: dict[str, Any]) -> list[TensorType]:
+        """Run the type rule; always returns the list of result types."""
+        result = self.rule(**operands, **attributes)
+        if isinstance(result, TensorType):
+            return [result]
+        return list(result)
+
+    def signature_text(self) -> str:
+        """``name(operands, attrs) -> results`` as documented in docs/dialect.md."""
+        parts = []
+        for p in self.params:
+            if p.role == "operand":
+                parts.append(p.name)
+            elif p.role == "optional":
+                parts.append(f"{p.name}?")
+            elif p.role == "variadic":
+                parts.append(f"*{p.name}")
+            else:
+                t = p.kind if p.kind != "choice" else "|".join(repr(c) for c in p.choices)
+                default = f" = {p.default!r}" if p.has_default else ""
+                parts.append(f"{p.name}: {t}{'?' if p.optional else ''}{default}")
+        return f"{self.name}({', '.join(parts)})"
+
+
+def _classify(name: str, hint: Any, default: Any) -> Param:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    optional = False
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        optional = True
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Value:
+        return Param(name, "optional" if optional else "operand", default=default)
+    if origin in (list, Sequence, typing.Sequence) and args == (Value,):
+        return Param(name, "variadic", default=default)
+    if hint is Graph:
+        return Param(name, "region", optional=optional, default=default)
+    if origin is Literal:
+        return Param(name, "attr", "choice", optional, tuple(args), default)
+    kinds = {int: "int", float: "float", bool: "bool", str: "str", DType: "dtype",
+             Ints: "ints", Floats: "floats", Array: "array"}
+    kind = kinds.get(hint)
+    if kind is None:
+        raise TypeError(f"parameter {name!r}: unsupported annotation {hint!r}")
+    return Param(name, "attr", kind, optional, (), default)
+
+
+def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> Callable[[Callable], Any]:
+    """Declare an op from its type rule; returns the op's builder function."""
+
+    def wrap(rule: Callable) -> Any:
+        op_name = name or "coreai." + rule.__name__.rstrip("_")
+        if op_name in OPS:
+            raise ValueError(f"op {op_name!r} is already defined by {OPS[op_name].rule}")
+        hints = typing.get_type_hints(rule, include_extras=False)
+        sig = inspect.signature(rule)
+        params = tuple(_classify(p.name, hints[p.name], p.default) for p in sig.parameters.values())
+        opdef = OpDef(op_name, rule, params, frozenset(traits), sig,
+                      inspect.cleandoc(rule.__doc__ or ""))
+        OPS[op_name] = opdef
+        return _make_builder(opdef)
+
+    return wrap
+
+
+# -- attribute normalization ---------------------------------------------------------------------
+
+def constant_data(v: Value) -> np.ndarray | None:
+    """The data of a Value produced by ``coreai.constant``, or None for any other Value."""
+    op = v.owner
+    if op is None or op.name != "coreai.constant":
+        return None
+    data = op.attributes["value"]
+    if isinstance(data, WeightRef):
+        from coreai_core._builder import current_program
+
+        prog = current_program()
+        return None if prog is None else prog.weights.get(data.name)
+    return data
+
+
+def _scalar_list(value: Any, p: Param, op: str) -> list[Any]:
+    if isinstance(value, Value):
+        data = constant_data(value)
+        if data is None:
+            raise TypeRuleError(f"attribute {p.name!r} needs a compile-time constant, "
+                                f"got a computed value {value!r}", op=op)
+        value = data
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1).tolist() if p.kind in ("ints", "floats") else [value.item()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def normalize_attr(p: Param, value: Any, op: str) -> Any:
+    """Bring a user-supplied attribute value to its canonical form, validating it."""
+    if value is None:
+        if p.optional:
+            return None
+        raise TypeRuleError(f"attribute {p.name!r} is required", op=op)
+    try:
+        if p.kind == "array":
+            if isinstance(value, WeightRef):
+                return value
+            return np.asarray(value)
+        if p.kind == "dtype":
+            return DType.of(value)
+        if p.kind == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if p.kind == "choice":
+            if value not in p.choices:
+                raise TypeRuleError(f"attribute {p.name!r} must be one of {list(p.choices)}, "
+                                    f"got {value!r}", op=op)
+            return value
+        items = _scalar_list(value, p, op)
+        if p.kind in ("ints", "int"):
+            out = []
+            for x in items:
+                if isinstance(x, (bool, np.bool_)) or int(x) != x:
+                    raise TypeError
+                out.append(int(x))
+        elif p.kind in ("floats", "float"):
+            out = [float(x) for x in items]
+        elif p.kind == "bool":
+            if not isinstance(items[0], (bool, np.bool_, int, np.integer)) or items[0] not in (0, 1):
+                raise TypeError
+            out = [bool(items[0])]
+        else:  # pragma: no cover - _classify admits no other kind
+            raise AssertionError(p.kind)
+        if p.kind in ("ints", "floats"):
+            return tuple(out)
+        if len(out) != 1:
+            raise TypeError
+        return out[0]
+    except (TypeError, ValueError, OverflowError) as e:
+        if isinstance(e, TypeRuleError):
+            raise
+        raise TypeRuleError(f"attribute {p.name!r} expects {p.kind}, got {value!r}",
+                            op=op) from None
+
+
+# -- builders ------------------------------------------------------------------------------------
+
+def _peer_dtype(values: list[Any]) -> DType | None:
+    vals = [v for v in values if isinstance(v, Value)]
+    non_bool = [v for v in vals if v.type.element_type is not DType.bool]
+    chosen = (non_bool or vals)[:1]
+    return chosen[0].type.element_type if chosen else None
+
+
+def _scalar_dtype(value: Any, peer: DType | None) -> DType | None:
+    """Dtype for a Python number (or list of floats) used as an operand next to ``peer``.
+
+    Scalars follow the tensor they meet, like PyTorch's wrapped numbers; integer lists keep
+    their default int64 so that shapes and indices given as lists stay integers.
+    """
+    if isinstance(value, np.ndarray | np.generic) or peer is None:
+        return None
+    kind = np.asarray(value).dtype.kind
+    is_scalar = np.ndim(value) == 0
+    if peer.is_float and (kind == "f" or (kind in "iu" and is_scalar)):
+        return peer
+    if peer.is_int and kind in "iu" and is_scalar:
+        return peer
+    if peer is DType.bool and kind == "b":
+        return peer
+    return None
+
+
+def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -> Graph:
+    from coreai_core._builder import current_program, insertion_point
+
+    if isinstance(fn, Graph):
+        return fn
+    if not callable(fn):
+        raise TypeRuleError(f"region {pname!r} must be a Graph or a callable", op=op)
+    g = Graph(f"{op}.{pname}", program=current_program())
+    args = [g.add_input(f"arg{i}", t) for i, t in enumerate(input_types)]
+    with insertion_point(g):
+        out = fn(*args)
+        outs = [out] if isinstance(out, Value) or not isinstance(out, (list, tuple)) else out
+        g.outputs(list(outs))
+    return g
+
+
+def _make_builder(opdef: OpDef) -> Callable[..., Any]:
+    sig = opdef.signature
+
+    def builder(*args: Any, loc: Location | None = None, **kwargs: Any) -> Any:
+        from coreai_core._builder import as_value, current
+
+        ip = current()
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeRuleError(f"bad arguments: {e}; signature is {opdef.signature_text()}",
+                                op=opdef.name) from None
+        bound.apply_defaults()
+        raw = bound.arguments
+        peer = _peer_dtype([raw[p.name] for p in opdef.operands if p.role != "variadic"]
+                           + [v for p in opdef.operands if p.role == "variadic"
+                              for v in (raw[p.name] or [])])
+        operands: dict[str, Any] = {}
+        flat: list[Value] = []
+        for p in opdef.operands:
+            v = raw[p.name]
+            if p.role == "variadic":
+                vs = [as_value(x, _scalar_dtype(x, peer)) for x in (v or [])]
+                operands[p.name] = vs
+                flat.extend(vs)
+            elif v is None and p.role == "optional":
+                operands[p.name] = None
+            else:
+                if v is None:
+                    raise TypeRuleError(f"operand {p.name!r} is required", op=opdef.name)
+                val = as_value(v, _scalar_dtype(v, peer))
+                operands[p.name] = val
+                flat.append(val)
+        region_inputs = [v.type for p in opdef.operands if p.role == "variadic"
+                         for v in operands[p.name]]
+        attributes: dict[str, Any] = {}
+        for p in opdef.attributes:
+            v = raw[p.name]
+            if p.role == "region":
+                attributes[p.name] = _build_region(v, region_inputs, opdef.name, p.name)
+            else:
+                attributes[p.name] = normalize_attr(p, v, opdef.name)
+        location = loc if loc is not None else ip.location
+        try:
+            result_types = opdef.infer(operands, attributes)
+        except TypeRuleError as e:
+            raise e.located(opdef.name, location) from None
+        op = Operation(opdef.name, flat, attributes, [], location)
+        op.results = [Value(t, op, i) for i, t in enumerate(result_types)]
+        ip.graph.ops.append(op)
+        if len(op.results) == 1 and not opdef.traits & {"multi_result"}:
+            return op.results[0]
+        return tuple(op.results)
+
+    builder.__name__ = opdef.rule.__name__
+    builder.__qualname__ = opdef.rule.__qualname__
+    builder.__doc__ = opdef.rule.__doc__
+    builder.__module__ = opdef.rule.__module__
+    builder.__signature__ = sig.replace(parameters=[
+        *sig.parameters.values(),
+        inspect.Parameter("loc", inspect.Parameter.KEYWORD_ONLY, default=None),
+    ])
+    builder.opdef = opdef
+    return builder
+
+
+def build_operation(opdef: OpDef, operands: list[Value], attributes: dict[str, Any],
+                    location: Location, result_types: list[TensorType] | None = None,
+                    ) -> Operation:
+    """Create an op from already-normalized parts (used by the parser and passes)."""
+    try:
+        inferred = opdef.infer(opdef.split_operands(operands), attributes)
+    except TypeRuleError as e:
+        raise e.located(opdef.name, location) from None
+    if result_types is not None and list(result_types) != inferred:
+        raise TypeRuleError(
+            f"declared result types {[str(t) for t in result_types]} differ from the inferred "
+            f"{[str(t) for t in inferred]}", op=opdef.name, location=location)
+    op = Operation(opdef.name, list(operands), attributes, [], location)
+    op.results = [Value(t, op, i) for i, t in enumerate(result_types or inferred)]
+    return op

@@ -1,0 +1,111 @@
+"""Helpers shared by type rules: broadcasting, axes, constant operands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from coreai_core._dtypes import DType
+from coreai_core._ir import Dim, TensorType, Value
+from coreai_core._opdef import constant_data
+from coreai_core.errors import TypeRuleError
+
+DimT = int | Dim
+
+
+def fail(message: str) -> None:
+    raise TypeRuleError(message)
+
+
+def expect(cond: Any, message: str) -> None:
+    if not cond:
+        raise TypeRuleError(message)
+
+
+def broadcast_shapes(*shapes: Sequence[DimT]) -> tuple[DimT, ...]:
+    """Numpy broadcasting; a dynamic dim against a static one >1 resolves to the static one."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[DimT] = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        static = {d for d in dims if isinstance(d, int) and d != 1}
+        if len(static) > 1:
+            fail(f"shapes {[_fmt(s) for s in shapes]} do not broadcast (axis {i - rank})")
+        if static:
+            out.append(static.pop())
+            continue
+        dynamic = [d for d in dims if isinstance(d, Dim)]
+        out.append(dynamic[0] if dynamic else 1)
+    return tuple(out)
+
+
+def _fmt(shape: Sequence[DimT]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -max(rank, 1) <= axis < max(rank, 1):
+        fail(f"{what} {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def norm_axes(axes: Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(rank))
+    out = tuple(sorted({norm_axis(a, rank, "axis") for a in axes}))
+    expect(len(out) == len(axes), f"axes {list(axes)} repeat an axis")
+    return out
+
+
+def same_dtype(*values: Value) -> DType:
+    dtypes = {v.type.element_type for v in values}
+    expect(len(dtypes) == 1,
+           "operands must share one element type, got " + ", ".join(str(v.type) for v in values))
+    return values[0].type.element_type
+
+
+def const_ints(v: Value) -> tuple[int, ...] | None:
+    """The integer contents of a constant 0-d or 1-d Value, or None if not constant."""
+    data = constant_data(v)
+    if data is None:
+        return None
+    return tuple(int(x) for x in data.reshape(-1).tolist())
+
+
+def expect_int_vector(v: Value, what: str, length: int | None = None) -> None:
+    t = v.type
+    expect(t.element_type.is_int and t.rank == 1,
+           f"{what} must be a 1-d integer tensor, got {t}")
+    if length is not None and isinstance(t.shape[0], int):
+        expect(t.shape[0] == length, f"{what} must have {length} elements, got {t.shape[0]}")
+
+
+def expect_float(v: Value, what: str = "operand") -> None:
+    expect(v.type.element_type.is_float, f"{what} must be a float tensor, got {v.type}")
+
+
+def tensor(shape: Sequence[DimT], dtype: DType | str) -> TensorType:
+    return TensorType(tuple(shape), dtype)
+
+
+def dim_mul(a: DimT, b: DimT) -> DimT:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return Dim()
+
+
+def window_out(size: DimT, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
+               ceil_mode: bool = False) -> DimT:
+    """Output length of a sliding window (conv/pool), PyTorch's formula."""
+    if not isinstance(size, int):
+        return Dim()
+    span = size + pad_lo + pad_hi - d * (k - 1) - 1
+    if span < 0:
+        fail(f"window of size {k} (dilation {d}) does not fit input length {size} "
+             f"with padding ({pad_lo}, {pad_hi})")
+    n = -(-span // s) if ceil_mode else span // s
+    out = n + 1
+    # PyTorch: with ceil_mode the last window must start inside the input or left padding.
+    if ceil_mode and (out - 1) * s >= size + pad_lo:
+        out -= 1
+    return out

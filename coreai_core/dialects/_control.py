@@ -1,0 +1,75 @@
+"""Control flow and calls: if_, while_, invoke, and the graph terminators output / yield_."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from coreai_core._builder import current
+from coreai_core._dtypes import DType
+from coreai_core._ir import Graph, TensorType, Value
+from coreai_core._opdef import defop
+from coreai_core._shapes import expect
+
+
+def _types(g: Graph) -> list[TensorType]:
+    return [v.type for v in g.output_values.values()]
+
+
+def _expect_inputs(g: Graph, values: Sequence[Value], what: str) -> None:
+    got = [v.type for v in values]
+    want = [v.type for v in g.inputs.values()]
+    expect(got == want, f"{what} takes {[str(t) for t in want]}, got {[str(t) for t in got]}")
+
+
+@defop(traits=("multi_result", "control"))
+def if_(pred: Value, operands: Sequence[Value], then_branch: Graph, else_branch: Graph,
+        ) -> list[TensorType]:
+    """Run ``then_branch`` or ``else_branch`` on ``operands``; both yield the same types.
+
+    Branches are graphs (or callables building them) whose inputs are ``operands``.
+    """
+    expect(pred.type.element_type is DType.bool and pred.type.numel in (1, None),
+           f"predicate must be a one-element bool tensor, got {pred.type}")
+    for name, g in (("then_branch", then_branch), ("else_branch", else_branch)):
+        _expect_inputs(g, operands, name)
+    expect(_types(then_branch) == _types(else_branch),
+           f"branches yield different types: {[str(t) for t in _types(then_branch)]} vs "
+           f"{[str(t) for t in _types(else_branch)]}")
+    return _types(then_branch)
+
+
+@defop(traits=("multi_result", "control"))
+def while_(init: Sequence[Value], cond: Graph, body: Graph) -> list[TensorType]:
+    """Loop: while ``cond(*carried)`` is true, ``carried = body(*carried)``; yields carried."""
+    _expect_inputs(cond, init, "cond")
+    _expect_inputs(body, init, "body")
+    ct = _types(cond)
+    expect(len(ct) == 1 and ct[0].element_type is DType.bool and ct[0].numel in (1, None),
+           f"cond must yield one bool scalar, got {[str(t) for t in ct]}")
+    expect(_types(body) == [v.type for v in init],
+           f"body must yield the carried types {[str(v.type) for v in init]}, got "
+           f"{[str(t) for t in _types(body)]}")
+    return [v.type for v in init]
+
+
+@defop(traits=("multi_result", "control"))
+def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
+    """Call entrypoint graph ``callee`` of the same program with ``args``."""
+    program = current().graph.program
+    expect(program is not None and callee in program.graphs,
+           f"callee @{callee} is not a graph of this program")
+    g = program.graphs[callee]
+    expect(not g.state_inputs, f"callee @{callee} has state; only stateless graphs are invoked")
+    _expect_inputs(g, args, f"@{callee}")
+    return _types(g)
+
+
+def output(values: Any = None, /, state: Any = None, **named: Value) -> None:
+    """Terminate the current graph: set its named outputs (and updated state)."""
+    current().graph.outputs(values, state=state, **named)
+
+
+def yield_(*values: Value) -> None:
+    """Terminate the current region graph with positional results."""
+    current().graph.outputs(list(values))

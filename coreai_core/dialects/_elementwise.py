@@ -1,0 +1,247 @@
+"""Elementwise ops: constants, casts, unary math, broadcasting binary ops, where."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from coreai_core._builder import INLINE_LIMIT, current, default_dtype_of
+from coreai_core._dtypes import DType
+from coreai_core._ir import Location, TensorType, Value, WeightRef
+from coreai_core._opdef import Array, defop
+from coreai_core._shapes import broadcast_shapes, expect, same_dtype
+
+# Which element types an elementwise op accepts.
+FLOAT = "float"
+NUMERIC = "numeric"  # ints and floats
+INTEGRAL = "integral"  # ints and bool
+BOOL = "bool"
+ANY = "any"
+
+
+def _accepts(kind: str, dtype: DType) -> bool:
+    return {
+        FLOAT: dtype.is_float,
+        NUMERIC: dtype.is_float or dtype.is_int,
+        INTEGRAL: dtype.is_int or dtype is DType.bool,
+        BOOL: dtype is DType.bool,
+        ANY: True,
+    }[kind]
+
+
+def _check(kind: str, *values: Value) -> None:
+    for v in values:
+        expect(_accepts(kind, v.type.element_type),
+               f"expects {kind} operands, got {v.type}")
+
+
+# -- constants and casts -------------------------------------------------------------------------
+
+@defop(name="coreai.constant")
+def _constant(value: Array) -> TensorType:
+    """A constant tensor; large ones live in ``Program.weights`` and are referenced by name."""
+    if isinstance(value, WeightRef):
+        prog = current().graph.program
+        expect(prog is not None and value.name in prog.weight_types,
+               f"weight @{value.name} is not declared by the program")
+        return prog.weight_types[value.name]
+    return TensorType(value.shape, DType.of(value.dtype))
+
+
+def constant(value: Any, dtype: Any = None, *, name: str | None = None,
+             loc: Location | None = None) -> Value:
+    """Build a constant from a Python scalar/list or numpy array.
+
+    ``dtype`` accepts a DType, its name or a numpy dtype; by default Python floats become
+    float32, ints int64 and bools bool. Arrays with more than ``INLINE_LIMIT`` elements (or any
+    array given a ``name``) are stored in the program's weights under ``name``.
+    """
+    target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
+    if isinstance(value, Value):
+        raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")
+    arr = np.asarray(value)
+    if arr.dtype != target.numpy:
+        arr = arr.astype(target.numpy)
+    if arr.size > INLINE_LIMIT or name is not None:
+        program = current().graph.program
+        if program is None:
+            raise RuntimeError("large constants need a graph that belongs to a Program")
+        ref = program.add_weight(program.unique_weight_name(name or current().weight_prefix),
+                                 arr)
+        return _constant(ref, loc=loc)
+    return _constant(arr, loc=loc)
+
+
+@defop(traits=("elementwise",))
+def cast(x: Value, dtype: DType) -> TensorType:
+    """Convert element type (float->int truncates toward zero; nonzero->True for bool)."""
+    return x.type.with_dtype(dtype)
+
+
+# -- unary ---------------------------------------------------------------------------------------
+
+def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None) -> Any:
+    def rule(x: Value) -> TensorType:
+        _check(accepts, x)
+        return x.type if result is None else x.type.with_dtype(result)
+
+    rule.__name__ = rule.__qualname__ = name
+    rule.__doc__ = doc
+    return defop(traits=("elementwise", "unary"))(rule)
+
+
+abs_ = _unary("abs_", "Absolute value.", NUMERIC)
+neg = _unary("neg", "Negation.", NUMERIC)
+sign = _unary("sign", "-1, 0 or 1 (NaN stays NaN).", NUMERIC)
+floor = _unary("floor", "Round toward -inf.", NUMERIC)
+ceil = _unary("ceil", "Round toward +inf.", NUMERIC)
+round_ = _unary("round_", "Round half to even.", NUMERIC)
+trunc = _unary("trunc", "Round toward zero.", NUMERIC)
+relu = _unary("relu", "max(x, 0).", NUMERIC)
+acos = _unary("acos", "Inverse cosine.")
+acosh = _unary("acosh", "Inverse hyperbolic cosine.")
+asin = _unary("asin", "Inverse sine.")
+asinh = _unary("asinh", "Inverse hyperbolic sine.")
+atan = _unary("atan", "Inverse tangent.")
+atanh = _unary("atanh", "Inverse hyperbolic tangent.")
+cos = _unary("cos", "Cosine.")
+cosh = _unary("cosh", "Hyperbolic cosine.")
+sin = _unary("sin", "Sine.")
+sinh = _unary("sinh", "Hyperbolic sine.")
+tan = _unary("tan", "Tangent.")
+tanh = _unary("tanh", "Hyperbolic tangent.")
+exp = _unary("exp", "e**x.")
+exp2 = _unary("exp2", "2**x.")
+expm1 = _unary("expm1", "e**x - 1, accurate near 0.")
+log = _unary("log", "Natural logarithm.")
+log2 = _unary("log2", "Base-2 logarithm.")
+log10 = _unary("log10", "Base-10 logarithm.")
+log1p = _unary("log1p", "log(1 + x), accurate near 0.")
+sqrt = _unary("sqrt", "Square root.")
+rsqrt = _unary("rsqrt", "1 / sqrt(x).")
+reciprocal = _unary("reciprocal", "1 / x.")
+erf = _unary("erf", "Gauss error function.")
+erfinv = _unary("erfinv", "Inverse error function.")
+lgamma = _unary("lgamma", "log|Gamma(x)|.")
+digamma = _unary("digamma", "Derivative of lgamma.")
+sigmoid = _unary("sigmoid", "1 / (1 + exp(-x)).")
+silu = _unary("silu", "x * sigmoid(x).")
+not_ = _unary("not_", "Logical not.", BOOL)
+bitwise_not = _unary("bitwise_not", "Bitwise not (logical not for bool).", INTEGRAL)
+isnan = _unary("isnan", "True where x is NaN.", FLOAT, DType.bool)
+isinf = _unary("isinf", "True where x is +-inf.", FLOAT, DType.bool)
+
+
+@defop(traits=("elementwise", "unary"))
+def gelu(x: Value, approximate: Literal["none", "tanh"] = "none") -> TensorType:
+    """Gaussian error linear unit, exact (erf) or with the tanh approximation."""
+    _check(FLOAT, x)
+    return x.type
+
+
+def _softmax_rule(x: Value, axis: int = -1) -> TensorType:
+    from coreai_core._shapes import norm_axis
+
+    _check(FLOAT, x)
+    norm_axis(axis, x.type.rank)
+    return x.type
+
+
+@defop()
+def softmax(x: Value, axis: int = -1) -> TensorType:
+    """exp(x) / sum(exp(x)) along ``axis``, computed stably."""
+    return _softmax_rule(x, axis)
+
+
+@defop()
+def log_softmax(x: Value, axis: int = -1) -> TensorType:
+    """x - logsumexp(x) along ``axis``."""
+    return _softmax_rule(x, axis)
+
+
+# -- binary --------------------------------------------------------------------------------------
+
+def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = None,
+            broadcast: bool = True, traits: tuple[str, ...] = ()) -> Any:
+    def rule(lhs: Value, rhs: Value) -> TensorType:
+        dtype = same_dtype(lhs, rhs)
+        _check(accepts, lhs, rhs)
+        if broadcast:
+            shape = broadcast_shapes(lhs.type.shape, rhs.type.shape)
+        else:
+            expect(lhs.type.shape == rhs.type.shape,
+                   f"operands must have the same shape, got {lhs.type} and {rhs.type} "
+                   f"(use broadcasting_{name} to broadcast)")
+            shape = lhs.type.shape
+        return TensorType(shape, result or dtype)
+
+    rule.__name__ = rule.__qualname__ = name
+    rule.__doc__ = doc + (" Numpy broadcasting." if broadcast else " Operands have one shape.")
+    return defop(traits=("elementwise", "binary", *traits))(rule)
+
+
+COMMUTATIVE = ("commutative",)
+broadcasting_add = _binary("broadcasting_add", "lhs + rhs.", traits=COMMUTATIVE)
+broadcasting_sub = _binary("broadcasting_sub", "lhs - rhs.")
+broadcasting_mul = _binary("broadcasting_mul", "lhs * rhs.", traits=COMMUTATIVE)
+broadcasting_divide = _binary(
+    "broadcasting_divide", "lhs / rhs (integers: rounded toward zero, like C).")
+broadcasting_floor_divide = _binary("broadcasting_floor_divide", "floor(lhs / rhs).")
+broadcasting_modulo = _binary(
+    "broadcasting_modulo", "C-style remainder, sign of lhs (torch.fmod).")
+broadcasting_remainder = _binary(
+    "broadcasting_remainder", "Python-style remainder, sign of rhs (torch.remainder).")
+broadcasting_pow = _binary("broadcasting_pow", "lhs ** rhs.")
+broadcasting_atan2 = _binary("broadcasting_atan2", "atan2(lhs, rhs).", FLOAT)
+broadcasting_maximum = _binary(
+    "broadcasting_maximum", "Elementwise max, NaN propagates.", ANY, traits=COMMUTATIVE)
+broadcasting_minimum = _binary(
+    "broadcasting_minimum", "Elementwise min, NaN propagates.", ANY, traits=COMMUTATIVE)
+broadcasting_equal = _binary(
+    "broadcasting_equal", "lhs == rhs.", ANY, DType.bool, traits=COMMUTATIVE)
+broadcasting_not_equal = _binary(
+    "broadcasting_not_equal", "lhs != rhs.", ANY, DType.bool, traits=COMMUTATIVE)
+broadcasting_greater = _binary("broadcasting_greater", "lhs > rhs.", ANY, DType.bool)
+broadcasting_greater_equal = _binary(
+    "broadcasting_greater_equal", "lhs >= rhs.", ANY, DType.bool)
+broadcasting_less = _binary("broadcasting_less", "lhs < rhs.", ANY, DType.bool)
+broadcasting_less_equal = _binary("broadcasting_less_equal", "lhs <= rhs.", ANY, DType.bool)
+broadcasting_and = _binary("broadcasting_and", "Logical and.", BOOL, traits=COMMUTATIVE)
+broadcasting_or = _binary("broadcasting_or", "Logical or.", BOOL, traits=COMMUTATIVE)
+broadcasting_xor = _binary("broadcasting_xor", "Logical xor.", BOOL, traits=COMMUTATIVE)
+broadcasting_bitwise_and = _binary(
+    "broadcasting_bitwise_and", "Bitwise and.", INTEGRAL, traits=COMMUTATIVE)
+broadcasting_bitwise_or = _binary(
+    "broadcasting_bitwise_or", "Bitwise or.", INTEGRAL, traits=COMMUTATIVE)
+broadcasting_bitwise_xor = _binary(
+    "broadcasting_bitwise_xor", "Bitwise xor.", INTEGRAL, traits=COMMUTATIVE)
+broadcasting_shift_left = _binary("broadcasting_shift_left", "lhs << rhs.", INTEGRAL)
+broadcasting_shift_right = _binary(
+    "broadcasting_shift_right", "lhs >> rhs (arithmetic for signed types).", INTEGRAL)
+add = _binary("add", "lhs + rhs.", broadcast=False, traits=COMMUTATIVE)
+sub = _binary("sub", "lhs - rhs.", broadcast=False)
+mul = _binary("mul", "lhs * rhs.", broadcast=False, traits=COMMUTATIVE)
+divide = _binary("divide", "lhs / rhs (integers: rounded toward zero).", broadcast=False)
+
+
+def broadcasting_bitwise_not(x: Any, *, loc: Location | None = None) -> Value:
+    """Alias of :func:`bitwise_not`, listed with the broadcasting family."""
+    return bitwise_not(x, loc=loc)
+
+
+@defop(traits=("elementwise",))
+def broadcasting_where(condition: Value, lhs: Value, rhs: Value) -> TensorType:
+    """``lhs`` where ``condition`` else ``rhs``, all three broadcast together."""
+    expect(condition.type.element_type is DType.bool,
+           f"condition must be bool, got {condition.type}")
+    dtype = same_dtype(lhs, rhs)
+    shape = broadcast_shapes(condition.type.shape, lhs.type.shape, rhs.type.shape)
+    return TensorType(shape, dtype)
+
+
+where = broadcasting_where
+
+
+__all__ = [n for n, v in list(globals().items())
+           if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == __name__]

@@ -1,0 +1,242 @@
+"""Neural-network ops: matmul, convolution, pooling, interpolation, quantization."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from coreai_core._dtypes import DType
+from coreai_core._ir import Dim, Location, TensorType, Value
+from coreai_core._opdef import Floats, Ints, defop
+from coreai_core._shapes import broadcast_shapes, expect, norm_axis, same_dtype, window_out
+
+
+@defop()
+def batch_matmul(lhs: Value, rhs: Value) -> TensorType:
+    """``numpy.matmul``: batch dims broadcast; 1-d operands are promoted and squeezed."""
+    dtype = same_dtype(lhs, rhs)
+    a, b = lhs.type.shape, rhs.type.shape
+    expect(len(a) >= 1 and len(b) >= 1, "matmul operands must have rank >= 1")
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    k1, k2 = a2[-1], b2[-2]
+    if isinstance(k1, int) and isinstance(k2, int):
+        expect(k1 == k2, f"contracting dims differ: {lhs.type} @ {rhs.type}")
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
+    shape = [*batch, *([a2[-2]] if len(a) > 1 else []), *([b2[-1]] if len(b) > 1 else [])]
+    return TensorType(shape, dtype)
+
+
+def _spatial(x: Value, n: int | None, what: str) -> int:
+    rank = x.type.rank
+    expect(rank >= 3, f"{what} expects [N, C, *spatial], got {x.type}")
+    if n is not None:
+        expect(rank - 2 == n, f"{what} expects {n} spatial dims, got {x.type}")
+    expect(rank - 2 <= 3, f"{what} supports 1-3 spatial dims, got {x.type}")
+    return rank - 2
+
+
+def _fill(values: Ints | None, n: int, default: int, name: str) -> tuple[int, ...]:
+    if values is None or len(values) == 0:
+        return (default,) * n
+    if len(values) == 1:
+        return tuple(values) * n
+    expect(len(values) == n, f"{name} needs {n} entries, got {list(values)}")
+    return tuple(values)
+
+
+def _pads(pads: Ints | None, n: int) -> tuple[int, ...]:
+    """Pads as (lo0, hi0, lo1, hi1, ...); a list of n entries pads both sides equally."""
+    if pads is None or len(pads) == 0:
+        return (0,) * (2 * n)
+    if len(pads) == n:
+        return tuple(p for v in pads for p in (v, v))
+    expect(len(pads) == 2 * n, f"pads needs {n} or {2 * n} entries, got {list(pads)}")
+    return tuple(pads)
+
+
+@defop()
+def conv(x: Value, weight: Value, bias: Value | None = None, strides: Ints | None = None,
+         pads: Ints | None = None, dilation: Ints | None = None, groups: int = 1,
+         ) -> TensorType:
+    """N-d convolution (cross-correlation): x [N, C, *S], weight [O, C/groups, *K]."""
+    n = _spatial(x, None, "conv")
+    dtype = same_dtype(x, weight)
+    expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
+    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    expect(groups >= 1, "groups must be >= 1")
+    c, o = x.type.shape[1], weight.type.shape[0]
+    if isinstance(c, int) and isinstance(weight.type.shape[1], int):
+        expect(c == weight.type.shape[1] * groups,
+               f"input channels {c} != weight channels {weight.type.shape[1]} x groups {groups}")
+    if isinstance(o, int):
+        expect(o % groups == 0, f"output channels {o} not divisible by groups {groups}")
+    if bias is not None:
+        same_dtype(x, bias)
+        expect(bias.type.rank == 1, f"bias must be 1-d, got {bias.type}")
+    k = weight.type.shape[2:]
+    expect(all(isinstance(v, int) for v in k), "kernel sizes must be static")
+    spatial = [window_out(x.type.shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i])
+               for i in range(n)]
+    return TensorType([x.type.shape[0], o, *spatial], dtype)
+
+
+@defop()
+def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
+                   strides: Ints | None = None, pads: Ints | None = None,
+                   dilation: Ints | None = None, groups: int = 1,
+                   output_padding: Ints | None = None) -> TensorType:
+    """Transposed convolution: x [N, C, *S], weight [C, O/groups, *K]."""
+    n = _spatial(x, None, "conv_transpose")
+    dtype = same_dtype(x, weight)
+    expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
+    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    op_ = _fill(output_padding, n, 0, "output_padding")
+    o = weight.type.shape[1]
+    o = o * groups if isinstance(o, int) else Dim()
+    if bias is not None:
+        same_dtype(x, bias)
+    k = weight.type.shape[2:]
+    spatial: list[int | Dim] = []
+    for i in range(n):
+        size = x.type.shape[2 + i]
+        if not isinstance(size, int):
+            spatial.append(Dim())
+            continue
+        out = (size - 1) * s[i] - p[2 * i] - p[2 * i + 1] + d[i] * (k[i] - 1) + op_[i] + 1
+        expect(out >= 0, f"conv_transpose output length {out} < 0 on spatial axis {i}")
+        spatial.append(out)
+    return TensorType([x.type.shape[0], o, *spatial], dtype)
+
+
+def _pool_shape(x: Value, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
+                dilation: Ints | None, ceil_mode: bool) -> list:
+    n = _spatial(x, None, "pool")
+    k = _fill(kernel_size, n, 1, "kernel_size")
+    s = _fill(strides, n, 1, "strides") if strides else k
+    d, p = _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    for i in range(n):
+        effective = d[i] * (k[i] - 1) + 1
+        expect(max(p[2 * i], p[2 * i + 1]) <= effective // 2,
+               f"padding {p[2 * i]} must be at most half the kernel extent {effective}")
+    spatial = [window_out(x.type.shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i],
+                          ceil_mode) for i in range(n)]
+    return [*x.type.shape[:2], *spatial]
+
+
+@defop(traits=("multi_result",))
+def maxpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
+            dilation: Ints | None = None, ceil_mode: bool = False,
+            return_indices: bool = False) -> list[TensorType]:
+    """Max pooling over 1-3 spatial dims; optional int64 flat indices like torch."""
+    shape = _pool_shape(x, kernel_size, strides, pads, dilation, ceil_mode)
+    out = [x.type.with_shape(shape)]
+    if return_indices:
+        out.append(TensorType(shape, DType.int64))
+    return out
+
+
+@defop()
+def sumpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
+            dilation: Ints | None = None, ceil_mode: bool = False) -> TensorType:
+    """Sum over sliding windows (zero padding) on 1-3 spatial dims."""
+    return x.type.with_shape(_pool_shape(x, kernel_size, strides, pads, dilation, ceil_mode))
+
+
+@defop()
+def avgpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
+            ceil_mode: bool = False, count_include_pad: bool = True,
+            divisor_override: int | None = None) -> TensorType:
+    """Average pooling with PyTorch's divisor rules (count_include_pad, divisor_override)."""
+    expect(x.type.element_type.is_float, f"avgpool expects a float tensor, got {x.type}")
+    return x.type.with_shape(_pool_shape(x, kernel_size, strides, pads, None, ceil_mode))
+
+
+@defop()
+def interpolate(x: Value, sizes: Ints,
+                mode: Literal["nearest", "nearest_exact", "linear", "cubic"] = "nearest",
+                align_corners: bool = False, scales: Floats | None = None) -> TensorType:
+    """Resize the spatial dims to ``sizes`` (PyTorch upsample semantics).
+
+    ``linear`` is bi/tri-linear by rank; ``scales`` (input/output ratio given by the user)
+    changes the coordinate mapping exactly like torch's ``scale_factor``.
+    """
+    n = _spatial(x, None, "interpolate")
+    expect(len(sizes) == n, f"sizes needs {n} entries, got {list(sizes)}")
+    if scales is not None:
+        expect(len(scales) == n, f"scales needs {n} entries, got {list(scales)}")
+    if mode == "cubic":
+        expect(n == 2, "cubic interpolation needs 2 spatial dims")
+    expect(x.type.element_type.is_float or mode.startswith("nearest"),
+           f"{mode} interpolation expects a float tensor, got {x.type}")
+    return x.type.with_shape([*x.type.shape[:2], *sizes])
+
+
+def _quant_params(x: Value, scale: Value, zero_point: Value, axis: int | None) -> None:
+    if axis is None:
+        expect(scale.type.rank == 0 and zero_point.type.rank == 0,
+               "per-tensor scale and zero_point must be 0-d")
+    else:
+        ax = norm_axis(axis, x.type.rank)
+        for v in (scale, zero_point):
+            expect(v.type.rank == 1, f"per-axis parameters must be 1-d, got {v.type}")
+            if isinstance(v.type.shape[0], int) and isinstance(x.type.shape[ax], int):
+                expect(v.type.shape[0] == x.type.shape[ax],
+                       f"{v.type} does not match axis {ax} of {x.type}")
+
+
+@defop()
+def quantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
+             dtype: DType = DType.int8) -> TensorType:
+    """round(x / scale) + zero_point, clamped to ``dtype`` (per tensor or per ``axis``)."""
+    expect(x.type.element_type.is_float, f"quantize expects a float tensor, got {x.type}")
+    expect(dtype.is_int, f"quantized dtype must be an integer type, got {dtype}")
+    _quant_params(x, scale, zero_point, axis)
+    return x.type.with_dtype(dtype)
+
+
+@defop()
+def dequantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
+               ) -> TensorType:
+    """(x - zero_point) * scale, in the scale's float type."""
+    expect(x.type.element_type.is_int, f"dequantize expects an integer tensor, got {x.type}")
+    expect(scale.type.element_type.is_float, f"scale must be float, got {scale.type}")
+    _quant_params(x, scale, zero_point, axis)
+    return x.type.with_dtype(scale.type.element_type)
+
+
+# -- fixed-rank builder names (the seed guide's spelling); they build the ops above ------------
+
+def _rank_checked(x: Any, n: int, name: str) -> None:
+    if isinstance(x, Value) and x.type.rank != n + 2:
+        from coreai_core.errors import TypeRuleError
+
+        raise TypeRuleError(f"{name} expects a rank-{n + 2} input, got {x.type}", op=name)
+
+
+def conv2d(x: Value, weight: Value, bias: Value | None = None, strides: Any = None,
+           pads: Any = None, dilation: Any = None, groups: int = 1, *,
+           loc: Location | None = None) -> Value:
+    """:func:`conv` on [N, C, H, W]."""
+    _rank_checked(x, 2, "coreai.conv2d")
+    return conv(x, weight, bias, strides, pads, dilation, groups, loc=loc)
+
+
+def sumpool2d(x: Value, kernel_size: Any, strides: Any = None, pads: Any = None,
+              dilation: Any = None, ceil_mode: bool = False, *,
+              loc: Location | None = None) -> Value:
+    """:func:`sumpool` on [N, C, H, W]."""
+    _rank_checked(x, 2, "coreai.sumpool2d")
+    return sumpool(x, kernel_size, strides, pads, dilation, ceil_mode, loc=loc)
+
+
+def maxpool2d(x: Value, kernel_size: Any, strides: Any = None, pads: Any = None,
+              dilation: Any = None, ceil_mode: bool = False, return_indices: bool = False, *,
+              loc: Location | None = None) -> Any:
+    """:func:`maxpool` on [N, C, H, W]; returns the values (and indices if asked)."""
+    _rank_checked(x, 2, "coreai.maxpool2d")
+    out = maxpool(x, kernel_size, strides, pads, dilation, ceil_mode, return_indices, loc=loc)
+    return out if return_indices else out[0]
+
+
+__all__ = [n for n, v in list(globals().items())
+           if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == __name__]

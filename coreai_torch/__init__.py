@@ -1,0 +1,1 @@
+"""coreai_torch: convert torch.export programs to the Core AI dialect."""
