@@ -1,1 +1,16 @@
-"""coreai_torch: convert torch.export programs to the Core AI dialect."""
+"""coreai_torch: convert ``torch.export`` programs to the Core AI dialect.
+
+```python
+ep = torch.export.export(model, args).run_decompositions(get_decomp_table())
+program = TorchConverter().add_exported_program(ep).to_coreai()
+```
+"""
+
+from coreai_torch.converter import TorchConverter
+from coreai_torch.decompositions import get_decomp_table
+from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
+
+__all__ = [
+    "ConversionError", "LoweringError", "TorchConverter", "UnsupportedOpsError",
+    "get_decomp_table",
+]

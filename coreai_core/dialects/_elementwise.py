@@ -51,12 +51,14 @@ def _constant(value: Array) -> TensorType:
 
 def constant(value: Any, dtype: Any = None, *, name: str | None = None,
              loc: Location | None = None) -> Value:
-    """Build a constant from a Python scalar/list or numpy array.
+    """Build a constant from a Python scalar/list, a numpy array or a program WeightRef.
 
     ``dtype`` accepts a DType, its name or a numpy dtype; by default Python floats become
     float32, ints int64 and bools bool. Arrays with more than ``INLINE_LIMIT`` elements (or any
     array given a ``name``) are stored in the program's weights under ``name``.
     """
+    if isinstance(value, WeightRef):
+        return _constant(value, loc=loc)
     target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
     if isinstance(value, Value):
         raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")

@@ -1,0 +1,62 @@
+"""Errors raised by the converter; each says what failed, where, and how to fix it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+
+class ConversionError(Exception):
+    """Base class of every coreai_torch conversion error."""
+
+
+@attrs.frozen
+class UnsupportedOp:
+    qualified_name: str
+    count: int
+    example_node: str
+    source: str | None
+
+
+def lowering_stub(qualified_name: str) -> str:
+    fn = "lower_" + qualified_name.replace("::", "_").replace(".", "_")
+    return (
+        f'@converter.register_torch_lowering("{qualified_name}")\n'
+        f"def {fn}(values_map, node, loc):\n"
+        f"    x = get_operand(values_map, node, 0, loc)\n"
+        f"    return coreai.<op>(x, loc=loc)  # build the result with coreai builders\n"
+    )
+
+
+class UnsupportedOpsError(ConversionError):
+    """The program calls ops with no lowering; all of them are listed, before any lowering."""
+
+    def __init__(self, ops: Sequence[UnsupportedOp]) -> None:
+        self.ops = list(ops)
+        lines = [f"{len(self.ops)} op(s) in the exported program have no lowering:"]
+        for op in self.ops:
+            where = f" at {op.source}" if op.source else ""
+            lines.append(f"  {op.qualified_name}: {op.count} node(s), e.g. {op.example_node!r}"
+                         f"{where}")
+        lines.append("Register a lowering on your converter, for example:")
+        lines.append("")
+        lines.append(lowering_stub(self.ops[0].qualified_name))
+        lines.append("(see docs/custom-op-lowering.md)")
+        super().__init__("\n".join(lines))
+
+
+class LoweringError(ConversionError):
+    """A lowering raised or returned something of the wrong type for its FX node."""
+
+    def __init__(self, message: str, *, node: str, target: str, source: str | None,
+                 lowering: str | None) -> None:
+        self.node = node
+        self.target = target
+        self.source = source
+        self.lowering = lowering
+        where = f"FX node {node!r} ({target})"
+        if source:
+            where += f" at {source}"
+        by = f" in lowering {lowering}" if lowering else ""
+        super().__init__(f"{where}{by}: {message}")

@@ -1,0 +1,98 @@
+"""Shared pieces of built-in lowerings: operand promotion and the unary/binary patterns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch.fx
+
+from coreai_core import DType, Location, Value
+from coreai_core.dialects import coreai
+from coreai_torch._utils import (
+    cast_to,
+    dtype_of,
+    get_operand,
+    result_dtype,
+    scalar_constant,
+)
+
+ValuesMap = Mapping[str, Value]
+Builder = Callable[..., Value]
+
+
+def _meta_arg(a: Any) -> Any:
+    if isinstance(a, torch.fx.Node):
+        val = a.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return torch.empty([1] * val.dim(), dtype=val.dtype, device="meta")
+        if isinstance(val, torch.SymInt):
+            return 1
+        if isinstance(val, torch.SymFloat):
+            return 1.0
+        if isinstance(val, torch.SymBool):
+            return True
+    return a
+
+
+def computation_dtype(node: torch.fx.Node, arg_indices: tuple[int, int] = (0, 1)) -> DType:
+    """``torch.result_type`` of two of the node's arguments (wrapped-number rules included)."""
+    a, b = (_meta_arg(node.args[i]) for i in arg_indices)
+    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+        a = torch.tensor(a, device="meta")
+    return dtype_of(torch.result_type(a, b))
+
+
+def operand_as(values_map: ValuesMap, node: torch.fx.Node, index: int, dtype: DType,
+               loc: Location) -> Value:
+    """Operand ``index`` converted to ``dtype`` (scalars become constants of that dtype)."""
+    arg = node.args[index]
+    if isinstance(arg, (bool, int, float)):
+        return coreai.constant(arg, dtype=dtype, loc=loc)
+    return cast_to(get_operand(values_map, node, index, loc), dtype, loc)
+
+
+def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable:
+    """Lowering for an elementwise unary op whose result dtype torch fixes in meta['val'].
+
+    With ``float_compute`` the input is cast to the result dtype first (torch computes e.g.
+    sin(int) in the default float type).
+    """
+
+    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+        x = get_operand(values_map, node, 0, loc)
+        out = result_dtype(node)
+        if float_compute or (out.is_float and not x.type.element_type.is_float):
+            x = cast_to(x, out, loc)
+        return cast_to(builder(x, loc=loc), out, loc)
+
+    lowering.__doc__ = f"Elementwise unary lowering onto {builder.__name__}."
+    return lowering
+
+
+def lower_binary(builder: Builder, *, compute: str = "result") -> Callable:
+    """Lowering for a broadcasting binary op.
+
+    ``compute="result"`` casts operands to the node's result dtype (arithmetic);
+    ``"promoted"`` to torch's promoted operand dtype (comparisons, logical ops return bool).
+    """
+
+    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+        dtype = result_dtype(node) if compute == "result" else computation_dtype(node)
+        a = operand_as(values_map, node, 0, dtype, loc)
+        b = operand_as(values_map, node, 1, dtype, loc)
+        return cast_to(builder(a, b, loc=loc), result_dtype(node), loc)
+
+    lowering.__doc__ = f"Broadcasting binary lowering onto {builder.__name__}."
+    return lowering
+
+
+def scalar_like(value: Any, like: Value, loc: Location) -> Value:
+    """A 0-d constant of ``like``'s element type."""
+    return coreai.constant(value, dtype=like.type.element_type, loc=loc)
+
+
+__all__ = [
+    "ValuesMap", "computation_dtype", "lower_binary", "lower_unary", "operand_as",
+    "scalar_constant", "scalar_like",
+]

@@ -1,0 +1,5 @@
+"""Built-in lowerings: indexing."""
+
+from coreai_torch._table import LoweringSet
+
+LOWERINGS = LoweringSet("indexing")

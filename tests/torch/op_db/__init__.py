@@ -1,0 +1,16 @@
+"""The op database: one entry per lowered target, grouped by family.
+
+Each family module exposes ``ENTRIES``; ``ENTRIES`` here is their concatenation and
+``COVERED_ELSEWHERE`` names built-in lowerings that cannot be reached by exporting a small
+module and are tested by the named test instead.
+"""
+
+from tests.torch.op_db import control, elementwise, indexing, nn, reduction, shape, symbolic
+from tests.torch.op_db._entry import OpEntry, Sample
+
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control)
+ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
+
+COVERED_ELSEWHERE: dict[str, str] = {}
+
+__all__ = ["COVERED_ELSEWHERE", "ENTRIES", "FAMILIES", "OpEntry", "Sample"]

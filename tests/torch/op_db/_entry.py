@@ -1,0 +1,141 @@
+"""The op-database entry type and the hypothesis strategies entries are built from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import torch
+from hypothesis import strategies as st
+
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+ALL_DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, torch.bool)
+
+# Default comparison tolerance per dtype, with the reason.
+# float32/float64: numpy and torch may differ by a few ulps in transcendental functions.
+# float16/bfloat16: torch rounds each op's float32 result once to half precision; our
+# kernels do the same but a different float32 intermediate can land on the other side of
+# a half-precision rounding boundary, i.e. one ulp of the half type.
+DEFAULT_TOL = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+
+@attrs.frozen
+class Sample:
+    """Positional inputs (tensors or Python values) and keyword attributes for ``fn``."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = attrs.field(factory=dict)
+
+    def __repr__(self) -> str:
+        def show(a: Any) -> str:
+            if isinstance(a, torch.Tensor):
+                return f"Tensor({list(a.shape)}, {a.dtype})"
+            return repr(a)
+
+        args = ", ".join(show(a) for a in self.args)
+        return f"Sample({args}; {self.kwargs})"
+
+
+@attrs.frozen
+class OpEntry:
+    """One lowered target, how to call it from torch, and how to compare.
+
+    ``fn(*tensors, **kwargs)`` calls torch; tensor args of a Sample become the exported
+    module's inputs, other args are baked in as constants. ``atol/rtol`` override the
+    per-dtype default and need ``tol_reason``. ``compare`` replaces the value comparison
+    (e.g. for ops whose index outputs are ambiguous under ties).
+    """
+
+    target: str
+    fn: Callable[..., Any]
+    samples: st.SearchStrategy[Sample]
+    atol: float | None = None
+    rtol: float | None = None
+    tol_reason: str = ""
+    compare: Callable[[Any, Any, Sample], None] | None = None
+    name: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.name or self.target
+
+    def __attrs_post_init__(self) -> None:
+        if (self.atol is not None or self.rtol is not None) and not self.tol_reason:
+            raise ValueError(f"{self.target}: a custom tolerance needs tol_reason")
+
+
+# -- strategies ---------------------------------------------------------------------------------
+
+def sizes(min_size: int = 1, max_size: int = 6, allow_47: bool = True,
+          ) -> st.SearchStrategy[int]:
+    """Dimension sizes: mostly small, sometimes 1, sometimes the odd size 47."""
+    choices = st.integers(min_size, max_size)
+    if allow_47:
+        choices = st.one_of(choices, st.just(47)) if min_size <= 47 else choices
+    if min_size <= 1:
+        choices = st.one_of(st.just(1), choices)
+    return choices
+
+
+def shapes(min_rank: int = 0, max_rank: int = 4, min_size: int = 1, max_size: int = 6,
+           ) -> st.SearchStrategy[tuple[int, ...]]:
+    """Shapes whose total size stays small even with a 47."""
+    @st.composite
+    def build(draw: Any) -> tuple[int, ...]:
+        rank = draw(st.integers(min_rank, max_rank))
+        dims = [draw(sizes(min_size, max_size, allow_47=False)) for _ in range(rank)]
+        if rank and draw(st.integers(0, 5)) == 0:
+            dims[draw(st.integers(0, rank - 1))] = 47
+        return tuple(dims)
+
+    return build()
+
+
+def broadcastable(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+    """A shape that broadcasts against ``shape`` (trailing subset, some dims set to 1)."""
+    @st.composite
+    def build(draw: Any) -> tuple[int, ...]:
+        keep = draw(st.integers(0, len(shape)))
+        tail = list(shape[len(shape) - keep:])
+        return tuple(1 if draw(st.booleans()) else d for d in tail)
+
+    return build()
+
+
+def tensors(shape: Sequence[int], dtype: torch.dtype, *, low: float = -4.0,
+            high: float = 4.0, special: bool = False) -> st.SearchStrategy[torch.Tensor]:
+    """A random tensor drawn through a seed (fast for any size).
+
+    ``special`` mixes in 0, +-inf and NaN for float dtypes.
+    """
+    @st.composite
+    def build(draw: Any) -> torch.Tensor:
+        seed = draw(st.integers(0, 2**31 - 1))
+        g = torch.Generator().manual_seed(seed)
+        if dtype == torch.bool:
+            return torch.rand(tuple(shape), generator=g) > 0.5
+        if dtype.is_floating_point:
+            t = torch.rand(tuple(shape), generator=g, dtype=torch.float64) * (high - low) + low
+            if special and t.numel():
+                mask = torch.rand(tuple(shape), generator=g)
+                t[mask < 0.05] = float("nan")
+                t[(mask >= 0.05) & (mask < 0.08)] = float("inf")
+                t[(mask >= 0.08) & (mask < 0.11)] = -float("inf")
+                t[(mask >= 0.11) & (mask < 0.15)] = 0.0
+            return t.to(dtype)
+        info = torch.iinfo(dtype)
+        lo, hi = max(int(low), info.min), min(int(high), info.max)
+        return torch.randint(lo, hi + 1, tuple(shape), generator=g, dtype=torch.int64).to(dtype)
+
+    return build()
+
+
+def positive(shape: Sequence[int], dtype: torch.dtype) -> st.SearchStrategy[torch.Tensor]:
+    return tensors(shape, dtype, low=0.1, high=4.0)

@@ -1,0 +1,203 @@
+"""Op-database entries: elementwise math, comparisons, logical ops, activations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from tests.torch.op_db._entry import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    OpEntry,
+    Sample,
+    broadcastable,
+    shapes,
+    tensors,
+)
+
+aten = torch.ops.aten
+FLOATS = st.sampled_from(FLOAT_DTYPES)
+NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
+SIGNED = st.sampled_from((*FLOAT_DTYPES, torch.int8, torch.int16, torch.int32, torch.int64))
+ANY = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES, torch.bool))
+
+
+def unary(dtypes: st.SearchStrategy = FLOATS, low: float = -4.0, high: float = 4.0,
+          special: bool = True, **kwargs: Any) -> st.SearchStrategy[Sample]:
+    @st.composite
+    def build(draw: Any) -> Sample:
+        dtype = draw(dtypes)
+        x = draw(tensors(draw(shapes()), dtype, low=low, high=high,
+                         special=special and dtype.is_floating_point))
+        return Sample((x,), {k: draw(v) for k, v in kwargs.items()})
+
+    return build()
+
+
+def binary(dtypes: st.SearchStrategy = NUMERIC, scalar: bool = False, low: float = -4.0,
+           high: float = 4.0, rhs_low: float | None = None, mixed: bool = True,
+           ) -> st.SearchStrategy[Sample]:
+    """Two broadcastable tensors (or a tensor and a Python scalar); sometimes mixed dtypes."""
+    @st.composite
+    def build(draw: Any) -> Sample:
+        dtype = draw(dtypes)
+        shape = draw(shapes())
+        x = draw(tensors(shape, dtype, low=low, high=high))
+        lo = low if rhs_low is None else rhs_low
+        if scalar:
+            if dtype.is_floating_point:
+                y = draw(st.floats(lo, high, allow_nan=False, width=16))
+            elif dtype == torch.bool:
+                y = draw(st.booleans())
+            else:
+                y = draw(st.integers(int(lo), int(high)))
+            return Sample((x, y))
+        other = draw(dtypes) if mixed and draw(st.booleans()) else dtype
+        y = draw(tensors(draw(broadcastable(shape)), other, low=lo, high=high))
+        if draw(st.booleans()):
+            x, y = y, x
+        return Sample((x, y))
+
+    return build()
+
+
+def nonzero_rhs(sample: Sample) -> Sample:
+    x, y = sample.args
+    if isinstance(y, torch.Tensor):
+        y = torch.where(y == 0, torch.ones_like(y), y)
+    elif y == 0:
+        y = 1
+    return Sample((x, y), sample.kwargs)
+
+
+ENTRIES: list[OpEntry] = []
+
+
+def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
+    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+
+
+# -- unary ------------------------------------------------------------------------------------
+for name, lo, hi in [
+    ("acos", -1.0, 1.0), ("acosh", 1.0, 5.0), ("asin", -1.0, 1.0), ("asinh", -4.0, 4.0),
+    ("atan", -4.0, 4.0), ("atanh", -0.99, 0.99), ("cos", -4.0, 4.0), ("cosh", -4.0, 4.0),
+    ("sin", -4.0, 4.0), ("sinh", -4.0, 4.0), ("tan", -1.5, 1.5), ("tanh", -4.0, 4.0),
+    ("exp", -4.0, 4.0), ("exp2", -4.0, 4.0), ("expm1", -4.0, 4.0), ("log", 0.01, 5.0),
+    ("log2", 0.01, 5.0), ("log10", 0.01, 5.0), ("log1p", -0.9, 5.0), ("sqrt", 0.0, 5.0),
+    ("rsqrt", 0.01, 5.0), ("reciprocal", 0.1, 5.0), ("erf", -3.0, 3.0),
+    ("erfinv", -0.99, 0.99), ("lgamma", 0.1, 6.0), ("digamma", 0.1, 6.0),
+    ("sigmoid", -6.0, 6.0),
+]:
+    add(f"aten::{name}.default", getattr(torch, name), unary(low=lo, high=hi))
+    add(f"aten::{name}.default", getattr(torch, name),
+        unary(st.sampled_from(INT_DTYPES), low=max(lo, 1), high=max(hi, 3), special=False),
+        name=f"{name}[int]")
+add("aten::silu.default", F.silu, unary())
+for name in ("abs", "neg", "sign", "floor", "ceil", "trunc", "relu"):
+    dtypes = SIGNED if name in ("abs", "neg", "sign") else NUMERIC
+    add(f"aten::{name}.default", getattr(torch, name), unary(dtypes))
+add("aten::round.default", torch.round, unary(low=-6.0, high=6.0))
+add("aten::round.decimals", lambda x, decimals: torch.round(x, decimals=decimals),
+    unary(st.sampled_from((torch.float32, torch.float64)), decimals=st.integers(-1, 3)),
+    atol=1e-6, rtol=1e-6,
+    tol_reason="round(x * 10**d) / 10**d: the scaling multiply rounds once, as in torch")
+add("aten::bitwise_not.default", torch.bitwise_not,
+    unary(st.sampled_from((*INT_DTYPES, torch.bool)), special=False))
+add("aten::logical_not.default", torch.logical_not, unary(ANY))
+for name in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
+    add(f"aten::{name}.default", getattr(torch, name), unary(NUMERIC))
+add("aten::gelu.default", lambda x, approximate: F.gelu(x, approximate=approximate),
+    unary(approximate=st.sampled_from(("none", "tanh"))))
+
+# -- binary -----------------------------------------------------------------------------------
+for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul)]:
+    dtypes = SIGNED if name == "sub" else NUMERIC
+    add(f"aten::{name}.Tensor", fn, binary(dtypes))
+add("aten::add.Tensor", lambda x, y, alpha: torch.add(x, y, alpha=alpha),
+    st.builds(lambda s, a: Sample(s.args, {"alpha": a}),
+              binary(st.sampled_from((torch.float32, torch.int64)), mixed=False),
+              st.sampled_from((2, -1))), name="add.Tensor[alpha]")
+add("aten::sub.Tensor", lambda x, y, alpha: torch.sub(x, y, alpha=alpha),
+    st.builds(lambda s, a: Sample(s.args, {"alpha": a}),
+              binary(st.sampled_from((torch.float32, torch.int32)), mixed=False),
+              st.sampled_from((2, 3))), name="sub.Tensor[alpha]")
+add("aten::rsub.Scalar", lambda x, y: torch.rsub(x, y), binary(SIGNED, scalar=True))
+add("aten::div.Tensor", torch.div, binary(FLOATS).map(nonzero_rhs))
+add("aten::div.Tensor", torch.div, binary(st.sampled_from(INT_DTYPES)).map(nonzero_rhs),
+    name="div.Tensor[int]")
+add("aten::div.Tensor_mode", lambda x, y, mode: torch.div(x, y, rounding_mode=mode),
+    st.builds(lambda s, m: Sample(s.args, {"mode": m}), binary(SIGNED).map(nonzero_rhs),
+              st.sampled_from(("floor", "trunc"))))
+for name in ("maximum", "minimum"):
+    add(f"aten::{name}.default", getattr(torch, name), binary(NUMERIC, mixed=False))
+for name, dtypes in [("fmod", SIGNED), ("remainder", SIGNED)]:
+    add(f"aten::{name}.Tensor", getattr(torch, name), binary(dtypes).map(nonzero_rhs))
+    add(f"aten::{name}.Scalar", getattr(torch, name),
+        binary(dtypes, scalar=True, rhs_low=1).map(nonzero_rhs))
+add("aten::floor_divide.default", torch.floor_divide, binary(SIGNED).map(nonzero_rhs))
+add("aten::pow.Tensor_Tensor", torch.pow,
+    binary(FLOATS, low=0.1, high=3.0, mixed=False))
+add("aten::pow.Tensor_Scalar", torch.pow, binary(FLOATS, scalar=True, low=0.1, high=3.0))
+add("aten::pow.Tensor_Scalar", torch.pow,
+    binary(st.sampled_from((torch.int32, torch.int64)), scalar=True, low=0, high=4),
+    name="pow.Tensor_Scalar[int]")
+add("aten::pow.Scalar", lambda x, y: torch.pow(y, x),
+    binary(FLOATS, scalar=True, low=0.1, high=3.0))
+add("aten::atan2.default", torch.atan2, binary(FLOATS, mixed=False))
+for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    dtypes = st.sampled_from((*INT_DTYPES, torch.bool))
+    add(f"aten::{name}.Tensor", getattr(torch, name), binary(dtypes, mixed=False))
+    add(f"aten::{name}.Scalar", getattr(torch, name),
+        binary(st.sampled_from(INT_DTYPES), scalar=True))
+for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    add(f"aten::{name}.Tensor", getattr(torch, name), binary(NUMERIC))
+    add(f"aten::{name}.Scalar", getattr(torch, name), binary(NUMERIC, scalar=True))
+for name in ("logical_and", "logical_or", "logical_xor"):
+    add(f"aten::{name}.default", getattr(torch, name), binary(ANY))
+
+
+@st.composite
+def _where(draw: Any) -> Sample:
+    dtype = draw(ANY)
+    shape = draw(shapes())
+    cond = draw(tensors(draw(broadcastable(shape)), torch.bool))
+    x = draw(tensors(shape, dtype))
+    y = draw(tensors(draw(broadcastable(shape)), dtype))
+    return Sample((cond, x, y))
+
+
+add("aten::where.self", torch.where, _where())
+
+
+@st.composite
+def _clamp(draw: Any) -> Sample:
+    dtype = draw(NUMERIC)
+    x = draw(tensors(draw(shapes()), dtype, special=dtype.is_floating_point))
+    lo = draw(st.one_of(st.none(), st.integers(-3, 0)))
+    hi = draw(st.one_of(st.none(), st.integers(1, 3))) if lo is not None else 2
+    return Sample((x,), {"min": lo, "max": hi})
+
+
+add("aten::clamp.default", lambda x, min, max: torch.clamp(x, min, max), _clamp())
+add("aten::clamp.Tensor", torch.clamp,
+    st.builds(lambda s: Sample((s.args[0], torch.minimum(s.args[0], s.args[1]) - 1,
+                                torch.maximum(s.args[0], s.args[1]))),
+              binary(FLOATS, mixed=False)))
+
+# -- activations ------------------------------------------------------------------------------
+add("aten::hardtanh.default", lambda x: F.hardtanh(x, -0.5, 2.0), unary())
+add("aten::leaky_relu.default", lambda x, s: F.leaky_relu(x, s),
+    unary(s=st.sampled_from((0.01, 0.2))))
+add("aten::elu.default", lambda x, a: F.elu(x, a), unary(a=st.sampled_from((1.0, 0.5))))
+add("aten::selu.default", F.selu, unary())
+add("aten::celu.default", lambda x, a: F.celu(x, a), unary(a=st.sampled_from((1.0, 2.0))))
+add("aten::softplus.default", lambda x, b, t: F.softplus(x, b, t),
+    unary(low=-30.0, high=30.0, b=st.sampled_from((1.0, 2.0)), t=st.sampled_from((20.0, 5.0))))
+add("aten::mish.default", F.mish, unary())
+add("aten::log_sigmoid_forward.default", F.logsigmoid, unary(low=-30.0, high=30.0))
+add("aten::hardsigmoid.default", F.hardsigmoid, unary())
+add("aten::hardswish.default", F.hardswish, unary())
+add("aten::threshold.default", lambda x: F.threshold(x, 0.5, -2.0), unary())

@@ -1,0 +1,7 @@
+"""Op-database entries: shape."""
+
+from __future__ import annotations
+
+from tests.torch.op_db._entry import OpEntry
+
+ENTRIES: list[OpEntry] = []
