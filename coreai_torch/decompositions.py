@@ -66,5 +66,6 @@ def get_decomp_table(converter: Any = None) -> Any:
 def kept_ops(converter: Any = None) -> list[str]:
     """Qualified names torch's default table would decompose but we keep (sorted)."""
     lowered = _lowered_names(converter)
-    return sorted(qualified_name(op) for op in torch.export.default_decompositions().keys()
+    table = torch.export.default_decompositions()
+    return sorted(qualified_name(op) for op in table.keys()  # noqa: SIM118 (not a dict)
                   if qualified_name(op) in lowered and op not in CANONICAL_REWRITES)
