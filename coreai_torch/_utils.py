@@ -94,7 +94,7 @@ def _type_of_val(val: Any) -> TensorType:
     if isinstance(val, (int, torch.SymInt)):
         return TensorType((), DType.int64)
     if isinstance(val, (float, torch.SymFloat)):
-        return TensorType((), DType.float32)
+        return TensorType((), DType.float64)  # Python floats are doubles
     raise TypeError(f"no Core AI type for {type(val).__name__} value {val!r}")
 
 
@@ -111,7 +111,7 @@ def node_dtype(arg: Any) -> DType | None:
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             return DType.int64
         if isinstance(val, (torch.SymFloat, float)):
-            return DType.float32
+            return DType.float64
         if isinstance(val, (torch.SymBool, bool)):
             return DType.bool
     return None

@@ -1,5 +1,180 @@
-"""Built-in lowerings: control."""
+"""Built-in lowerings: higher-order ops (cond, while_loop, map, scan, grad/autocast wrappers).
 
+Subgraphs are lowered into region graphs of ``coreai.if_`` / ``coreai.while_`` through the
+converter's ``lower_subgraph`` (available from the conversion context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from coreai_core import DType, Location, Value
+from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
+from coreai_torch._utils import cast_to, current_context, get_operand, result_type
+from coreai_torch.lowerings._common import ValuesMap
 
 LOWERINGS = LoweringSet("control")
+reg = LOWERINGS.register_torch_lowering
+
+
+def _subgraph(node: torch.fx.Node, arg: Any) -> torch.fx.GraphModule:
+    if isinstance(arg, torch.fx.GraphModule):
+        return arg
+    if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+        gm = getattr(node.graph.owning_module, str(arg.target))
+        if isinstance(gm, torch.fx.GraphModule):
+            return gm
+    raise TypeError(f"expected a subgraph, got {arg!r}")
+
+
+def _lower(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
+    return current_context().lower_subgraph(gm, list(args))
+
+
+def _values(values_map: ValuesMap, node: torch.fx.Node, args: Sequence[Any],
+            loc: Location) -> list[Value]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.fx.Node):
+            out.append(values_map[a.name])
+        else:
+            out.append(coreai.constant(a, loc=loc))
+    return out
+
+
+def _predicate(v: Value, loc: Location) -> Value:
+    if v.type.element_type is not DType.bool:
+        v = coreai.broadcasting_not_equal(v, coreai.constant(0, dtype=v.type.element_type),
+                                          loc=loc)
+    if v.type.rank:
+        v = coreai.reshape(v, np.zeros((0,), np.int64), loc=loc)
+    return v
+
+
+@reg("higher_order::cond.default")
+def higher_order_cond(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+    """cond(pred, true_fn, false_fn, operands) -> tuple"""
+    _pred, true_fn, false_fn, operands = node.args
+    pred_v = _predicate(get_operand(values_map, node, 0, loc), loc)
+    args = _values(values_map, node, operands, loc)
+    then_gm, else_gm = _subgraph(node, true_fn), _subgraph(node, false_fn)
+    return list(coreai.if_(pred_v, args, then_branch=lambda *a: _lower(then_gm, a),
+                           else_branch=lambda *a: _lower(else_gm, a), loc=loc))
+
+
+@reg("higher_order::while_loop.default")
+def higher_order_while_loop(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                            ) -> list[Value]:
+    """while_loop(cond_fn, body_fn, carried_inputs, additional_inputs) -> tuple"""
+    cond_fn, body_fn, carried, additional = node.args
+    cond_gm, body_gm = _subgraph(node, cond_fn), _subgraph(node, body_fn)
+    init = _values(values_map, node, carried, loc)
+    extra = _values(values_map, node, additional, loc)
+    n = len(init)
+
+    def cond(*a: Value) -> Value:
+        return _predicate(_lower(cond_gm, a)[0], loc)
+
+    def body(*a: Value) -> list[Value]:
+        return [*_lower(body_gm, a), *a[n:]]
+
+    return list(coreai.while_([*init, *extra], cond=cond, body=body, loc=loc))[:n]
+
+
+@reg("higher_order::wrap_with_set_grad_enabled.default")
+def higher_order_wrap_with_set_grad_enabled(values_map: ValuesMap, node: torch.fx.Node,
+                                            loc: Location) -> Any:
+    """wrap_with_set_grad_enabled(enabled, gm, *args): inlined (inference ignores grad mode)"""
+    return _inline(values_map, node, node.args[1], node.args[2:], loc)
+
+
+@reg("higher_order::wrap_with_autocast.default")
+def higher_order_wrap_with_autocast(values_map: ValuesMap, node: torch.fx.Node,
+                                    loc: Location) -> Any:
+    """wrap_with_autocast(device_type, dtype, enabled, cache_enabled, gm, *args): inlined
+
+    The subgraph already carries the casts autocast inserted at export time.
+    """
+    return _inline(values_map, node, node.args[4], node.args[5:], loc)
+
+
+def _inline(values_map: ValuesMap, node: torch.fx.Node, fn: Any, args: Sequence[Any],
+            loc: Location) -> Any:
+    outs = _lower(_subgraph(node, fn), _values(values_map, node, args, loc))
+    return outs if isinstance(node.meta.get("val"), (list, tuple)) else outs[0]
+
+
+# -- map and scan: a while_ loop over the leading axis ------------------------------------------
+
+def _zeros(node: torch.fx.Node, index: int, loc: Location) -> Value:
+    t = result_type(node, index)
+    if not t.is_static:
+        raise NotImplementedError("map/scan with dynamic output shapes is not supported")
+    return coreai.broadcast_to(coreai.constant(0, dtype=t.element_type, loc=loc),
+                               list(t.shape), loc=loc)
+
+
+def _loop_over_leading_axis(node: torch.fx.Node, fn_gm: torch.fx.GraphModule,
+                            carries: list[Value], xs: list[Value], extra: list[Value],
+                            first_y: int, loc: Location) -> list[Value]:
+    """Run ``fn_gm(*carries, *x_slices, *extra) -> (*carries, *ys)`` for each leading index.
+
+    Returns the final carries followed by the stacked ys (output ``first_y + j`` of ``node``
+    gives the type of ys[j]).
+    """
+    if not xs:
+        raise NotImplementedError("map/scan without scanned inputs is not supported")
+    n_ys = len(node.meta["val"]) - first_y
+    buffers = [_zeros(node, first_y + j, loc) for j in range(n_ys)]
+    length = coreai.gather(coreai.get_shape(xs[0], loc=loc),
+                           coreai.constant(np.int64(0), loc=loc), axis=0, loc=loc)
+    i0 = coreai.constant(np.int64(0), loc=loc)
+    nc, nb = len(carries), len(buffers)
+    init = [i0, length, *carries, *buffers, *xs, *extra]
+
+    def cond(i: Value, n: Value, *rest: Value) -> Value:
+        return coreai.broadcasting_less(i, n, loc=loc)
+
+    def body(i: Value, n: Value, *rest: Value) -> list[Value]:
+        cs, bs = list(rest[:nc]), list(rest[nc:nc + nb])
+        scanned, ex = list(rest[nc + nb:nc + nb + len(xs)]), list(rest[nc + nb + len(xs):])
+        slices = [coreai.gather(x, i, axis=0, loc=loc) for x in scanned]
+        outs = _lower(fn_gm, [*cs, *slices, *ex])
+        new_c, ys = outs[:nc], outs[nc:]
+        start = coreai.reshape(i, [1], loc=loc)
+        nxt = coreai.broadcasting_add(i, coreai.constant(np.int64(1), loc=loc), loc=loc)
+        stop = coreai.reshape(nxt, [1], loc=loc)
+        new_b = [coreai.slice_update(b, coreai.expand_dims(cast_to(y, b.type.element_type, loc),
+                                                            [0], loc=loc),
+                                     start, stop, axes=[0], strides=[1], loc=loc)
+                 for b, y in zip(bs, ys, strict=True)]
+        return [nxt, n, *new_c, *new_b, *scanned, *ex]
+
+    out = coreai.while_(init, cond=cond, body=body, loc=loc)
+    return list(out[2:2 + nc + nb])
+
+
+@reg("higher_order::map_impl.default")
+def higher_order_map_impl(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                          ) -> list[Value]:
+    """map_impl(f, xs, pos_args) -> stacked f(x, *pos_args) over xs' leading axis"""
+    fn, xs, pos = node.args
+    return _loop_over_leading_axis(node, _subgraph(node, fn), [],
+                                   _values(values_map, node, xs, loc),
+                                   _values(values_map, node, pos, loc), 0, loc)
+
+
+@reg("higher_order::scan.default")
+def higher_order_scan(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+    """scan(combine_fn, init, xs, additional_inputs) -> (*final_carry, *stacked_ys)"""
+    fn, init, xs, additional = node.args
+    carries = _values(values_map, node, init, loc)
+    return _loop_over_leading_axis(node, _subgraph(node, fn), carries,
+                                   _values(values_map, node, xs, loc),
+                                   _values(values_map, node, additional, loc), len(carries), loc)

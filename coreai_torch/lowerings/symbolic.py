@@ -1,5 +1,144 @@
-"""Built-in lowerings: symbolic."""
+"""Built-in lowerings: symbolic sizes (SymInt arithmetic) and Python operator targets.
 
-from coreai_torch._table import LoweringSet
+A SymInt/SymFloat/SymBool node lowers to a 0-d int64/float64/bool Value computed at run
+time from the input shapes, so dynamic dimensions never get baked in.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+import torch
+import torch.fx
+
+from coreai_core import DType, Location, Value
+from coreai_core.dialects import coreai
+from coreai_torch._table import LoweringSet, qualified_name
+from coreai_torch._utils import cast_to, get_operand, node_dtype, normalize_dim, result_dtype
+from coreai_torch.lowerings._common import ValuesMap
 
 LOWERINGS = LoweringSet("symbolic")
+reg = LOWERINGS.register_torch_lowering
+
+
+def _size(x: Value, dim: int, loc: Location) -> Value:
+    axis = coreai.constant(np.int64(normalize_dim(dim, x.type.rank)), loc=loc)
+    return coreai.gather(coreai.get_shape(x, loc=loc), axis, axis=0, loc=loc)
+
+
+@reg("aten::sym_size.int")
+def aten_sym_size_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """sym_size.int(Tensor self, int dim) -> SymInt"""
+    return _size(get_operand(values_map, node, 0, loc), node.args[1], loc)
+
+
+@reg("aten::sym_numel.default")
+def aten_sym_numel_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """sym_numel(Tensor self) -> SymInt"""
+    x = get_operand(values_map, node, 0, loc)
+    return coreai.reduce_product(coreai.get_shape(x, loc=loc), loc=loc)
+
+
+@reg("aten::sym_stride.int")
+def aten_sym_stride_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """sym_stride.int(Tensor self, int dim) -> SymInt (row-major strides of a fresh tensor)"""
+    x = get_operand(values_map, node, 0, loc)
+    dim = normalize_dim(node.args[1], x.type.rank)
+    shape = coreai.get_shape(x, loc=loc)
+    tail = coreai.slice_(shape, [dim + 1], [x.type.rank], axes=[0], strides=[1], loc=loc)
+    return coreai.reduce_product(tail, loc=loc)
+
+
+@reg("aten::sym_storage_offset.default")
+def aten_sym_storage_offset_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                                    ) -> Value:
+    """sym_storage_offset(Tensor self) -> SymInt (always 0: programs have no views)"""
+    return coreai.constant(np.int64(0), loc=loc)
+
+
+@reg("aten::sym_is_contiguous.default")
+def aten_sym_is_contiguous_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                                   ) -> Value:
+    """sym_is_contiguous(Tensor self, MemoryFormat memory_format) -> SymBool (always true)"""
+    return coreai.constant(True, loc=loc)
+
+
+@reg("aten::_local_scalar_dense.default")
+def aten__local_scalar_dense_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                                     ) -> Value:
+    """_local_scalar_dense(Tensor self) -> Scalar (tensor.item())"""
+    x = get_operand(values_map, node, 0, loc)
+    x = coreai.reshape(x, np.zeros((0,), np.int64), loc=loc)
+    return cast_to(x, result_dtype(node), loc)
+
+
+# -- Python operators on SymInt / SymFloat / SymBool ----------------------------------------------
+
+def _operands(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+    """The arguments as 0-d Values of one type: Python's int -> float promotion, bool last."""
+    kinds = []
+    for a in node.args:
+        d = node_dtype(a)
+        if d is None:
+            d = DType.bool if isinstance(a, bool) else (
+                DType.int64 if isinstance(a, int) else DType.float64)
+        kinds.append(d)
+    compute = DType.float64 if any(k.is_float for k in kinds) else (
+        DType.int64 if any(k.is_int for k in kinds) else DType.bool)
+    return [get_operand(values_map, node, i, loc, dtype=compute) for i in range(len(node.args))]
+
+
+def _sym_binary(builder: object) -> object:
+    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+        a, b = _operands(values_map, node, loc)
+        return cast_to(builder(a, b, loc=loc), result_dtype(node), loc)
+
+    return lowering
+
+
+_SYM_BINARY = {
+    operator.add: coreai.broadcasting_add, operator.sub: coreai.broadcasting_sub,
+    operator.mul: coreai.broadcasting_mul, operator.floordiv: coreai.broadcasting_floor_divide,
+    operator.truediv: coreai.broadcasting_divide, operator.mod: coreai.broadcasting_remainder,
+    operator.pow: coreai.broadcasting_pow, operator.eq: coreai.broadcasting_equal,
+    operator.ne: coreai.broadcasting_not_equal, operator.lt: coreai.broadcasting_less,
+    operator.le: coreai.broadcasting_less_equal, operator.gt: coreai.broadcasting_greater,
+    operator.ge: coreai.broadcasting_greater_equal, operator.and_: coreai.broadcasting_and,
+    operator.or_: coreai.broadcasting_or, torch.sym_max: coreai.broadcasting_maximum,
+    torch.sym_min: coreai.broadcasting_minimum,
+}
+for _fn, _builder in _SYM_BINARY.items():
+    reg(qualified_name(_fn))(_sym_binary(_builder))
+
+
+@reg(qualified_name(operator.neg))
+def coreaix_neg_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """operator.neg(SymInt | SymFloat)"""
+    return coreai.neg(get_operand(values_map, node, 0, loc), loc=loc)
+
+
+@reg(qualified_name(torch.sym_not))
+def coreaix_sym_not_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """torch.sym_not(SymBool)"""
+    return coreai.not_(cast_to(get_operand(values_map, node, 0, loc), DType.bool, loc), loc=loc)
+
+
+@reg(qualified_name(torch.sym_float), qualified_name(torch.sym_int))
+def coreaix_sym_float_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                              ) -> Value:
+    """torch.sym_float / torch.sym_int (int() truncates toward zero)"""
+    x = get_operand(values_map, node, 0, loc)
+    if result_dtype(node).is_int and x.type.element_type.is_float:
+        x = coreai.trunc(x, loc=loc)
+    return cast_to(x, result_dtype(node), loc)
+
+
+@reg(qualified_name(math.ceil), qualified_name(math.floor))
+def coreaix_ceil_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+    """math.ceil / math.floor on a SymFloat"""
+    x = get_operand(values_map, node, 0, loc)
+    if x.type.element_type.is_float:
+        x = (coreai.ceil if node.target is math.ceil else coreai.floor)(x, loc=loc)
+    return cast_to(x, result_dtype(node), loc)

@@ -1,0 +1,129 @@
+"""Per-instance lowering tables: names, duplicates, overrides, introspection, isolation."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from coreai_core.dialects import coreai
+from coreai_torch import TorchConverter
+from coreai_torch._table import LoweringTable, check_qualified_name, qualified_name
+from coreai_torch._utils import get_operand
+from coreai_torch.lowerings import default_table
+from tests.torch.harness import export
+
+
+class AddOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + 1.0
+
+
+@pytest.mark.parametrize("name", [
+    "relu", "aten::relu", "aten.relu.default", "aten::relu.", "::relu.default", "aten::.x",
+    "aten::relu.default.extra", "", 3, None, "a b::c.d",
+])
+def test_malformed_names_raise(name: object) -> None:
+    converter = TorchConverter()
+    with pytest.raises(ValueError, match="namespace::op_name.overload"):
+        converter.register_torch_lowering(name)  # type: ignore[arg-type]
+
+
+def test_missing_overload_hint() -> None:
+    with pytest.raises(ValueError, match=r"'my_lib::op.default'"):
+        check_qualified_name("my_lib::op")
+
+
+def test_duplicate_builtin_needs_allow_override() -> None:
+    converter = TorchConverter()
+    with pytest.raises(ValueError, match="allow_override=True"):
+        converter.register_torch_lowering("aten::relu.default")(lambda v, n, loc: None)
+    fn = converter.register_torch_lowering("aten::relu.default", allow_override=True)(
+        lambda v, n, loc: None)
+    assert converter.lowering_for("aten::relu.default") is fn
+
+
+def test_duplicate_user_lowering_raises() -> None:
+    converter = TorchConverter()
+    converter.register_torch_lowering("my_lib::op.default")(lambda v, n, loc: None)
+    with pytest.raises(ValueError, match="already has a user lowering"):
+        converter.register_torch_lowering("my_lib::op.default")(lambda v, n, loc: None)
+
+
+def test_introspection_lists_builtin_and_user() -> None:
+    converter = TorchConverter()
+    converter.register_torch_lowering("my_lib::op.default")(lambda v, n, loc: None)
+    names = converter.supported_ops()
+    assert "my_lib::op.default" in names and "aten::relu.default" in names
+    assert names == sorted(names)
+    assert converter.user_lowerings == ["my_lib::op.default"]
+    assert converter.lowering_for("aten::nope.default") is None
+    assert "my_lib::op.default" in repr(converter)
+    assert "my_lib::op.default" not in default_table()
+
+
+def test_default_table_is_frozen() -> None:
+    with pytest.raises(RuntimeError, match="frozen"):
+        default_table().register("my_lib::x.default", lambda v, n, loc: None)
+
+
+def test_qualified_names_of_targets() -> None:
+    import operator
+
+    assert qualified_name(torch.ops.aten.add.Tensor) == "aten::add.Tensor"
+    assert qualified_name(torch.ops.aten.relu.default) == "aten::relu.default"
+    assert qualified_name(torch.ops.higher_order.cond) == "higher_order::cond.default"
+    assert qualified_name(operator.getitem) == "coreaix::getitem.default"
+
+
+def test_table_overlay_reads_fall_through_and_writes_stay_local() -> None:
+    parent = LoweringTable()
+    parent.register("a::x.default", lambda v, n, loc: "parent")
+    child = LoweringTable(parent)
+    child.register("a::x.default", lambda v, n, loc: "child", allow_override=True)
+    assert child.lookup("a::x.default")(None, None, None) == "child"
+    assert parent.lookup("a::x.default")(None, None, None) == "parent"
+    assert LoweringTable(parent).lookup("a::x.default")(None, None, None) == "parent"
+
+
+def _override(converter: TorchConverter, offset: float) -> None:
+    @converter.register_torch_lowering("aten::relu.default", allow_override=True)
+    def relu_plus(values_map, node, loc):
+        x = get_operand(values_map, node, 0, loc)
+        return coreai.broadcasting_add(coreai.relu(x, loc=loc), offset, loc=loc)
+
+
+def test_overrides_are_isolated_across_threads() -> None:
+    x = torch.randn(3, 5)
+    ep = export(AddOne(), (x,))
+    expected = (torch.relu(x) + 1.0).numpy()
+    a, b = TorchConverter(), TorchConverter()
+    _override(a, 10.0)
+    _override(b, 20.0)
+    errors: list[BaseException] = []
+
+    def work(converter: TorchConverter, offset: float) -> None:
+        try:
+            for _ in range(20):
+                converter.clear()
+                program = converter.add_exported_program(ep).to_coreai()
+                (out,) = program.run({"x": x.numpy()}).values()
+                np.testing.assert_allclose(out, expected + offset, rtol=1e-6)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(c, o)) for c, o in
+               [(a, 10.0), (b, 20.0), (a, 10.0), (b, 20.0)]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    # the defaults and a converter created later are unaffected
+    later = TorchConverter()
+    (out,) = later.add_exported_program(ep).to_coreai().run({"x": x.numpy()}).values()
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    assert later.lowering_for("aten::relu.default") is default_table().lookup(
+        "aten::relu.default")
