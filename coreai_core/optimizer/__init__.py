@@ -1,0 +1,44 @@
+"""The optimizer: a named, editable pipeline of rewrite passes run to a fixed point.
+
+``optimize(program)`` (or ``program.optimize()``) runs :func:`default_passes` in place, in
+this order, repeating the list until no pass changes anything (at most ``max_iterations``):
+
+- ``canonicalize`` -- local algebraic rewrites (identity reshapes/casts, ``x*1``, ...),
+  written as data indexed by op name (:data:`coreai_core.optimizer.canonicalize.RULES`);
+- ``constant_folding`` -- ops whose operands are all constants are evaluated with the
+  runtime's own kernels (with a size limit so weights are not duplicated);
+- ``fold_affine`` -- a constant per-channel scale/shift after a convolution or a matmul with
+  constant weights is folded into its weights and bias;
+- ``cse`` -- identical ops, constants and weights are merged;
+- ``dce`` -- dead ops (also inside regions) and unreferenced weights are removed.
+
+No pass changes a value's type, and results stay equal up to float rounding. The returned
+:class:`OptimizeReport` prints a per-pass table (ops removed, added, rewritten; weights).
+
+Custom pipelines: pass names or instances, e.g. ``optimize(p, ["cse", "dce"])`` or
+``optimize(p, [*default_passes(), MyPass()])``; a pass is any object with a ``name`` and a
+``run(program) -> PassStats`` method (see :class:`Pass`).
+"""
+
+from coreai_core.optimizer._manager import (
+    OptimizeReport,
+    Pass,
+    PassManager,
+    PassRecord,
+    default_passes,
+    optimize,
+    pass_names,
+    resolve_pass,
+)
+from coreai_core.optimizer._rewrite import PassContext, PassStats, RewritePass, Rewriter
+from coreai_core.optimizer.canonicalize import CanonicalizePass
+from coreai_core.optimizer.constant_folding import ConstantFoldingPass
+from coreai_core.optimizer.cse import CSEPass
+from coreai_core.optimizer.dce import DCEPass
+from coreai_core.optimizer.fold_affine import FoldAffinePass
+
+__all__ = [
+    "CSEPass", "CanonicalizePass", "ConstantFoldingPass", "DCEPass", "FoldAffinePass",
+    "OptimizeReport", "Pass", "PassContext", "PassManager", "PassRecord", "PassStats",
+    "RewritePass", "Rewriter", "default_passes", "optimize", "pass_names", "resolve_pass",
+]

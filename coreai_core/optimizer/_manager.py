@@ -1,0 +1,179 @@
+"""The pass pipeline: a named, editable list of passes run to a fixed point, and its report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from coreai_core._ir import Program
+from coreai_core.optimizer._rewrite import PassStats, count_ops
+
+DEFAULT_MAX_ITERATIONS = 8
+
+
+@runtime_checkable
+class Pass(Protocol):
+    """An optimizer pass: a ``name`` and ``run(program)`` editing it in place.
+
+    ``run`` returns the :class:`PassStats` of what it changed (all zero when nothing did) and
+    must call ``program.invalidate()`` when it edited a graph.
+    """
+
+    name: str
+
+    def run(self, program: Program) -> PassStats: ...
+
+
+def _registry() -> dict[str, Callable[[], Pass]]:
+    from coreai_core.optimizer.canonicalize import CanonicalizePass
+    from coreai_core.optimizer.constant_folding import ConstantFoldingPass
+    from coreai_core.optimizer.cse import CSEPass
+    from coreai_core.optimizer.dce import DCEPass
+    from coreai_core.optimizer.fold_affine import FoldAffinePass
+
+    classes = (CanonicalizePass, ConstantFoldingPass, FoldAffinePass, CSEPass, DCEPass)
+    return {cls.name: cls for cls in classes}
+
+
+def pass_names() -> list[str]:
+    """Names accepted by :func:`optimize` and :class:`PassManager` (the default order)."""
+    return list(_registry())
+
+
+def default_passes() -> list[Pass]:
+    """Fresh instances of the default pipeline, in order; edit the list freely."""
+    return [factory() for factory in _registry().values()]
+
+
+def resolve_pass(p: str | Pass) -> Pass:
+    """A pass instance for a pass or a pass name."""
+    if isinstance(p, str):
+        registry = _registry()
+        if p not in registry:
+            raise ValueError(f"unknown optimizer pass {p!r}; known passes: {list(registry)}")
+        return registry[p]()
+    if not isinstance(p, Pass):
+        raise TypeError(f"expected a pass name or an object with .name and .run(program), "
+                        f"got {p!r}")
+    return p
+
+
+@attrs.define
+class PassRecord:
+    """Statistics of one pipeline entry, summed over every iteration it ran in."""
+
+    name: str
+    stats: PassStats = attrs.field(factory=PassStats)
+    runs: int = 0
+    seconds: float = 0.0
+
+
+@attrs.define
+class OptimizeReport:
+    """What :func:`optimize` did: per-pass statistics, totals, iterations and op counts."""
+
+    records: list[PassRecord]
+    iterations: int = 0
+    converged: bool = False
+    ops_before: int = 0
+    ops_after: int = 0
+
+    @property
+    def totals(self) -> PassStats:
+        total = PassStats()
+        for r in self.records:
+            total += r.stats
+        return total
+
+    @property
+    def changed(self) -> bool:
+        """True when some pass changed the program."""
+        return self.totals.changed
+
+    def __getitem__(self, name: str) -> PassStats:
+        """The summed statistics of the pass(es) called ``name``."""
+        found = [r.stats for r in self.records if r.name == name]
+        if not found:
+            raise KeyError(f"no pass named {name!r} ran; passes: {[r.name for r in self.records]}")
+        total = PassStats()
+        for s in found:
+            total += s
+        return total
+
+    def __str__(self) -> str:
+        header = ("pass", "runs", "removed", "added", "rewritten", "weights -/+", "time")
+        rows = [header]
+        total_seconds = sum(r.seconds for r in self.records)
+        for r in [*self.records, None]:
+            s = self.totals if r is None else r.stats
+            seconds = total_seconds if r is None else r.seconds
+            rows.append((
+                "total" if r is None else r.name,
+                "" if r is None else str(r.runs),
+                str(s.removed), str(s.added), str(s.rewritten),
+                f"{s.weights_removed}/{s.weights_added}",
+                f"{seconds * 1e3:.1f} ms",
+            ))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        lines = []
+        for i, row in enumerate(rows):
+            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+            lines.append("  ".join(cells).rstrip())
+            if i == 0 or i == len(rows) - 2:
+                lines.append("  ".join("-" * w for w in widths))
+        state = "converged" if self.converged else "stopped at the iteration cap"
+        lines.append(f"ops {self.ops_before} -> {self.ops_after} in {self.iterations} "
+                     f"iteration(s), {state}")
+        return "\n".join(lines)
+
+
+class PassManager:
+    """Runs a list of passes in order, repeating the whole list until nothing changes.
+
+    ``passes`` holds pass names or instances (default: :func:`default_passes`); it is a plain
+    list, so ``pm.passes.insert(...)`` / ``remove`` edit the pipeline. ``max_iterations`` caps
+    the repetitions.
+    """
+
+    def __init__(self, passes: Iterable[str | Pass] | None = None,
+                 max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
+        if max_iterations < 1:
+            raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+        self.passes: list[Pass] = (default_passes() if passes is None
+                                   else [resolve_pass(p) for p in passes])
+        self.max_iterations = max_iterations
+
+    def run(self, program: Program) -> OptimizeReport:
+        """Optimize ``program`` in place and return the report."""
+        passes = [resolve_pass(p) for p in self.passes]
+        report = OptimizeReport([PassRecord(p.name) for p in passes],
+                                ops_before=count_ops(program))
+        for _ in range(self.max_iterations):
+            report.iterations += 1
+            changed = False
+            for p, record in zip(passes, report.records):
+                start = time.perf_counter()
+                stats = p.run(program)
+                record.seconds += time.perf_counter() - start
+                record.runs += 1
+                record.stats += stats
+                changed = changed or stats.changed
+            if not changed:
+                report.converged = True
+                break
+        report.ops_after = count_ops(program)
+        return report
+
+
+def optimize(program: Program, passes: Sequence[str | Pass] | None = None, *,
+             max_iterations: int = DEFAULT_MAX_ITERATIONS) -> OptimizeReport:
+    """Optimize ``program`` in place with ``passes`` (names or instances; default pipeline
+    when None), repeating them until nothing changes, and return the per-pass report.
+
+    >>> report = program.optimize()                    # doctest: +SKIP
+    >>> program.optimize(["canonicalize", "dce"])      # doctest: +SKIP
+    """
+    return PassManager(passes, max_iterations=max_iterations).run(program)

@@ -1,0 +1,280 @@
+"""Canonicalization: local rewrite rules, kept as data indexed by op name.
+
+:data:`RULES` maps an op name to the rules tried on it, in order. A rule is a function
+``rule(op, rw)`` returning the value(s) replacing the op's results, or None when it does not
+apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each rule states its
+rewrite in a ``# before -> after`` line. Rules never change a value's type and are exact,
+except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0`` into ``-0.0`` (equal as numbers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from coreai_core._dtypes import DType
+from coreai_core._ir import Operation, Value
+from coreai_core.optimizer._rewrite import RewritePass, Rewriter, at_most_one_dynamic
+
+Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]
+RULES: dict[str, list[Rule]] = {}
+
+
+def rule(*op_names: str) -> Callable[[Rule], Rule]:
+    """Add the decorated rule to ``RULES`` for each of ``op_names``."""
+
+    def add(fn: Rule) -> Rule:
+        for name in op_names:
+            RULES.setdefault(name, []).append(fn)
+        return fn
+
+    return add
+
+
+def _producer(v: Value, *names: str) -> Operation | None:
+    op = v.owner
+    return op if op is not None and op.name in names else None
+
+
+def _all_equal(rw: Rewriter, v: Value, scalar: float) -> bool:
+    data = rw.const(v)
+    return data is not None and data.size > 0 and bool(np.all(data == scalar))
+
+
+# -- shape-only ops ----------------------------------------------------------------------------
+
+SHAPE_ONLY = ("coreai.reshape", "coreai.expand_dims", "coreai.shrink_dims")
+
+
+@rule(*SHAPE_ONLY)
+def identity_reshape(op: Operation, rw: Rewriter) -> Value | None:
+    # reshape(x : T, s) : T -> x   (also expand_dims/shrink_dims with no axes)
+    x = op.operands[0]
+    if op.result.type == x.type and at_most_one_dynamic(x.type):
+        return x
+    return None
+
+
+@rule(*SHAPE_ONLY)
+def reshape_of_reshape(op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
+    # reshape(reshape(x, s1), s2) -> reshape(x, s2); a chain back to x's type -> x
+    inner = _producer(op.operands[0], *SHAPE_ONLY)
+    if inner is None:
+        return None
+    x = inner.operands[0]
+    if op.result.type == x.type and at_most_one_dynamic(x.type):
+        return x
+    if op.name != "coreai.reshape":
+        return None
+    return rw.replacement(op, "coreai.reshape", [x, op.operands[1]], dict(op.attributes))
+
+
+# -- transpose ---------------------------------------------------------------------------------
+
+@rule("coreai.transpose")
+def identity_transpose(op: Operation, rw: Rewriter) -> Value | None:
+    # transpose(x, [0, 1, ..., n-1]) -> x
+    if list(op.attributes["perm"]) == list(range(len(op.attributes["perm"]))):
+        return op.operands[0]
+    return None
+
+
+@rule("coreai.transpose")
+def transpose_of_transpose(op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
+    # transpose(transpose(x, p), q) -> transpose(x, [p[i] for i in q])
+    inner = _producer(op.operands[0], "coreai.transpose")
+    if inner is None:
+        return None
+    p, q = inner.attributes["perm"], op.attributes["perm"]
+    perm = tuple(p[i] for i in q)
+    x = inner.operands[0]
+    if perm == tuple(range(len(perm))):
+        return x
+    return rw.replacement(op, "coreai.transpose", [x], {"perm": perm})
+
+
+# -- casts -------------------------------------------------------------------------------------
+
+# Significand bits (with the implicit one) and exponent bits of the float types.
+_MANTISSA = {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}
+_EXPONENT = {DType.float16: 5, DType.bfloat16: 8, DType.float32: 8, DType.float64: 11}
+
+
+def _int_range(d: DType) -> tuple[int, int]:
+    info = np.iinfo(d.numpy)
+    return int(info.min), int(info.max)
+
+
+def exact_cast(src: DType, dst: DType) -> bool:
+    """True when every ``src`` value converts to ``dst`` and back unchanged."""
+    if src == dst or src is DType.bool:
+        return True
+    if dst is DType.bool:
+        return False
+    if src.is_float:
+        if not dst.is_float:
+            return False
+        # wider mantissa and exponent range: f16/bf16 -> f32 -> f64
+        return _MANTISSA[dst] >= _MANTISSA[src] and _EXPONENT[dst] >= _EXPONENT[src]
+    lo, hi = _int_range(src)
+    if dst.is_float:
+        return max(hi, -lo).bit_length() <= _MANTISSA[dst]
+    dlo, dhi = _int_range(dst)
+    return dlo <= lo and hi <= dhi
+
+
+@rule("coreai.cast")
+def identity_cast(op: Operation, rw: Rewriter) -> Value | None:
+    # cast(x : T, T) -> x
+    x = op.operands[0]
+    return x if x.type == op.result.type else None
+
+
+@rule("coreai.cast")
+def exact_cast_chain(op: Operation, rw: Rewriter) -> Value | None:
+    # cast(cast(x : T, U), T) -> x   when U holds every value of T (f32 -> f64 -> f32)
+    inner = _producer(op.operands[0], "coreai.cast")
+    if inner is None:
+        return None
+    x = inner.operands[0]
+    if x.type == op.result.type and exact_cast(x.type.element_type,
+                                                inner.result.type.element_type):
+        return x
+    return None
+
+
+# -- broadcast_to, slicing, padding ------------------------------------------------------------
+
+@rule("coreai.broadcast_to")
+def identity_broadcast(op: Operation, rw: Rewriter) -> Value | None:
+    # broadcast_to(x : T, s) : T -> x   (static T)
+    x = op.operands[0]
+    return x if x.type == op.result.type and x.type.is_static else None
+
+
+@rule("coreai.broadcast_to")
+def broadcast_of_broadcast(op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+    # broadcast_to(broadcast_to(x, s1), s2) -> broadcast_to(x, s2)
+    inner = _producer(op.operands[0], "coreai.broadcast_to")
+    if inner is None:
+        return None
+    return rw.replacement(op, "coreai.broadcast_to", [inner.operands[0], op.operands[1]], {})
+
+
+@rule("coreai.slice")
+def identity_slice(op: Operation, rw: Rewriter) -> Value | None:
+    # slice(x : T, ...) : T -> x   (static T, positive strides: the whole tensor in order)
+    x = op.operands[0]
+    if x.type == op.result.type and x.type.is_static and \
+            all(s > 0 for s in op.attributes["strides"]):
+        return x
+    return None
+
+
+@rule("coreai.pad")
+def identity_pad(op: Operation, rw: Rewriter) -> Value | None:
+    # pad(x, [0, 0, ...]) -> x
+    return op.operands[0] if not any(op.attributes["pads"]) else None
+
+
+@rule("coreai.tile")
+def identity_tile(op: Operation, rw: Rewriter) -> Value | None:
+    # tile(x, [1, 1, ...]) -> x
+    return op.operands[0] if all(r == 1 for r in op.attributes["reps"]) else None
+
+
+@rule("coreai.concat")
+def single_concat(op: Operation, rw: Rewriter) -> Value | None:
+    # concat([x], axis) -> x
+    return op.operands[0] if len(op.operands) == 1 else None
+
+
+@rule("coreai.reverse")
+def identity_reverse(op: Operation, rw: Rewriter) -> Value | None:
+    # reverse(x, axes) -> x   when every reversed axis has size 1
+    x = op.operands[0]
+    rank = x.type.rank
+    if all(x.type.shape[a % max(rank, 1)] == 1 for a in op.attributes["axes"]):
+        return x
+    return None
+
+
+@rule("coreai.get_shape")
+def static_shape(op: Operation, rw: Rewriter) -> Value | None:
+    # get_shape(x : static T) -> constant(T.shape)
+    x = op.operands[0]
+    if not x.type.is_static:
+        return None
+    return rw.constant(np.array(x.type.shape, dtype=np.int64), "shape", op.location)
+
+
+# -- arithmetic identities ---------------------------------------------------------------------
+
+def _keeps(op: Operation, x: Value) -> bool:
+    """``op``'s result has ``x``'s type: the other operand neither broadcasts nor casts it."""
+    return op.result.type == x.type
+
+
+@rule("coreai.mul", "coreai.broadcasting_mul")
+def mul_one(op: Operation, rw: Rewriter) -> Value | None:
+    # x * 1 -> x ; 1 * x -> x
+    a, b = op.operands
+    for x, one in ((a, b), (b, a)):
+        if _keeps(op, x) and _all_equal(rw, one, 1):
+            return x
+    return None
+
+
+@rule("coreai.add", "coreai.broadcasting_add")
+def add_zero(op: Operation, rw: Rewriter) -> Value | None:
+    # x + 0 -> x ; 0 + x -> x
+    a, b = op.operands
+    for x, zero in ((a, b), (b, a)):
+        if _keeps(op, x) and _all_equal(rw, zero, 0):
+            return x
+    return None
+
+
+@rule("coreai.sub", "coreai.broadcasting_sub")
+def sub_zero(op: Operation, rw: Rewriter) -> Value | None:
+    # x - 0 -> x
+    x, zero = op.operands
+    return x if _keeps(op, x) and _all_equal(rw, zero, 0) else None
+
+
+@rule("coreai.divide", "coreai.broadcasting_divide")
+def divide_one(op: Operation, rw: Rewriter) -> Value | None:
+    # x / 1 -> x
+    x, one = op.operands
+    return x if _keeps(op, x) and _all_equal(rw, one, 1) else None
+
+
+@rule("coreai.neg", "coreai.not", "coreai.bitwise_not")
+def involution(op: Operation, rw: Rewriter) -> Value | None:
+    # neg(neg(x)) -> x ; not(not(x)) -> x ; bitwise_not(bitwise_not(x)) -> x
+    inner = _producer(op.operands[0], op.name)
+    return inner.operands[0] if inner is not None else None
+
+
+@rule("coreai.broadcasting_where")
+def where_same(op: Operation, rw: Rewriter) -> Value | None:
+    # where(c, x, x) -> x   (when c does not broadcast x)
+    _, a, b = op.operands
+    return a if a is b and _keeps(op, a) else None
+
+
+class CanonicalizePass(RewritePass):
+    """Apply :data:`RULES` to every op; the first rule that matches wins."""
+
+    name = "canonicalize"
+
+    def __init__(self, rules: dict[str, list[Rule]] | None = None) -> None:
+        self.rules = RULES if rules is None else rules
+
+    def visit(self, op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
+        for fn in self.rules.get(op.name, ()):
+            new = fn(op, rw)
+            if new is not None:
+                return new
+        return None

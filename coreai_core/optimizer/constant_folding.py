@@ -1,0 +1,96 @@
+"""Constant folding: evaluate ops whose operands are all constants with the runtime kernels.
+
+The runtime's kernels are the single source of op semantics, so a folded value is exactly
+what ``run()`` would have computed. An op is folded only when
+
+- it is pure, has no regions and is not a control op;
+- every operand is a constant with bound data, and its result types are static;
+- its results are small (at most ``max_elements`` elements in total), or they are no larger
+  than the weights they are computed from *and* those weights have no other reader, so the
+  source weights disappear and nothing is duplicated (e.g. ``transpose(@fc.weight)``).
+
+Folded results with more than ``INLINE_LIMIT`` elements are stored as program weights named
+after their source weight (``fc.weight.transpose``). An op whose kernel raises (e.g. an
+integer division by zero) is left alone, so the error still surfaces when the program runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from coreai_core._builder import INLINE_LIMIT
+from coreai_core._ir import Operation, Value
+from coreai_core._opdef import OPS
+from coreai_core.optimizer._rewrite import RewritePass, Rewriter, is_pure
+
+DEFAULT_MAX_ELEMENTS = 1 << 16
+
+
+class ConstantFoldingPass(RewritePass):
+    """Replace ops computing from constants only by the constants they compute.
+
+    ``max_elements`` bounds the total number of result elements of a fold that would keep its
+    source weights alive (see the module docstring).
+    """
+
+    name = "constant_folding"
+
+    def __init__(self, max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+        self.max_elements = max_elements
+
+    def __repr__(self) -> str:
+        return f"ConstantFoldingPass(max_elements={self.max_elements})"
+
+    def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+        if op.name == "coreai.constant" or not op.operands or op.regions or not is_pure(op):
+            return None
+        if "control" in OPS[op.name].traits:
+            return None
+        if not all(r.type.is_static for r in op.results):
+            return None
+        arrays = [rw.const(v) for v in op.operands]
+        if any(a is None for a in arrays):
+            return None
+        if not self._worth_folding(op, rw):
+            return None
+        results = _evaluate(op, arrays)
+        if results is None:
+            return None
+        hint = next((n for n in map(rw.weight_name, op.operands) if n is not None), "folded")
+        hint = f"{hint}.{op.name.removeprefix('coreai.')}"
+        return [rw.constant(a, hint, op.location) for a in results]
+
+    def _worth_folding(self, op: Operation, rw: Rewriter) -> bool:
+        size = sum(r.type.numel or 0 for r in op.results)
+        if size <= self.max_elements:
+            return True
+        # Large result: fold only when it replaces weights read by this op alone.
+        freed = 0
+        for v in set(op.operands):
+            name = rw.exclusive_weight(v, op)
+            if name is not None:
+                freed += v.type.numel or 0
+        return size <= freed
+
+
+def _evaluate(op: Operation, arrays: list) -> list[np.ndarray] | None:
+    from coreai_core.runtime import evaluate_op
+
+    try:
+        with np.errstate(all="ignore"):
+            out = evaluate_op(op, arrays)
+    except Exception:  # the program raises the same error when run; do not fold it away
+        return None
+    results = [out] if isinstance(out, np.ndarray) else list(out)
+    if len(results) != len(op.results):
+        return None
+    checked = []
+    for r, a in zip(op.results, results):
+        a = np.asarray(a)
+        if a.shape != r.type.shape or a.dtype != r.type.element_type.numpy:
+            return None  # a kernel/type-rule disagreement is the runtime's bug, not ours
+        # small results are copied so an inline constant never aliases a weight's buffer
+        checked.append(np.array(a) if a.size <= INLINE_LIMIT else a)
+    return checked

@@ -1,0 +1,205 @@
+"""Fold an inference-time affine normalization into the preceding conv or matmul.
+
+Batch norm in eval mode (and similar per-channel scale/shift ops) lowers to elementwise ops
+with constant per-channel operands after a convolution or a linear layer. This pass folds
+
+- ``conv(x, W, b) * s``  -> ``conv(x, W * s, b * s)``     (``/ s`` likewise, as ``* 1/s``)
+- ``conv(x, W, b) + t``  -> ``conv(x, W, b + t)``         (``- t`` likewise)
+- ``matmul(x, W) * s``   -> ``matmul(x, W * s)``          (W constant, s along the last axis)
+- ``(y + b) * s``        -> ``y' + b * s`` when ``y * s`` folds as above (a linear's bias)
+- ``(y + b) + t``        -> ``y + (b + t)``               (consecutive shifts merge)
+- ``(y * a) * s``        -> ``y * (a * s)``               (consecutive scales merge)
+
+where ``s`` and ``t`` are constants varying only along the channel axis (axis 1 of a conv
+result, the last axis of a matmul result) and the folded intermediate has no other user. Only
+float tensors are folded. New weights are computed in float64 and rounded once; a weight read
+by the folded op alone is updated in place (it keeps its name), otherwise a new one is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from coreai_core._ir import Operation, Value
+from coreai_core.optimizer._rewrite import RewritePass, Rewriter, weight_hint
+
+SCALES = {"coreai.mul": "mul", "coreai.broadcasting_mul": "mul", "coreai.divide": "div",
+          "coreai.broadcasting_divide": "div"}
+SHIFTS = {"coreai.add": "add", "coreai.broadcasting_add": "add", "coreai.sub": "sub",
+          "coreai.broadcasting_sub": "sub"}
+COMMUTATIVE = {"coreai.mul", "coreai.broadcasting_mul", "coreai.add", "coreai.broadcasting_add"}
+
+
+def channel_vector(c: np.ndarray, rank: int, axis: int, size: int) -> np.ndarray | None:
+    """``c`` as a 1-d vector of ``size`` if it varies only along ``axis`` of a rank-``rank``
+    tensor it is broadcast against; None otherwise."""
+    if c.ndim > rank:
+        return None
+    padded = c.reshape((1,) * (rank - c.ndim) + c.shape)
+    if any(d != 1 for i, d in enumerate(padded.shape) if i != axis):
+        return None
+    if padded.shape[axis] not in (1, size):
+        return None
+    return np.broadcast_to(padded.reshape(-1), (size,))
+
+
+def _affine_operands(op: Operation, rw: Rewriter) -> tuple[Value, np.ndarray, str] | None:
+    """(y, constant, kind) for ``y * c``, ``c * y``, ``y / c``, ``y + c``, ``c + y``, ``y - c``."""
+    kind = SCALES.get(op.name) or SHIFTS.get(op.name)
+    if kind is None or not op.result.type.element_type.is_float:
+        return None
+    a, b = op.operands
+    pairs = [(a, b), (b, a)] if op.name in COMMUTATIVE else [(a, b)]
+    for y, c in pairs:
+        data = rw.const(c)
+        if data is not None and y.type == op.result.type and rw.const(y) is None:
+            return y, data, kind
+    return None
+
+
+def _channel_axis(op: Operation, rw: Rewriter) -> tuple[int, int] | None:
+    """(axis, size) of the per-channel axis of a foldable producer, else None."""
+    t = op.result.type
+    if op.name == "coreai.conv":
+        w = rw.const(op.operands[1])
+        if w is not None and (len(op.operands) == 2 or rw.const(op.operands[2]) is not None):
+            return 1, w.shape[0]
+    elif op.name == "coreai.batch_matmul":
+        w = rw.const(op.operands[1])
+        if w is not None and w.ndim >= 2 and rw.const(op.operands[0]) is None:
+            return t.rank - 1, w.shape[-1]
+    return None
+
+
+def _scaled(w: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    return (w.astype(np.float64) * v.reshape(shape)).astype(w.dtype)
+
+
+class FoldAffinePass(RewritePass):
+    """Fold constant per-channel scales and shifts into a preceding conv or matmul."""
+
+    name = "fold_affine"
+
+    def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+        found = _affine_operands(op, rw)
+        if found is None:
+            return None
+        y, c, kind = found
+        producer = y.owner
+        if producer is None or rw.uses[id(y)] != 1:
+            return None
+        c = c.astype(np.float64)
+        if not np.all(np.isfinite(c)) or (kind == "div" and not np.all(c != 0)):
+            return None  # x * inf or x / 0 is not distributive (0 * inf is NaN)
+        if kind in ("mul", "div"):
+            return self._fold_scale(op, producer, 1.0 / c if kind == "div" else c, rw)
+        return self._fold_shift(op, producer, -c if kind == "sub" else c, rw)
+
+    # -- scale ----------------------------------------------------------------------------------
+    def _fold_scale(self, op: Operation, producer: Operation, s: np.ndarray,
+                    rw: Rewriter) -> Sequence[Value] | None:
+        if producer.name in SHIFTS:
+            return self._scale_through_shift(op, producer, s, rw)
+        if producer.name in SCALES:
+            return self._merge(op, producer, s, rw, scale=True)
+        channel = _channel_axis(producer, rw)
+        if channel is None:
+            return None
+        axis, size = channel
+        v = channel_vector(s, op.result.type.rank, axis, size)
+        if v is None:
+            return None
+        operands = list(producer.operands)
+        w_axis = 0 if producer.name == "coreai.conv" else -1
+        operands[1] = self._new_data(operands[1], _scaled(rw.const(operands[1]), v, w_axis),
+                                     producer, rw)
+        if len(operands) == 3:
+            bias = rw.const(operands[2])
+            operands[2] = self._new_data(operands[2], _scaled(bias, v, 0), producer, rw)
+        # The operands keep their types, so the new op has the producer's (== op's) type.
+        return rw.replacement(op, producer.name, operands, dict(producer.attributes))
+
+    def _scale_through_shift(self, op: Operation, shift: Operation, s: np.ndarray,
+                             rw: Rewriter) -> Sequence[Value] | None:
+        # (y + b) * s -> (y * s) + b * s, with y * s folded into y's conv / matmul
+        found = _affine_operands(shift, rw)
+        if found is None:
+            return None
+        y, b, kind = found
+        inner = y.owner
+        channel = None if inner is None else _channel_axis(inner, rw)
+        if channel is None or rw.uses[id(y)] != 1:
+            return None
+        axis, size = channel
+        rank = op.result.type.rank
+        v = channel_vector(s, rank, axis, size)
+        bv = channel_vector(b, rank, axis, size)
+        if v is None or bv is None:
+            return None
+        scaled = self._fold_scale(shift, inner, s, rw)
+        if scaled is None:
+            return None
+        new_b = (bv * v).astype(b.dtype).reshape(_vector_shape(rank, axis, size))
+        b_value = rw.constant(new_b, "folded_bias", op.location)
+        name = "coreai.broadcasting_add" if kind == "add" else "coreai.broadcasting_sub"
+        return rw.replacement(op, name, [scaled[0], b_value], {})
+
+    # -- shift ----------------------------------------------------------------------------------
+    def _fold_shift(self, op: Operation, producer: Operation, t: np.ndarray,
+                    rw: Rewriter) -> Sequence[Value] | None:
+        if producer.name == "coreai.conv":
+            channel = _channel_axis(producer, rw)
+            if channel is None:
+                return None
+            v = channel_vector(t, op.result.type.rank, *channel)
+            if v is None:
+                return None
+            operands = list(producer.operands)
+            dtype = rw.const(operands[1]).dtype
+            if len(operands) == 3:
+                bias = rw.const(operands[2])
+                operands[2] = self._new_data(operands[2], (bias + v).astype(dtype), producer,
+                                             rw)
+            else:
+                hint = weight_hint(rw.weight_name(operands[1]) or "folded", "bias")
+                operands.append(rw.constant(v.astype(dtype), hint, producer.location))
+            return rw.replacement(op, producer.name, operands, dict(producer.attributes))
+        return self._merge(op, producer, t, rw, scale=False)
+
+    def _merge(self, op: Operation, producer: Operation, c: np.ndarray, rw: Rewriter,
+               scale: bool) -> Sequence[Value] | None:
+        # (y + b) + t -> y + (b + t) ; (y * a) * s -> y * (a * s)
+        found = _affine_operands(producer, rw)
+        if found is None or (found[2] in ("mul", "div")) != scale:
+            return None
+        y, first, kind = found
+        first64 = first.astype(np.float64)
+        if not np.all(np.isfinite(first64)) or (kind == "div" and not np.all(first64 != 0)):
+            return None
+        first64 = {"sub": -first64, "div": 1.0 / first64}.get(kind, first64)
+        total = first64 * c if scale else first64 + c
+        hint = "folded_scale" if scale else "folded_shift"
+        merged = rw.constant(total.astype(first.dtype), hint, op.location)
+        name = "coreai.broadcasting_mul" if scale else "coreai.broadcasting_add"
+        return rw.replacement(op, name, [y, merged], {})
+
+    @staticmethod
+    def _new_data(v: Value, data: np.ndarray, user: Operation, rw: Rewriter) -> Value:
+        """A constant holding ``data`` in place of ``v``: the same weight if only ``user``
+        reads it (updated in place, name kept), else a new constant."""
+        name = rw.exclusive_weight(v, user)
+        if name is not None:
+            rw.set_weight_data(name, data)
+            return v
+        hint = rw.weight_name(v) or "folded"
+        return rw.constant(data, f"{hint}.folded", user.location)
+
+
+def _vector_shape(rank: int, axis: int, size: int) -> tuple[int, ...]:
+    shape = [1] * rank
+    shape[axis] = size
+    return tuple(shape[axis:]) if axis == rank - 1 else tuple(shape[1:])

@@ -1,0 +1,391 @@
+"""Save/load artifacts (round trip, tampering, escaping paths, mmap) and bind_weights."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from coreai_core import ArtifactError, Program, TensorType, WeightRef, load
+from coreai_core import serialization as ser
+from coreai_core.dialects import coreai
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def make_program() -> Program:
+    """Weights of several dtypes (bfloat16, float16, bool, int64), an unbound weight, state."""
+    rng = np.random.default_rng(0)
+    p = Program()
+    p.add_weight("unbound.w", None, TensorType((3, 4), "float32"))
+    with p.graph("main", inputs={"x": TensorType((3, 4), "float32")},
+                 state={"acc": rng.standard_normal((3, 4)).astype(np.float32)}) as g:
+        x = g["x"]
+        f32 = coreai.constant(rng.standard_normal((3, 4)).astype(np.float32), name="layer.w")
+        bf = coreai.constant(rng.standard_normal((5, 7)).astype(BF16), name="bf")
+        f16 = coreai.constant(rng.standard_normal((20,)).astype(np.float16), name="half")
+        flags = coreai.constant(rng.random((4, 5)) > 0.5, name="flags")
+        idx = coreai.constant(np.arange(-10, 20, dtype=np.int64), name="idx")
+        small = coreai.constant(np.array([1.5, -2.0], np.float32), name="small")
+        unbound = coreai.constant(WeightRef("unbound.w"))
+        acc = coreai.broadcasting_add(g["acc"], coreai.broadcasting_mul(x, f32))
+        y = coreai.broadcasting_add(acc, unbound)
+        g.outputs({"y": y, "bf": bf, "half": f16, "flags": flags, "idx": idx, "small": small},
+                  state={"acc": acc})
+    return p
+
+
+@pytest.fixture
+def artifact(tmp_path: Path) -> Path:
+    path = tmp_path / "model.coreai"
+    make_program().save(path)
+    return path
+
+
+def bind_unbound(p: Program) -> None:
+    p.bind_weights({"unbound.w": np.full((3, 4), 0.5, np.float32)})
+
+
+# -- round trip ----------------------------------------------------------------------------------
+
+def test_round_trip_is_equal_and_runs_identically(artifact: Path) -> None:
+    p = make_program()
+    q = load(artifact)
+    assert q == p
+    assert q.weights["unbound.w"] is None
+    assert q.weights["bf"].dtype == BF16
+    assert q.weights["flags"].dtype == np.bool_
+    assert q.initial_state["acc"].dtype == np.float32
+    for prog in (p, q):
+        bind_unbound(prog)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(2):  # the state advances identically
+        a, b = p.run({"x": x}), q.run({"x": x})
+        assert list(a) == list(b)
+        for k in a:
+            assert a[k].dtype == b[k].dtype
+            np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_manifest_records_files_dtypes_and_bfloat16_bits(artifact: Path) -> None:
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert manifest["format"] == ser.FORMAT and manifest["version"] == ser.FORMAT_VERSION
+    bf = manifest["weights"]["bf"]
+    assert bf["dtype"] == "bfloat16" and bf["shape"] == [5, 7]
+    raw = np.load(artifact / bf["file"], allow_pickle=False)
+    assert raw.dtype == np.uint16  # npy has no bfloat16: its raw bits are stored
+    assert manifest["weights"]["unbound.w"]["file"] is None
+    on_disk = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*")
+                     if p.is_file())
+    assert on_disk == sorted([*manifest["files"], "manifest.json"])
+    for rel, entry in manifest["files"].items():
+        assert (artifact / rel).stat().st_size == entry["size"]
+    text = (artifact / "program.coreai").read_text()
+    assert "weight @bf : tensor<5x7xbf16>\n" in text  # large data is elided from the text
+
+
+def test_save_replaces_an_artifact_but_not_other_folders(tmp_path: Path) -> None:
+    p = make_program()
+    path = tmp_path / "a"
+    p.save(path)
+    p.save(path)
+    assert load(path) == p
+    other = tmp_path / "docs"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError):
+        p.save(other)
+    assert (other / "notes.txt").read_text() == "keep me"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a", "docs"]  # no temp leftovers
+
+
+def test_large_weights_are_memory_mapped(tmp_path: Path) -> None:
+    p = Program()
+    big = np.arange(ser.MMAP_BYTES // 4 + 10, dtype=np.float32)
+    with p.graph("main", inputs={"x": TensorType((1,), "float32")}) as g:
+        w = coreai.constant(big, name="big")
+        g.outputs({"y": coreai.broadcasting_add(g["x"], coreai.reduce_sum(w, axes=(0,)))})
+    p.save(tmp_path / "m")
+    q = load(tmp_path / "m")
+    assert isinstance(q.weights["big"], np.memmap)
+    assert not q.weights["big"].flags.writeable
+    np.testing.assert_array_equal(q.weights["big"], big)
+
+
+# -- tampering -----------------------------------------------------------------------------------
+
+def _weight_file(artifact: Path, name: str = "layer.w") -> Path:
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    return artifact / manifest["weights"][name]["file"]
+
+
+def _edit_manifest(artifact: Path, edit) -> None:
+    path = artifact / "manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_flipped_byte_is_rejected(artifact: Path) -> None:
+    f = _weight_file(artifact)
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0x01
+    f.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match=rf"{f.name}: SHA-256 checksum"):
+        load(artifact)
+
+
+def test_flipped_byte_in_text_is_rejected(artifact: Path) -> None:
+    f = artifact / "program.coreai"
+    f.write_text(f.read_text().replace("tensor<3x4xf32>", "tensor<4x3xf32>", 1))
+    with pytest.raises(ArtifactError, match=r"program\.coreai"):
+        load(artifact)
+
+
+def test_truncated_file_is_rejected(artifact: Path) -> None:
+    f = _weight_file(artifact, "idx")
+    f.write_bytes(f.read_bytes()[:-8])
+    with pytest.raises(ArtifactError, match=r"weights/\d+\.npy: size .*\(truncated"):
+        load(artifact)
+
+
+def test_missing_file_is_rejected(artifact: Path) -> None:
+    f = _weight_file(artifact, "half")
+    f.unlink()
+    with pytest.raises(ArtifactError, match=rf"weights/{f.name}: file is missing"):
+        load(artifact)
+
+
+def test_extra_file_is_rejected(artifact: Path) -> None:
+    (artifact / "weights" / "99.npy").write_bytes(b"x")
+    with pytest.raises(ArtifactError, match=r"weights/99\.npy: file is not listed"):
+        load(artifact)
+
+
+def test_missing_manifest_is_rejected(artifact: Path) -> None:
+    (artifact / "manifest.json").unlink()
+    with pytest.raises(ArtifactError, match=r"manifest\.json is missing"):
+        load(artifact)
+
+
+@pytest.mark.parametrize("bad", ["../outside.npy", "/etc/passwd", "weights/../../x.npy",
+                                 "weights//0.npy", "./program.coreai"])
+def test_manifest_paths_escaping_the_folder_are_rejected(artifact: Path, bad: str) -> None:
+    def edit(m):
+        m["files"][bad] = {"sha256": "0" * 64, "size": 1}
+        m["weights"]["layer.w"]["file"] = bad
+
+    _edit_manifest(artifact, edit)
+    with pytest.raises(ArtifactError, match="escapes the artifact folder"):
+        load(artifact)
+
+
+def test_symlink_escaping_the_folder_is_rejected(artifact: Path, tmp_path: Path) -> None:
+    f = _weight_file(artifact)
+    outside = tmp_path / "outside.npy"
+    outside.write_bytes(f.read_bytes())
+    f.unlink()
+    os.symlink(outside, f)
+    with pytest.raises(ArtifactError, match=rf"{f.name}.*outside the artifact folder"):
+        load(artifact)
+
+
+def test_symlink_inside_the_folder_is_rejected(artifact: Path) -> None:
+    f = _weight_file(artifact)
+    copy = artifact / "weights" / "copy.npy"
+    os.replace(f, copy)
+    os.symlink(copy, f)
+    with pytest.raises(ArtifactError, match="symlink"):
+        load(artifact)
+
+
+def test_wrong_dtype_in_manifest_is_rejected(artifact: Path) -> None:
+    _edit_manifest(artifact, lambda m: m["weights"]["layer.w"].update(dtype="float16"))
+    with pytest.raises(ArtifactError, match=r"holds float32\[3, 4\], but weight 'layer.w' is "
+                                            r"float16\[3, 4\]"):
+        load(artifact)
+
+
+def test_wrong_shape_in_manifest_and_text_is_rejected(artifact: Path) -> None:
+    _edit_manifest(artifact, lambda m: m["weights"]["layer.w"].update(shape=[4, 3]))
+    with pytest.raises(ArtifactError, match=r"layer\.w"):
+        load(artifact)
+
+
+def test_manifest_and_text_disagreeing_on_weights_is_rejected(artifact: Path) -> None:
+    _edit_manifest(artifact, lambda m: m["weights"].pop("unbound.w"))
+    with pytest.raises(ArtifactError, match=r"disagree on the weights: missing from the "
+                                            r"manifest \['unbound.w'\]"):
+        load(artifact)
+
+
+def test_state_differing_from_text_is_rejected(artifact: Path) -> None:
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    f = artifact / manifest["state"]["acc"]["file"]
+    np.save(f, np.zeros((3, 4), np.float32), allow_pickle=False)
+
+    def edit(m):
+        m["files"][manifest["state"]["acc"]["file"]] = {"sha256": ser._digest(f),
+                                                        "size": f.stat().st_size}
+
+    _edit_manifest(artifact, edit)
+    with pytest.raises(ArtifactError, match="state 'acc'"):
+        load(artifact)
+
+
+def test_pickled_object_array_is_never_unpickled(artifact: Path) -> None:
+    f = _weight_file(artifact)
+    np.save(f, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+
+    def edit(m):
+        rel = f.relative_to(artifact).as_posix()
+        m["files"][rel] = {"sha256": ser._digest(f), "size": f.stat().st_size}
+
+    _edit_manifest(artifact, edit)  # a consistent manifest: only allow_pickle=False protects
+    with pytest.raises(ArtifactError, match=r"not a valid \.npy file"):
+        load(artifact)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"format": "other"}',
+                                     '{"format": "coreai-artifact", "version": 99}'])
+def test_malformed_manifest_is_rejected(artifact: Path, content: str) -> None:
+    (artifact / "manifest.json").write_text(content)
+    with pytest.raises(ArtifactError, match=r"manifest\.json"):
+        load(artifact)
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ArtifactError, match="not a coreai artifact"):
+        load(tmp_path / "f")
+
+
+# -- bind_weights --------------------------------------------------------------------------------
+
+def unbound_program() -> Program:
+    p = Program()
+    p.add_weight("enc.weight", None, TensorType((2, 3), "float32"))
+    p.add_weight("enc.bias", None, TensorType((3,), "bfloat16"))
+    with p.graph("main", inputs={"x": TensorType((2, 3), "float32")}) as g:
+        w = coreai.constant(WeightRef("enc.weight"))
+        b = coreai.cast(coreai.constant(WeightRef("enc.bias")), "float32")
+        g.outputs({"y": coreai.broadcasting_add(coreai.broadcasting_mul(g["x"], w), b)})
+    return p
+
+
+W = np.arange(6, dtype=np.float32).reshape(2, 3)
+B = np.array([0.5, -1.0, 2.0], dtype=BF16)
+
+
+def check_bound(p: Program) -> None:
+    np.testing.assert_array_equal(p.weights["enc.weight"], W)
+    assert p.weights["enc.bias"].dtype == BF16
+    np.testing.assert_array_equal(p.weights["enc.bias"].astype(np.float32),
+                                  B.astype(np.float32))
+    y = p.run({"x": np.ones((2, 3), np.float32)})["y"]
+    np.testing.assert_array_equal(y, W + B.astype(np.float32))
+
+
+def test_bind_from_numpy_dict() -> None:
+    p = unbound_program()
+    p.bind_weights({"enc.weight": W, "enc.bias": B})
+    check_bound(p)
+
+
+def test_bind_from_torch_state_dict() -> None:
+    p = unbound_program()
+    p.bind_weights({"enc.weight": torch.from_numpy(W),
+                    "enc.bias": torch.tensor([0.5, -1.0, 2.0], dtype=torch.bfloat16)})
+    check_bound(p)
+
+
+def test_bind_from_npz(tmp_path: Path) -> None:
+    np.savez(tmp_path / "w.npz", **{"enc.weight": W, "enc.bias": B})
+    p = unbound_program()
+    p.bind_weights(tmp_path / "w.npz")
+    check_bound(p)
+
+
+def test_bind_from_safetensors(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"enc.weight": torch.from_numpy(W),
+               "enc.bias": torch.tensor([0.5, -1.0, 2.0], dtype=torch.bfloat16)},
+              str(tmp_path / "w.safetensors"))
+    p = unbound_program()
+    p.bind_weights(str(tmp_path / "w.safetensors"))
+    check_bound(p)
+
+
+def test_read_safetensors_all_dtypes(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    arrays = {f"t{i}": np.arange(6).reshape(2, 3).astype(dt) for i, dt in enumerate(
+        [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8,
+         np.bool_])}
+    arrays["empty"] = np.zeros((0, 4), np.float32)
+    save_file(arrays, str(tmp_path / "a.safetensors"))
+    read = ser.read_safetensors(tmp_path / "a.safetensors")
+    assert sorted(read) == sorted(arrays)
+    for k, a in arrays.items():
+        assert read[k].dtype == a.dtype
+        np.testing.assert_array_equal(read[k], a)
+
+
+def test_bind_reports_unknown_names_with_suggestions() -> None:
+    p = unbound_program()
+    with pytest.raises(ValueError, match=r"unknown weight 'enc.weigth' \(did you mean "
+                                         r"'enc.weight'\?\)") as e:
+        p.bind_weights({"enc.weigth": W, "enc.bias": B})
+    assert "missing weight 'enc.weight'" in str(e.value)
+    assert p.weights["enc.bias"] is None  # nothing bound when a check fails
+
+
+def test_bind_reports_shape_and_dtype_mismatches() -> None:
+    p = unbound_program()
+    with pytest.raises(ValueError) as e:
+        p.bind_weights({"enc.weight": W.T, "enc.bias": B.astype(np.float32)})
+    assert "weight 'enc.weight': expected float32[2, 3], got float32[3, 2]" in str(e.value)
+    assert "weight 'enc.bias': expected bfloat16[3], got float32[3]" in str(e.value)
+
+
+def test_bind_non_strict_ignores_unknown_and_missing() -> None:
+    p = unbound_program()
+    p.bind_weights({"enc.weight": W, "other": W}, strict=False)
+    np.testing.assert_array_equal(p.weights["enc.weight"], W)
+    assert p.weights["enc.bias"] is None
+    with pytest.raises(ValueError, match="expected float32"):
+        p.bind_weights({"enc.weight": W.astype(np.float64)}, strict=False)
+
+
+def test_bind_rejects_other_sources(tmp_path: Path) -> None:
+    p = unbound_program()
+    with pytest.raises(ValueError, match=r"expected a \.npz or \.safetensors"):
+        p.bind_weights(tmp_path / "w.pt")
+    with pytest.raises(TypeError, match="bind_weights expects"):
+        p.bind_weights(42)
+
+
+@pytest.mark.parametrize("corrupt", ["header_too_long", "bad_json", "bad_offsets",
+                                     "bad_dtype", "short"])
+def test_malformed_safetensors_is_rejected(tmp_path: Path, corrupt: str) -> None:
+    header = {"enc.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}
+    if corrupt == "bad_offsets":
+        header["enc.weight"]["data_offsets"] = [0, 400]
+    if corrupt == "bad_dtype":
+        header["enc.weight"]["dtype"] = "F8_E4M3"
+    raw = json.dumps(header).encode()
+    if corrupt == "bad_json":
+        raw = b"{" + raw
+    length = len(raw) + (10_000 if corrupt == "header_too_long" else 0)
+    blob = length.to_bytes(8, "little") + raw + W.tobytes()
+    if corrupt == "short":
+        blob = blob[:5]
+    (tmp_path / "w.safetensors").write_bytes(blob)
+    with pytest.raises(ArtifactError, match=r"w\.safetensors"):
+        unbound_program().bind_weights(tmp_path / "w.safetensors")
