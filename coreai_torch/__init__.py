@@ -9,8 +9,13 @@ program = TorchConverter().add_exported_program(ep).to_coreai()
 from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
+from coreai_torch.verify import (
+    find_first_divergence,
+    find_first_nonfinite,
+    verify,
+)
 
 __all__ = [
     "ConversionError", "LoweringError", "TorchConverter", "UnsupportedOpsError",
-    "get_decomp_table",
+    "find_first_divergence", "find_first_nonfinite", "get_decomp_table", "verify",
 ]

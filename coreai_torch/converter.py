@@ -412,6 +412,7 @@ class _GraphLowerer:
                 if r is None:
                     continue
                 self._check(r, v, fail, f"result {i}")
+                _name_value(r, f"{node.name}#{i}")
                 values[f"{node.name}#{i}"] = r
             values[node.name] = result[0] if result else None
             return
@@ -421,6 +422,7 @@ class _GraphLowerer:
             fail(f"expected a Value, got {type(result).__name__} {result!r}")
         if val is not None:
             self._check(result, val, fail, "result")
+        _name_value(result, node.name)
         values[node.name] = result
 
     def _check(self, value: Any, val: Any, fail: Callable[[str], None], what: str) -> None:
@@ -455,6 +457,13 @@ class _GraphLowerer:
         values = {p.name: a for p, a in zip(placeholders, args, strict=True)}
         outs = self._lower_nodes(gm, values)
         return [self._as_value(o) for o in outs]
+
+
+def _name_value(value: Value, fx_name: str) -> None:
+    # Debug info: op results remember the FX node they compute, so verification tools can
+    # line up torch's and the runtime's intermediates (also after optimize()).
+    if value.owner is not None and value.name is None:
+        value.name = fx_name
 
 
 def _flat_outputs(args: Any) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -51,8 +52,13 @@ def get_decomp_table(converter: Any = None) -> Any:
     ``pixel_shuffle`` therefore reach the converter intact, and the adaptive average pools
     are rewritten to ``_adaptive_avg_pool{2,3}d`` (see ``CANONICAL_REWRITES``).
     """
+    return _table_for(frozenset(_lowered_names(converter))).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _table_for(lowered: frozenset[str]) -> Any:
+    # Building torch's default table is slow (hundreds of ms); callers get a copy.
     table = torch.export.default_decompositions()
-    lowered = _lowered_names(converter)
     for op in list(table.keys()):
         if op in CANONICAL_REWRITES:
             continue

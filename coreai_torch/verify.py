@@ -1,0 +1,309 @@
+"""Numerical verification of a converted program against torch.
+
+- :func:`verify` compares final outputs and returns a :class:`VerifyReport`.
+- :func:`find_first_divergence` compares every intermediate that maps to an FX node (op
+  results remember their FX node name, also after ``optimize()``) and reports the first one
+  beyond tolerance, with its FX node, target and source line.
+- :func:`find_first_nonfinite` reports the first op whose result holds NaN or Inf.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+import torch.fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from coreai_core import Program, Value
+from coreai_core.runtime import run_graph_collect
+from coreai_torch._locations import describe
+from coreai_torch._table import qualified_name
+
+__all__ = [
+    "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_divergence",
+    "find_first_nonfinite", "verify",
+]
+
+
+@attrs.frozen
+class OutputError:
+    """Comparison of one output with torch."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+    problem: str = ""
+
+
+@attrs.frozen
+class VerifyReport:
+    """Per-output errors against torch and the overall verdict."""
+
+    outputs: list[OutputError]
+    rtol: float
+    atol: float
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        lines = [f"verification against torch (rtol={self.rtol:g}, atol={self.atol:g}): "
+                 f"{'PASS' if self.passed else 'FAIL'}",
+                 f"  {'output':<24} {'shape':<18} {'dtype':<9} {'max abs':>10} {'max rel':>10}"]
+        for o in self.outputs:
+            mark = "ok" if o.passed else f"FAIL {o.problem}"
+            lines.append(f"  {o.name:<24} {list(o.shape)!s:<18} {o.dtype:<9} "
+                         f"{o.max_abs:>10.3g} {o.max_rel:>10.3g}  {mark}")
+        return "\n".join(lines)
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        return t.numpy()
+    return np.asarray(t)
+
+
+def _flatten(out: Any) -> list[Any]:
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flatten(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _flatten(o)]
+    if hasattr(out, "to_tuple"):
+        return _flatten(out.to_tuple())
+    return [out]
+
+
+def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
+    if got.size == 0:
+        return 0.0, 0.0
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    both_nan = np.isnan(g) & np.isnan(w)
+    same_inf = np.isinf(g) & (g == w)
+    diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    rel = diff / np.maximum(np.abs(w), np.finfo(np.float64).tiny)
+    rel = np.where(diff == 0, 0.0, rel)
+    return float(diff.max()), float(rel.max())
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
+            ) -> OutputError:
+    """Shape, then dtype kind, then values (NaN matches NaN)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return OutputError(name, got.shape, str(got.dtype), np.inf, np.inf, False,
+                           f"shape {list(got.shape)} != torch {list(want.shape)}")
+    abs_err, rel_err = _errors(got, want)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    ok = bool(np.all((np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w))
+                     | (g == w)))
+    return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, ok,
+                       "" if ok else "values differ")
+
+
+def _inputs_for(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
+    names = program.graphs[entrypoint].input_names
+    if isinstance(inputs, Mapping):
+        return {k: _to_numpy(v) for k, v in inputs.items()}
+    inputs = inputs if isinstance(inputs, (list, tuple)) else (inputs,)
+    if len(inputs) != len(names):
+        raise ValueError(f"got {len(inputs)} inputs, the program takes {names}")
+    return {n: _to_numpy(v) for n, v in zip(names, inputs, strict=True)}
+
+
+def _torch_args(inputs: Any) -> tuple[Any, ...]:
+    if isinstance(inputs, Mapping):
+        return tuple(torch.as_tensor(v) for v in inputs.values())
+    inputs = inputs if isinstance(inputs, (list, tuple)) else (inputs,)
+    return tuple(torch.as_tensor(v) if isinstance(v, np.ndarray) else v for v in inputs)
+
+
+def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inputs: Any, *,
+           rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main") -> VerifyReport:
+    """Run ``program`` and torch on ``inputs`` and compare every user output.
+
+    Neither the model's buffers nor the program's state are changed: both run on copies.
+    """
+    args = _torch_args(inputs)
+    if isinstance(model_or_ep, ExportedProgram):
+        module = model_or_ep.module()
+    else:
+        module = copy.deepcopy(model_or_ep)
+    with torch.no_grad():
+        expected = [_to_numpy(t) for t in _flatten(module(*args))]
+    state = {k: v.copy() for k, v in program.state.items()}
+    got = program.run(_inputs_for(program, inputs, entrypoint), entrypoint=entrypoint,
+                      state=state)
+    if len(got) != len(expected):
+        raise ValueError(f"program has {len(got)} outputs, torch returned {len(expected)}")
+    return VerifyReport([compare(name, g, e, rtol, atol)
+                         for (name, g), e in zip(got.items(), expected, strict=True)],
+                        rtol, atol)
+
+
+# -- intermediates -------------------------------------------------------------------------------
+
+@attrs.frozen
+class NodeError:
+    """One FX node's intermediate compared with the runtime's value for it."""
+
+    node: str
+    target: str
+    source: str | None
+    op: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+
+
+@attrs.frozen
+class DivergenceReport:
+    """Errors of every mapped intermediate, in graph order, and the first failing one."""
+
+    nodes: list[NodeError]
+    rtol: float
+    atol: float
+
+    @property
+    def first(self) -> NodeError | None:
+        return next((n for n in self.nodes if not n.passed), None)
+
+    def __str__(self) -> str:
+        first = self.first
+        head = (f"compared {len(self.nodes)} intermediates (rtol={self.rtol:g}, "
+                f"atol={self.atol:g}): ")
+        if first is None:
+            return head + "no divergence"
+        where = f" at {first.source}" if first.source else ""
+        return (head + f"first divergence at FX node {first.node!r} ({first.target}){where}, "
+                f"lowered to {first.op}: max abs error {first.max_abs:.3g}, "
+                f"max rel error {first.max_rel:.3g}")
+
+    def plot(self, path: str) -> None:
+        """Save a plot of the max abs error per intermediate along the graph (matplotlib)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:  # pragma: no cover - depends on the optional extra
+            raise ImportError("plotting needs matplotlib: pip install 'coreai-torch[docs]'") \
+                from e
+        fig, ax = plt.subplots(figsize=(10, 3.5))
+        errs = [max(n.max_abs, 1e-12) for n in self.nodes]
+        ax.semilogy(range(len(errs)), errs, marker=".", linewidth=0.8)
+        ax.axhline(self.atol, color="grey", linestyle="--", linewidth=0.8, label="atol")
+        if self.first is not None:
+            i = self.nodes.index(self.first)
+            ax.scatter([i], [errs[i]], color="red", zorder=3, label=f"first: {self.first.node}")
+        ax.set_xlabel("FX node (graph order)")
+        ax.set_ylabel("max abs error")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        out = super().run_node(n)
+        if isinstance(out, torch.Tensor):
+            self.values[n.name] = out.detach()
+        elif isinstance(out, (list, tuple)):
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    self.values[f"{n.name}#{i}"] = o.detach()
+        elif isinstance(out, (int, float, bool)) and n.op == "call_function":
+            self.values[n.name] = torch.tensor(out)
+        return out
+
+
+def torch_intermediates(ep: ExportedProgram, inputs: Any) -> dict[str, torch.Tensor]:
+    """Every tensor an exported program's graph computes, keyed by FX node name."""
+    user = list(_torch_args(inputs))
+    args = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            args.append(user.pop(0))
+        elif spec.target in ep.state_dict:
+            args.append(ep.state_dict[spec.target])
+        else:
+            args.append(ep.constants[spec.target])
+    rec = _Recorder(ep.graph_module)
+    with torch.no_grad():
+        rec.run(*args)
+    return rec.values
+
+
+def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
+                          rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main",
+                          ) -> DivergenceReport:
+    """Compare every runtime intermediate that maps to an FX node with torch's value."""
+    expected = torch_intermediates(ep, inputs)
+    state = {k: v.copy() for k, v in program.initial_state.items()}
+    _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
+                                  entrypoint=entrypoint, state=state)
+    by_name: dict[str, tuple[Value, np.ndarray]] = {}
+    for value, array in record.items():
+        if value.name is not None and value.name not in by_name:
+            by_name[value.name] = (value, array)
+    nodes = {n.name: n for n in ep.graph.nodes}
+    rows = []
+    for name, want in expected.items():
+        if name not in by_name:
+            continue
+        value, got = by_name[name]
+        fx = nodes.get(name.split("#")[0])
+        cmp = compare(name, got, _to_numpy(want), rtol, atol)
+        rows.append(NodeError(
+            name, qualified_name(fx.target) if fx is not None else "?",
+            describe(fx) if fx is not None else None, value.owner.name if value.owner else "?",
+            cmp.max_abs, cmp.max_rel, cmp.passed))
+    return DivergenceReport(rows, rtol, atol)
+
+
+@attrs.frozen
+class NonFinite:
+    op: str
+    fx_node: str | None
+    location: str
+    count: int
+
+
+def find_first_nonfinite(program: Program, inputs: Any, *, entrypoint: str = "main",
+                         ) -> NonFinite | None:
+    """The first op (in execution order) whose result contains NaN or Inf, or None."""
+    state = {k: v.copy() for k, v in program.initial_state.items()}
+    _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
+                                  entrypoint=entrypoint, state=state)
+    for value, array in record.items():
+        a = np.asarray(array)
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            bad = ~np.isfinite(a.astype(np.float64))
+            if bad.any():
+                op = value.owner
+                return NonFinite(op.name if op else "?", value.name,
+                                 str(op.location) if op else "", int(bad.sum()))
+    return None
+
+
