@@ -413,6 +413,19 @@ class Program:
     def __repr__(self) -> str:
         return f"<Program entrypoints={list(self.graphs)} weights={len(self.weights)}>"
 
+    def to_dot(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
+        """Graphviz dot text; ``collapse=k`` draws each module-path prefix of depth k as one
+        node."""
+        from coreai_core.draw import to_dot
+
+        return to_dot(self, entrypoint, collapse=collapse)
+
+    def to_mermaid(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
+        """Mermaid flowchart text (same options as :meth:`to_dot`)."""
+        from coreai_core.draw import to_mermaid
+
+        return to_mermaid(self, entrypoint, collapse=collapse)
+
     def save(self, path: Any) -> None:
         """Save as a directory artifact (text form + weights as .npy + checksums)."""
         from coreai_core.serialization import save

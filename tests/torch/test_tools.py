@@ -1,0 +1,147 @@
+"""verify(), the first-divergence and NaN finders, pictures, and the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from coreai_core.dialects import coreai
+from coreai_torch import (
+    TorchConverter,
+    find_first_divergence,
+    find_first_nonfinite,
+    verify,
+)
+from coreai_torch._utils import get_operand
+from coreai_torch.cli import main
+from coreai_torch.examples import example
+from tests.torch.harness import export
+
+
+class Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)).sigmoid())
+
+
+def _setup():
+    torch.manual_seed(0)
+    model = Small().eval()
+    x = torch.randn(4, 6)
+    return model, x, export(model, (x,))
+
+
+def test_verify_passes_and_reports_errors() -> None:
+    model, x, ep = _setup()
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    report = verify(model, program, (x,))
+    assert report.passed and len(report.outputs) == 1
+    assert report.outputs[0].max_abs < 1e-5
+    assert "PASS" in str(report)
+
+
+def _buggy_converter() -> TorchConverter:
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("aten::sigmoid.default", allow_override=True)
+    def wrong_sigmoid(values_map, node, loc):  # deliberately off by 0.1
+        x = get_operand(values_map, node, 0, loc)
+        return coreai.broadcasting_add(coreai.sigmoid(x, loc=loc), 0.1, loc=loc)
+
+    return converter
+
+
+@pytest.mark.parametrize("optimized", [False, True])
+def test_first_divergence_points_at_the_wrong_lowering(optimized: bool) -> None:
+    model, x, ep = _setup()
+    program = _buggy_converter().add_exported_program(ep).to_coreai()
+    if optimized:
+        program.optimize()
+    assert not verify(model, program, (x,)).passed
+    report = find_first_divergence(ep, program, (x,))
+    first = report.first
+    assert first is not None and first.node == "sigmoid"
+    assert first.target == "aten::sigmoid.default"
+    assert first.source is not None and "test_tools.py" in first.source
+    assert abs(first.max_abs - 0.1) < 1e-5
+    assert "first divergence at FX node 'sigmoid'" in str(report)
+    passed_before = [n for n in report.nodes[:report.nodes.index(first)]]
+    assert all(n.passed for n in passed_before) and passed_before
+
+
+def test_divergence_plot(tmp_path) -> None:
+    pytest.importorskip("matplotlib", reason="plotting is an optional extra (docs)")
+    _, x, ep = _setup()
+    program = _buggy_converter().add_exported_program(ep).to_coreai()
+    path = tmp_path / "errors.png"
+    find_first_divergence(ep, program, (x,)).plot(str(path))
+    assert path.stat().st_size > 1000
+
+
+def test_nonfinite_finder() -> None:
+    class Log(torch.nn.Module):
+        def forward(self, x):
+            return torch.log(x - 1.0).exp() + 1
+
+    x = torch.tensor([0.5, 2.0, 3.0])
+    ep = export(Log(), (x,))
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    found = find_first_nonfinite(program, (x,))
+    assert found is not None and found.op == "coreai.log" and found.fx_node == "log"
+    assert found.count == 1
+    assert find_first_nonfinite(program, (torch.tensor([2.0, 3.0, 4.0]),)) is None
+
+
+def test_pictures() -> None:
+    model, inputs = example("convnet")
+    program = TorchConverter().add_pytorch_module(model, args=inputs).to_coreai()
+    dot = program.to_dot()
+    assert dot.startswith("digraph coreai {") and "conv" in dot and "tensor<2x10xf32>" in dot
+    collapsed = program.to_dot(collapse=1)
+    assert 'label="features"' in collapsed and len(collapsed) < len(dot)
+    mermaid = program.to_mermaid(collapse=1)
+    assert mermaid.startswith("flowchart TD") and "features (" in mermaid
+
+
+def test_cli_convert_run_inspect_verify(tmp_path, capsys) -> None:
+    model, x, ep = _setup()
+    pt2 = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(pt2))
+    out = tmp_path / "prog"
+    assert main(["convert", str(pt2), "-o", str(out)]) == 0
+    np.savez(tmp_path / "in.npz", x=x.numpy())
+    assert main(["run", str(out), "--inputs", str(tmp_path / "in.npz"),
+                 "--outputs", str(tmp_path / "out.npz")]) == 0
+    with np.load(tmp_path / "out.npz") as got:
+        (value,) = [got[k] for k in got.files]
+    np.testing.assert_allclose(value, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "input  x: tensor<4x6xf32>" in text and "weights: 4 tensors" in text
+    assert main(["verify", str(pt2), str(out), "--inputs", str(tmp_path / "in.npz")]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["ops", "--filter", "aten::relu"]) == 0
+    assert "aten::relu.default" in capsys.readouterr().out
+
+
+def test_cli_bad_input_gives_clear_errors(tmp_path, capsys) -> None:
+    assert main(["convert", str(tmp_path / "missing.pt2"), "-o", str(tmp_path / "o")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(b"not a zip")
+    assert main(["convert", str(bad), "-o", str(tmp_path / "o")]) == 2
+    assert "not a torch.export program" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "nope"), "--inputs", "a.npz", "--outputs", "b.npz"]) == 2
+    with pytest.raises(SystemExit):
+        main(["frobnicate"])
+
+
+def test_cli_demo(capsys) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "convnet" in out
