@@ -107,7 +107,8 @@ class OpDef:
             elif p.role == "variadic":
                 parts.append(f"*{p.name}")
             else:
-                t = p.kind if p.kind != "choice" else "|".join(repr(c) for c in p.choices)
+                t = "|".join(repr(c) for c in p.choices) if p.kind == "choice" else p.kind
+                t = t or "graph"  # regions have no attribute kind
                 default = f" = {p.default!r}" if p.has_default else ""
                 parts.append(f"{p.name}: {t}{'?' if p.optional else ''}{default}")
         return f"{self.name}({', '.join(parts)})"
@@ -218,7 +219,9 @@ def normalize_attr(p: Param, value: Any, op: str) -> Any:
         elif p.kind in ("floats", "float"):
             out = [float(x) for x in items]
         elif p.kind == "bool":
-            if not isinstance(items[0], (bool, np.bool_, int, np.integer)) or items[0] not in (0, 1):
+            # an empty list would make items[0] raise IndexError, which callers do not expect
+            if len(items) != 1 or not isinstance(items[0], (bool, np.bool_, int, np.integer)) \
+                    or items[0] not in (0, 1):
                 raise TypeError
             out = [bool(items[0])]
         else:  # pragma: no cover - _classify admits no other kind

@@ -74,8 +74,8 @@ def _verify_op(op: Operation, graph: Graph, defined: set[int]) -> list[str]:
         problems.extend(verify_graph(region))
     try:
         for p in opdef.attributes:
-            if p.role == "attr" and normalize_attr(p, op.attributes[p.name], op.name) != \
-                    op.attributes[p.name] and p.kind != "array":
+            if p.role == "attr" and p.kind != "array" and not _canonical(
+                    op.attributes[p.name], normalize_attr(p, op.attributes[p.name], op.name)):
                 problems.append(f"{where}: attribute {p.name!r} is not in canonical form")
         inferred = opdef.infer(opdef.split_operands(op.operands), op.attributes)
     except TypeRuleError as e:
@@ -85,3 +85,14 @@ def _verify_op(op: Operation, graph: Graph, defined: set[int]) -> list[str]:
         problems.append(f"{where}: result types {[str(t) for t in got]} differ from the op's "
                         f"rule {[str(t) for t in inferred]}")
     return problems
+
+
+def _canonical(value: object, normalized: object) -> bool:
+    """``value == normalized`` (a list is not a tuple), except that NaN floats compare equal:
+    a NaN attribute, e.g. a pad value, is canonical."""
+    if isinstance(normalized, tuple):
+        return isinstance(value, tuple) and len(value) == len(normalized) and all(
+            map(_canonical, value, normalized))
+    if isinstance(normalized, float) and normalized != normalized:
+        return isinstance(value, float) and value != value
+    return bool(value == normalized)

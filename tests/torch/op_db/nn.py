@@ -1,7 +1,317 @@
-"""Op-database entries: nn."""
+"""Op-database entries: nn — matmuls, convolution, col2im, dropout, distances, normalization.
+
+Pooling, resampling and attention entries live in ``_nn_pooling.py``, ``_nn_resample.py`` and
+``_nn_attention.py`` and are appended to ``ENTRIES`` here.
+"""
 
 from __future__ import annotations
 
-from tests.torch.op_db._entry import OpEntry
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from tests.torch.op_db import _nn_attention, _nn_pooling, _nn_resample
+from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, sizes, tensors
+
+aten = torch.ops.aten
+FLOATS = st.sampled_from(FLOAT_DTYPES)
+MATMUL_DTYPES = st.sampled_from((*FLOAT_DTYPES, torch.int32, torch.int64))
 
 ENTRIES: list[OpEntry] = []
+
+
+def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
+    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+
+
+def dim(max_size: int = 6) -> st.SearchStrategy[int]:
+    return sizes(1, max_size)
+
+
+# -- matrix products -----------------------------------------------------------------------------
+# float16/bfloat16 products accumulate in float32 and round once, like torch; long sums can
+# still land one half-precision ulp apart, so sums over up to 47 terms get a few ulps.
+HALF_SUM_TOL = {"atol": 1e-2, "rtol": 1e-2,
+                "tol_reason": "half-precision sums of up to 47 products: torch and numpy "
+                              "accumulate in float32 in a different order (a few half ulps)"}
+
+
+@st.composite
+def mm_samples(draw: Any, batch: bool = False) -> Sample:
+    dtype = draw(MATMUL_DTYPES)
+    n, k, m = draw(dim()), draw(sizes(1, 6)), draw(dim())
+    lead = (draw(st.integers(1, 3)),) if batch else ()
+    a = draw(tensors((*lead, n, k), dtype))
+    b = draw(tensors((*lead, k, m), dtype))
+    return Sample((a, b))
+
+
+@st.composite
+def matmul_samples(draw: Any) -> Sample:
+    """Operands of rank 1-4 (numpy.matmul rules), batch dims sometimes broadcast."""
+    dtype = draw(MATMUL_DTYPES)
+    k = draw(dim())
+    batch = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+
+    def shape(rank: int, lhs: bool) -> tuple[int, ...]:
+        if rank == 1:
+            return (k,)
+        lead = batch[4 - rank:] if rank > 2 else ()
+        if lead and draw(st.booleans()):
+            lead = (1, *lead[1:])
+        return (*lead, draw(dim()), k) if lhs else (*lead, k, draw(dim()))
+
+    a = draw(tensors(shape(draw(st.integers(1, 4)), True), dtype))
+    b = draw(tensors(shape(draw(st.integers(1, 4)), False), dtype))
+    return Sample((a, b))
+
+
+@st.composite
+def addmm_samples(draw: Any) -> Sample:
+    dtype = draw(MATMUL_DTYPES)
+    n, k, m = draw(dim()), draw(dim()), draw(dim())
+    bias_shape = draw(st.sampled_from(((n, m), (m,), (1, m), (n, 1), ())))
+    bias = draw(tensors(bias_shape, dtype))
+    if dtype.is_floating_point:
+        beta, alpha = draw(st.sampled_from((1, 0, 0.5, -2.0))), draw(st.sampled_from((1, 0.5, 3)))
+    else:
+        beta, alpha = draw(st.sampled_from((1, 0, 2))), draw(st.sampled_from((1, -1, 3)))
+    return Sample((bias, draw(tensors((n, k), dtype)), draw(tensors((k, m), dtype))),
+                  {"beta": beta, "alpha": alpha})
+
+
+@st.composite
+def linear_samples(draw: Any) -> Sample:
+    dtype = draw(FLOATS)
+    lead = tuple(draw(dim(4)) for _ in range(draw(st.integers(0, 2))))
+    k, m = draw(dim()), draw(dim())
+    x = draw(tensors((*lead, k), dtype))
+    w = draw(tensors((m, k), dtype))
+    bias = draw(tensors((m,), dtype)) if draw(st.booleans()) else None
+    return Sample((x, w, bias))
+
+
+add("aten::mm.default", torch.mm, mm_samples(), **HALF_SUM_TOL)
+add("aten::bmm.default", torch.bmm, mm_samples(batch=True), **HALF_SUM_TOL)
+add("aten::matmul.default", torch.matmul, matmul_samples(), **HALF_SUM_TOL)
+add("aten::addmm.default", lambda c, a, b, beta, alpha: torch.addmm(c, a, b, beta=beta,
+                                                                    alpha=alpha),
+    addmm_samples(), **HALF_SUM_TOL)
+add("aten::linear.default", F.linear, linear_samples(), **HALF_SUM_TOL)
+
+
+# -- convolution ---------------------------------------------------------------------------------
+
+@st.composite
+def conv_samples(draw: Any, transposed: bool) -> Sample:
+    n = draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from((*FLOAT_DTYPES, torch.int64)))
+    groups = draw(st.integers(1, 2))
+    cin, cout = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    k = [draw(st.integers(1, 3)) for _ in range(n)]
+    stride = [draw(st.integers(1, 2)) for _ in range(n)]
+    dil = [draw(st.integers(1, 2)) for _ in range(n)]
+    max_size = 47 if n == 1 else (7 if n == 2 else 4)
+    if transposed:
+        pad = [draw(st.integers(0, dil[i] * (k[i] - 1))) for i in range(n)]
+        out_pad = [draw(st.integers(0, max(stride[i], dil[i]) - 1)) for i in range(n)]
+        spatial = [draw(st.integers(max(1, (2 * pad[i] + stride[i]) // stride[i]), max_size))
+                   for i in range(n)]
+        w_shape = (cin, cout // groups, *k)
+    else:
+        pad = [draw(st.integers(0, 2)) for _ in range(n)]
+        out_pad = [0] * n
+        spatial = [draw(st.integers(max(1, dil[i] * (k[i] - 1) + 1 - 2 * pad[i]),
+                                    max(max_size, dil[i] * (k[i] - 1) + 1)))
+                   for i in range(n)]
+        w_shape = (cout, cin // groups, *k)
+    batch = () if (not transposed and draw(st.integers(0, 4)) == 0) else (draw(dim(2)),)
+    x = draw(tensors((*batch, cin, *spatial), dtype))
+    w = draw(tensors(w_shape, dtype))
+    bias = draw(tensors((cout,), dtype)) if draw(st.booleans()) else None
+    kwargs = {"stride": stride, "padding": pad, "dilation": dil, "groups": groups}
+    if transposed:
+        kwargs["output_padding"] = out_pad
+    return Sample((x, w, bias), kwargs)
+
+
+def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, **kw: Any) -> torch.Tensor:
+    return (F.conv1d, F.conv2d, F.conv3d)[w.dim() - 3](x, w, b, **kw)
+
+
+def conv_t(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, **kw: Any) -> torch.Tensor:
+    return (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[w.dim() - 3](
+        x, w, b, **kw)
+
+
+add("aten::convolution.default", conv, conv_samples(False), **HALF_SUM_TOL)
+add("aten::convolution.default", conv_t, conv_samples(True), name="convolution[transposed]",
+    **HALF_SUM_TOL)
+
+
+@st.composite
+def col2im_samples(draw: Any) -> Sample:
+    dtype = draw(FLOATS)
+    k = [draw(st.integers(1, 3)) for _ in range(2)]
+    d = [draw(st.integers(1, 2)) for _ in range(2)]
+    p = [draw(st.integers(0, 1)) for _ in range(2)]
+    s = [draw(st.integers(1, 2)) for _ in range(2)]
+    out = [draw(st.integers(max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]), 7)) for i in range(2)]
+    blocks = [(out[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    c = draw(st.integers(1, 3))
+    batch = (draw(dim(2)),) if draw(st.booleans()) else ()
+    x = draw(tensors((*batch, c * k[0] * k[1], blocks[0] * blocks[1]), dtype))
+    return Sample((x,), {"output_size": out, "kernel_size": k, "dilation": d, "padding": p,
+                         "stride": s})
+
+
+add("aten::col2im.default", F.fold, col2im_samples(), **HALF_SUM_TOL)
+
+
+# -- dropout -------------------------------------------------------------------------------------
+
+@st.composite
+def dropout_samples(draw: Any) -> Sample:
+    x = draw(tensors(tuple(draw(dim()) for _ in range(draw(st.integers(0, 3)))),
+                     draw(FLOATS)))
+    p, train = draw(st.sampled_from(((0.5, False), (0.0, False), (0.0, True), (1.0, True))))
+    return Sample((x, p, train))
+
+
+add("aten::native_dropout.default", aten.native_dropout, dropout_samples())
+
+
+# -- distances ------------------------------------------------------------------------------------
+
+@st.composite
+def cdist_samples(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    batch = tuple(draw(dim(3)) for _ in range(draw(st.integers(0, 1))))
+    p_rows = draw(st.one_of(dim(), st.just(30)))
+    m = draw(dim())
+    x1 = draw(tensors((*batch, p_rows, m), dtype))
+    x2 = draw(tensors((*batch, draw(dim()), m), dtype))
+    p = draw(st.sampled_from((0.0, 1.0, 2.0, 3.0, 0.5, float("inf"))))
+    mode = draw(st.sampled_from((None, 1, 2))) if p == 2.0 else None
+    return Sample((x1, x2, p, mode))
+
+
+add("aten::_cdist_forward.default", aten._cdist_forward, cdist_samples(), atol=1e-4, rtol=1e-4,
+    tol_reason="the matmul form |a|^2+|b|^2-2ab (as in torch) cancels for close points")
+
+
+@st.composite
+def pdist_samples(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    x = draw(tensors((draw(st.integers(1, 7)), draw(dim())), dtype))
+    return Sample((x, draw(st.sampled_from((0.0, 1.0, 2.0, 3.0, float("inf"))))))
+
+
+add("aten::_pdist_forward.default", F.pdist, pdist_samples())
+
+
+# -- normalization -------------------------------------------------------------------------------
+
+@st.composite
+def norm_input(draw: Any, min_rank: int = 2, max_rank: int = 5) -> tuple[torch.Tensor, int]:
+    rank = draw(st.integers(min_rank, max_rank))
+    c = draw(dim(4))
+    spatial = [draw(dim(4)) for _ in range(rank - 2)]
+    if spatial and draw(st.integers(0, 4)) == 0:
+        spatial[0] = 47
+    dtype = draw(FLOATS)
+    return draw(tensors((draw(dim(3)), c, *spatial), dtype)), c
+
+
+def _affine(draw: Any, c: int, dtype: torch.dtype) -> tuple[Any, Any]:
+    w = draw(tensors((c,), dtype)) if draw(st.booleans()) else None
+    b = draw(tensors((c,), dtype)) if draw(st.booleans()) else None
+    return w, b
+
+
+@st.composite
+def batch_norm_eval_samples(draw: Any) -> Sample:
+    x, c = draw(norm_input())
+    w, b = _affine(draw, c, x.dtype)
+    mean = draw(tensors((c,), x.dtype))
+    var = draw(tensors((c,), x.dtype, low=0.1, high=3.0))
+    return Sample((x, mean, var, w, b), {"eps": draw(st.sampled_from((1e-5, 1e-3)))})
+
+
+@st.composite
+def batch_norm_train_samples(draw: Any) -> Sample:
+    x, c = draw(norm_input())
+    if x.numel() == x.shape[1]:  # torch needs more than one value per channel
+        x = torch.cat([x, x * 0.5 + 1])
+    w, b = _affine(draw, c, x.dtype)
+    return Sample((x, w, b), {"eps": draw(st.sampled_from((1e-5, 1e-3)))})
+
+
+@st.composite
+def batch_norm_functional_samples(draw: Any) -> Sample:
+    s = draw(batch_norm_train_samples())
+    x, w, b = s.args
+    c = x.shape[1]
+    rm = draw(tensors((c,), torch.float32))
+    rv = draw(tensors((c,), torch.float32, low=0.1, high=3.0))
+    if x.dtype != torch.float32:
+        rm, rv = rm.to(x.dtype), rv.to(x.dtype)
+    momentum = draw(st.sampled_from((0.1, 0.5)))
+    return Sample((x, w, b, rm, rv, True, momentum, s.kwargs["eps"]))
+
+
+NORM_TOL = {"atol": 1e-4, "rtol": 1e-4,
+            "tol_reason": "statistics over up to 47*4*4 elements: torch accumulates the "
+                          "variance in double (batch norm) or with Welford updates"}
+
+add("aten::_native_batch_norm_legit_no_training.default",
+    lambda x, m, v, w, b, eps: F.batch_norm(x, m, v, w, b, training=False, eps=eps),
+    batch_norm_eval_samples())
+add("aten::_native_batch_norm_legit.no_stats",
+    lambda x, w, b, eps: F.batch_norm(x, None, None, w, b, training=True, eps=eps),
+    batch_norm_train_samples(), **NORM_TOL)
+add("aten::_native_batch_norm_legit_functional.default",
+    aten._native_batch_norm_legit_functional, batch_norm_functional_samples(), **NORM_TOL)
+
+
+@st.composite
+def layer_norm_samples(draw: Any) -> Sample:
+    dtype = draw(FLOATS)
+    shape = tuple(draw(dim(5)) for _ in range(draw(st.integers(1, 4))))
+    if draw(st.integers(0, 4)) == 0:
+        shape = (*shape[:-1], 47)
+    k = draw(st.integers(1, len(shape)))
+    x = draw(tensors(shape, dtype))
+    w = draw(tensors(shape[-k:], dtype)) if draw(st.booleans()) else None
+    b = draw(tensors(shape[-k:], dtype)) if draw(st.booleans()) else None
+    return Sample((x, w, b), {"normalized_shape": list(shape[-k:]),
+                              "eps": draw(st.sampled_from((1e-5, 1e-2)))})
+
+
+@st.composite
+def group_norm_samples(draw: Any) -> Sample:
+    dtype = draw(FLOATS)
+    groups = draw(st.integers(1, 3))
+    c = groups * draw(st.integers(1, 3))
+    spatial = tuple(draw(dim(5)) for _ in range(draw(st.integers(0, 3))))
+    x = draw(tensors((draw(dim(3)), c, *spatial), dtype))
+    w, b = _affine(draw, c, dtype)
+    return Sample((x, w, b), {"num_groups": groups, "eps": draw(st.sampled_from((1e-5, 1e-2)))})
+
+
+def layer_norm(x: torch.Tensor, w: Any, b: Any, normalized_shape: list[int],
+               eps: float) -> Any:
+    return aten.native_layer_norm(x, normalized_shape, w, b, eps)
+
+
+def group_norm(x: torch.Tensor, w: Any, b: Any, num_groups: int, eps: float) -> Any:
+    n, c = x.shape[:2]
+    return aten.native_group_norm(x, w, b, n, c, x[0, 0].numel(), num_groups, eps)
+
+
+add("aten::native_layer_norm.default", layer_norm, layer_norm_samples(), **NORM_TOL)
+add("aten::native_group_norm.default", group_norm, group_norm_samples(), **NORM_TOL)
+
+ENTRIES += _nn_pooling.ENTRIES + _nn_resample.ENTRIES + _nn_attention.ENTRIES
