@@ -95,7 +95,7 @@ def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = Non
 
 abs_ = _unary("abs_", "Absolute value.", NUMERIC)
 neg = _unary("neg", "Negation.", NUMERIC)
-sign = _unary("sign", "-1, 0 or 1 (NaN stays NaN).", NUMERIC)
+sign = _unary("sign", "-1, 0 or 1 (NaN gives 0, like torch.sign).", NUMERIC)
 floor = _unary("floor", "Round toward -inf.", NUMERIC)
 ceil = _unary("ceil", "Round toward +inf.", NUMERIC)
 round_ = _unary("round_", "Round half to even.", NUMERIC)

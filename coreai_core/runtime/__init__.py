@@ -1,0 +1,30 @@
+"""The numpy reference runtime: plan-once execution of Core AI programs.
+
+``Program.run`` uses the default runtime. The pieces:
+
+- :class:`Runtime` holds a kernel table that overlays the process-wide defaults; register
+  kernels for custom ops on an instance with ``Runtime.register_kernel`` (local to it) or
+  process-wide with :func:`register_default_kernel`; run with ``Runtime(...).run(program,
+  inputs)``.
+- :class:`Plan` is a graph compiled once (kernels, decoded attributes, value slots);
+  ``Runtime.plan(program, entrypoint)`` returns the cached one.
+- :func:`run_program`, :func:`run_graph_collect` (also returns every intermediate value) and
+  :func:`evaluate_op` (one op on concrete arrays, used by constant folding).
+"""
+
+from coreai_core.runtime._inputs import to_array
+from coreai_core.runtime._runtime import (
+    Runtime,
+    default_runtime,
+    evaluate_op,
+    run_graph_collect,
+    run_program,
+)
+from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable, register_default_kernel
+from coreai_core.runtime.plan import KernelError, Plan, PlanError, Region
+
+__all__ = [
+    "DEFAULT_TABLE", "KernelError", "KernelTable", "Plan", "PlanError", "Region", "Runtime",
+    "default_runtime", "evaluate_op", "register_default_kernel", "run_graph_collect",
+    "run_program", "to_array",
+]

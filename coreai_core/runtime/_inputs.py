@@ -1,0 +1,195 @@
+"""Turning user inputs (numpy, Python scalars/lists, torch tensors) into checked arrays."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from coreai_core._dtypes import DType
+from coreai_core._ir import TensorType
+from coreai_core.errors import RuntimeInputError
+
+__all__ = ["bind_named", "bind_state", "to_array", "writable"]
+
+
+def writable(a: np.ndarray) -> np.ndarray:
+    """``a``, or a copy when it is a read-only view (of a weight or a broadcast)."""
+    return a if a.flags.writeable else a.copy()
+
+
+def _is_torch_tensor(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _from_torch(t: Any) -> np.ndarray:
+    """A numpy view of a CPU torch tensor (bfloat16 through an int16 view)."""
+    import torch
+
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.resolve_conj().resolve_neg()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(DType.bfloat16.numpy)
+    return t.numpy()
+
+
+_KIND_OK = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}
+
+
+def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
+    """Convert ``x`` to a numpy array without copying when possible.
+
+    numpy arrays and torch tensors keep their dtype; Python scalars and lists take the
+    ``expected`` element type when their kind fits (a bool, int or float list for a float
+    input; a bool or int list for an int input; bools for bool).
+    """
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if _is_torch_tensor(x):
+        return _from_torch(x)
+    if isinstance(x, (bool, int, float, list, tuple)):
+        arr = np.asarray(x)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a tensor from {type(x).__name__} {x!r}")
+        if expected is None:
+            return arr
+        target = expected.element_type.numpy
+        want = "f" if expected.element_type.is_float else target.kind
+        if arr.dtype.kind not in _KIND_OK.get(want, want):
+            raise TypeError(f"a Python {type(x).__name__} of {arr.dtype.kind!r}-kind values "
+                            f"cannot be given as {expected.element_type}")
+        if arr.dtype.kind == "f" or arr.size == 0:
+            return arr.astype(target)
+        return np.asarray(x, dtype=target)
+    raise TypeError(f"expected a numpy array, a torch tensor or a Python scalar/list, "
+                    f"got {type(x).__name__}")
+
+
+def _describe(a: np.ndarray) -> str:
+    return f"{DType.of(a.dtype) if a.dtype in _KNOWN else a.dtype} array of shape {a.shape}"
+
+
+_KNOWN = {d.numpy for d in DType}
+
+
+def _check(name: str, a: np.ndarray, t: TensorType, dims: dict[str, tuple[int, str]],
+           problems: list[str]) -> None:
+    what = f"{name!r}: expected {t}, got {_describe(a)}"
+    if a.dtype != t.element_type.numpy:
+        problems.append(f"{what} (wrong element type)")
+        return
+    if a.ndim != t.rank:
+        problems.append(f"{what} (wrong rank)")
+        return
+    for axis, (want, got) in enumerate(zip(t.shape, a.shape, strict=True)):
+        if isinstance(want, int):
+            if want != got:
+                problems.append(f"{what} (axis {axis} must be {want})")
+                return
+            continue
+        if not want.admits(got):
+            problems.append(f"{what} (axis {axis} = {got} is outside the bounds of {want})")
+            return
+        if want.name != "?":
+            seen = dims.setdefault(want.name, (got, name))
+            if seen[0] != got:
+                problems.append(f"{what} (dimension ?{want.name} = {got} here but {seen[0]} "
+                                f"in {seen[1]!r})")
+                return
+
+
+def _convert(name: str, x: Any, t: TensorType, problems: list[str]) -> np.ndarray | None:
+    try:
+        return to_array(x, t)
+    except TypeError as e:
+        problems.append(f"{name!r}: expected {t}: {e}")
+        return None
+
+
+def _raise(kind: str, graph: str, problems: list[str]) -> None:
+    raise RuntimeInputError(f"bad {kind} for entrypoint @{graph} (nothing was run):\n  "
+                            + "\n  ".join(problems))
+
+
+def _names_problems(kind: str, expected: Sequence[str], given: Sequence[str],
+                    extra_ok: Sequence[str] = ()) -> list[str]:
+    problems = []
+    missing = [n for n in expected if n not in given]
+    extra = [n for n in given if n not in expected and n not in extra_ok]
+    for n in extra:
+        if not isinstance(n, str):
+            problems.append(f"{kind} names must be strings, got {n!r}")
+            continue
+        close = difflib.get_close_matches(n, missing or list(expected), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(f"unknown {kind} {n!r}{hint} (expected {list(expected)})")
+    for n in missing:
+        problems.append(f"missing {kind} {n!r}")
+    return problems
+
+
+def bind_named(graph: str, types: Mapping[str, TensorType],
+               inputs: Mapping[str, Any] | Sequence[Any] | None) -> list[np.ndarray]:
+    """Check ``inputs`` (a dict by name or a positional sequence) against ``types``.
+
+    Returns the arrays in input order, or raises one ``RuntimeInputError`` listing every
+    problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols).
+    """
+    names = list(types)
+    if inputs is None:
+        inputs = {}
+    if _is_torch_tensor(inputs) or isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    if isinstance(inputs, Mapping):
+        problems = _names_problems("input", names, list(inputs))
+        given = [inputs.get(n) for n in names]
+    elif isinstance(inputs, Sequence) and not isinstance(inputs, str):
+        problems = []
+        if len(inputs) != len(names):
+            problems.append(f"expected {len(names)} positional inputs {names}, "
+                            f"got {len(inputs)}")
+        given = list(inputs)[:len(names)] + [None] * (len(names) - len(inputs))
+    else:
+        raise TypeError(f"inputs must be a dict by name or a sequence, got {type(inputs)}")
+    arrays: list[Any] = []
+    dims: dict[str, tuple[int, str]] = {}
+    for n, x in zip(names, given, strict=True):
+        if x is None:
+            arrays.append(None)
+            continue
+        a = _convert(n, x, types[n], problems)
+        if a is not None:
+            _check(n, a, types[n], dims, problems)
+        arrays.append(a)
+    if problems:
+        _raise("inputs", graph, problems)
+    return arrays
+
+
+def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, Any],
+               known: Sequence[str] = ()) -> list[np.ndarray]:
+    """The state arrays of a graph, in declaration order, checked like inputs.
+
+    Names in ``state`` that are neither this graph's state nor in ``known`` (the program's
+    other state) are reported as misspelt.
+    """
+    problems = _names_problems("state", list(types), list(state), extra_ok=known)
+    arrays: list[Any] = []
+    dims: dict[str, tuple[int, str]] = {}
+    for n, t in types.items():
+        if n not in state:
+            arrays.append(None)
+            continue
+        a = _convert(f"state {n}", state[n], t, problems)
+        if a is not None:
+            _check(f"state {n}", a, t, dims, problems)
+        arrays.append(a)
+    if problems:
+        _raise("state", graph, problems)
+    return arrays

@@ -1,0 +1,224 @@
+"""The Runtime: a kernel table (an overlay on the defaults) plus cached plans per program."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from coreai_core._ir import Graph, Operation, Program, Value
+from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime.kernels._registry import Kernel
+from coreai_core.runtime.plan import Plan, Problems, describe_op
+
+__all__ = ["Runtime", "default_runtime", "evaluate_op", "run_graph_collect", "run_program"]
+
+_TOKENS = itertools.count()
+
+
+class _LazyCallee:
+    """A callee whose plan is still being built (recursive ``invoke``): resolved on first call."""
+
+    def __init__(self, runtime: Runtime, program: Program, name: str) -> None:
+        self._runtime, self._program, self._name = runtime, program, name
+        self._plan: Plan | None = None
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        if self._plan is None:
+            self._plan = self._runtime.plan(self._program, self._name)
+        return self._plan.run_arrays(arrays)
+
+
+class Runtime:
+    """Executes programs with numpy kernels.
+
+    A runtime's kernel table is an overlay on the process-wide default table: kernels
+    registered with :meth:`register_kernel` are visible to this runtime only (never to the
+    defaults or to other runtimes, also across threads) and take priority over defaults.
+    ``Program.run`` uses the default runtime; to use custom kernels::
+
+        rt = Runtime()
+
+        @rt.register_kernel("my_lib.scaled_add")
+        def scaled_add(x, y, *, alpha):
+            return x + alpha * y
+
+        outputs = rt.run(program, {"x": x})
+
+    Plans are built once per (program, entrypoint, runtime) and cached in the program;
+    ``program.invalidate()`` drops them after the graphs are edited.
+    """
+
+    def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
+                 allow_override: bool = False) -> None:
+        self.kernels = KernelTable(parent=DEFAULT_TABLE)
+        self._token = next(_TOKENS)
+        self._building = threading.local()
+        for name, fn in (kernels or {}).items():
+            self.kernels.register(name, fn, allow_override=allow_override)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def register_kernel(self, op_name: str, fn: Kernel | None = None, *,
+                        allow_override: bool = False) -> Any:
+        """Register a kernel for ``op_name`` on this runtime only (decorator or direct call).
+
+        The kernel is called with the op's operands in parameter order (a variadic operand as
+        a list, a missing optional one as None), then its attributes as keyword arguments,
+        and returns one array or a tuple of arrays. Overriding an existing kernel (a default
+        one included) needs ``allow_override=True``.
+        """
+        return self.kernels.decorator(op_name, fn, allow_override=allow_override)
+
+    def kernel_for(self, op_name: str) -> Kernel | None:
+        """The kernel this runtime uses for ``op_name``, or None."""
+        return self.kernels.get(op_name)
+
+    # -- planning ----------------------------------------------------------------------------
+    def plan(self, program: Program, entrypoint: str = "main") -> Plan:
+        """The cached plan of ``entrypoint``, built on first use (and after invalidation).
+
+        Raises ``MissingKernelError`` listing every op without a kernel (in the graph, its
+        regions and the graphs it invokes), or ``PlanError`` for unbound weights.
+        """
+        key = (entrypoint, self._token)
+        plan = program._plans.get(key)
+        if plan is not None and self._is_current(plan, program, entrypoint):
+            return plan
+        plan = self._build(program, entrypoint)
+        plan.problems.raise_if_any()
+        program._plans[key] = plan
+        return plan
+
+    def _is_current(self, plan: Plan, program: Program, entrypoint: str) -> bool:
+        return (plan.generation == self.kernels.generation
+                and program.graphs.get(entrypoint) is plan.graph
+                and all(program.weights.get(k) is v for k, v in plan.weights.items()))
+
+    def _build(self, program: Program, entrypoint: str) -> Plan:
+        graph = program._entry(entrypoint)
+        building: set[str] = getattr(self._building, "names", None) or set()
+        self._building.names = building
+        building.add(entrypoint)
+        try:
+            return Plan(graph, self.kernels, program,
+                        resolve_callee=lambda name, problems: self._callee(program, name,
+                                                                           problems))
+        finally:
+            building.discard(entrypoint)
+
+    def _callee(self, program: Program, name: str, problems: Problems) -> Callable[..., Any]:
+        if name not in program.graphs:
+            problems.other.append(f"invoke: program has no graph @{name}")
+            return _LazyCallee(self, program, name)
+        if name in getattr(self._building, "names", ()):
+            return _LazyCallee(self, program, name)
+        cached = program._plans.get((name, self._token))
+        if cached is not None and self._is_current(cached, program, name):
+            return cached
+        plan = self._build(program, name)
+        problems.merge(plan.problems)
+        if not plan.problems:
+            program._plans[(name, self._token)] = plan
+        return plan
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+            ) -> dict[str, np.ndarray]:
+        """Run ``entrypoint``; returns a dict output name -> array in output order.
+
+        ``inputs`` is a dict by name or a positional sequence of numpy arrays, torch tensors
+        or Python scalars/lists. Without ``state`` the program's own state is read and updated
+        after a successful call; with ``state`` that mapping is read and updated instead.
+        Bad inputs raise one ``RuntimeInputError`` before anything runs; a failing kernel
+        raises ``KernelError`` naming the op and its location.
+        """
+        _check_state_arg(state)
+        return self.plan(program, entrypoint).run(inputs, state)
+
+    def run_collect(self, program: Program,
+                    inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+                    entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                    ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
+        """Like :meth:`run`, also returning every op result of the entrypoint graph.
+
+        The second dict maps each result Value of the graph's ops (not of nested regions) to
+        its array, in execution order: the raw material of first-divergence debugging.
+        """
+        _check_state_arg(state)
+        record: dict[Value, np.ndarray] = {}
+        outputs = self.plan(program, entrypoint).run(inputs, state, record=record)
+        return outputs, record
+
+    def evaluate_op(self, op: Operation, arrays: Sequence[Any],
+                    program: Program | None = None) -> list[np.ndarray]:
+        """Run one op's kernel on concrete operand arrays; returns one array per result.
+
+        ``program`` resolves weight references and ``invoke`` callees. Used by constant
+        folding, so it behaves exactly like the op inside a running plan.
+        """
+        graph = Graph("evaluate_op", program=program)
+        operands = [Value(v.type, name=f"arg{i}") for i, v in enumerate(op.operands)]
+        for v in operands:
+            graph.inputs[v.name] = v
+        copy = Operation(op.name, operands, op.attributes, [], op.location)
+        copy.results = [Value(r.type, copy, i) for i, r in enumerate(op.results)]
+        graph.ops.append(copy)
+        graph.output_values = {f"out{i}": r for i, r in enumerate(copy.results)}
+        plan = Plan(graph, self.kernels, program,
+                    resolve_callee=lambda name, problems: self._callee(program, name, problems)
+                    if program is not None else _missing_program(name, problems))
+        plan.problems.raise_if_any()
+        converted = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in arrays]
+        if len(converted) != len(operands):
+            raise ValueError(f"{describe_op(op)} takes {len(operands)} operands, "
+                             f"got {len(converted)}")
+        with np.errstate(all="ignore"):
+            return plan.run_arrays(converted)
+
+    def __repr__(self) -> str:
+        return f"<Runtime #{self._token}: {len(self.kernels._own)} own kernel(s)>"
+
+
+def _missing_program(name: str, problems: Problems) -> Callable[..., Any]:
+    problems.other.append(f"invoke @{name}: evaluate_op needs program= to resolve callees")
+    return lambda *a: []
+
+
+def _check_state_arg(state: Any) -> None:
+    if state is not None and not isinstance(state, MutableMapping):
+        raise TypeError("state must be a mutable mapping (it is updated with the new state), "
+                        f"got {type(state).__name__}")
+
+
+_DEFAULT = Runtime()
+
+
+def default_runtime() -> Runtime:
+    """The runtime ``Program.run`` uses: the default kernel table, no overlay."""
+    return _DEFAULT
+
+
+def run_program(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+                entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+                runtime: Runtime | None = None) -> dict[str, np.ndarray]:
+    """Run ``program`` with ``runtime`` (the default runtime when None). See Runtime.run."""
+    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state)
+
+
+def run_graph_collect(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+                      entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                      *, runtime: Runtime | None = None,
+                      ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
+    """Run and also return every op result, keyed by its Value. See Runtime.run_collect."""
+    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state)
+
+
+def evaluate_op(op: Operation, arrays: Sequence[Any], program: Program | None = None, *,
+                runtime: Runtime | None = None) -> list[np.ndarray]:
+    """Run one op's kernel on concrete arrays (default runtime). See Runtime.evaluate_op."""
+    return (runtime or _DEFAULT).evaluate_op(op, arrays, program)
+

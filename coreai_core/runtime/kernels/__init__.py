@@ -1,0 +1,33 @@
+"""Numpy kernels of the Core AI dialect, one module per op family.
+
+The default kernel table is built from the family modules listed here, explicitly; a kernel
+registered twice (in two families) is an error naming both owners.
+"""
+
+from __future__ import annotations
+
+from coreai_core.runtime.kernels import control, elementwise, nn, tensor
+from coreai_core.runtime.kernels._registry import Kernel, KernelSet
+
+__all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
+
+FAMILIES: tuple[KernelSet, ...] = (
+    elementwise.KERNELS,
+    tensor.KERNELS,
+    nn.KERNELS,
+    control.KERNELS,
+)
+
+
+def default_kernels() -> dict[str, Kernel]:
+    """Op name -> kernel for every family, merged; duplicates across families raise."""
+    merged: dict[str, Kernel] = {}
+    owner: dict[str, str] = {}
+    for family in FAMILIES:
+        for name, fn in family.kernels.items():
+            if name in merged:
+                raise ValueError(f"kernel for {name!r} is defined by both the "
+                                 f"{owner[name]} and the {family.family} families")
+            merged[name] = fn
+            owner[name] = family.family
+    return merged

@@ -1,0 +1,291 @@
+"""Numpy kernels of the elementwise ops, with PyTorch's semantics.
+
+- float16/bfloat16 are computed in float32 and rounded once per op, like PyTorch's CPU
+  kernels; float32/float64 are computed in their own precision.
+- Integers keep their dtype and wrap on overflow; integer division by zero raises
+  ``ZeroDivisionError`` like torch; ``divide`` truncates, ``floor_divide`` floors,
+  ``modulo`` is ``torch.fmod`` and ``remainder`` is ``torch.remainder``.
+- maximum/minimum propagate NaN; ``sign(NaN)`` is 0 like ``torch.sign``; round is half-even.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from coreai_core._dtypes import DType
+from coreai_core.runtime.kernels import _special
+from coreai_core.runtime.kernels._registry import KernelSet
+
+KERNELS = KernelSet("elementwise")
+kernel = KERNELS.kernel
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+HALF = frozenset({np.dtype(np.float16), DType.bfloat16.numpy})
+
+
+def up(x: np.ndarray) -> np.ndarray:
+    """float16/bfloat16 widened to float32 (the compute type); other dtypes unchanged."""
+    return x.astype(F32) if x.dtype in HALF else x
+
+
+def _named(fn: Callable, op: str, doc: str) -> Callable:
+    fn.__name__ = fn.__qualname__ = op.removeprefix("coreai.")
+    fn.__doc__ = doc
+    return fn
+
+
+def _require_nonzero(rhs: np.ndarray) -> None:
+    if not np.all(rhs):
+        raise ZeroDivisionError("integer division by zero")
+
+
+# -- constants and casts -------------------------------------------------------------------------
+
+@kernel("coreai.constant")
+def constant(*, value: np.ndarray) -> np.ndarray:
+    """The constant's data (weights arrive already resolved to arrays)."""
+    return value
+
+
+@kernel("coreai.cast")
+def cast(x: np.ndarray, *, dtype: DType) -> np.ndarray:
+    """astype: float->int truncates toward zero, nonzero (and NaN) -> True."""
+    target = dtype.numpy
+    if x.dtype == target:
+        return x
+    if x.dtype in HALF and target.kind != "f":
+        x = x.astype(F32)  # bfloat16 -> int goes through float32, exactly
+    return x.astype(target)
+
+
+# -- unary ---------------------------------------------------------------------------------------
+
+def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
+    def k(x: np.ndarray) -> np.ndarray:
+        if x.dtype in HALF:
+            r = fn(x.astype(F32))
+            return r.astype(x.dtype) if r.dtype == F32 else r
+        return fn(x)
+
+    kernel(op)(_named(k, op, doc))
+
+
+def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
+    def k(x: np.ndarray) -> np.ndarray:
+        return fn(x.astype(F64).reshape(-1)).reshape(x.shape).astype(x.dtype)
+
+    kernel(op)(_named(k, op, doc))
+
+
+def _integral_identity(fn: Callable[[np.ndarray], np.ndarray]) -> Callable:
+    """Rounding ops leave integers unchanged (numpy would turn them into floats)."""
+    return lambda x: x if x.dtype.kind in "iub" else fn(x)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    s = np.sign(x)
+    if x.dtype.kind == "f":
+        s = np.where(np.isnan(x), x.dtype.type(0), s)  # torch.sign(nan) == 0
+    return s
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+for _op, _fn, _doc in [
+    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer)."),
+    ("coreai.neg", np.negative, "Negation."),
+    ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
+    ("coreai.floor", _integral_identity(np.floor), "Round toward -inf."),
+    ("coreai.ceil", _integral_identity(np.ceil), "Round toward +inf."),
+    ("coreai.round", _integral_identity(np.rint), "Round half to even."),
+    ("coreai.trunc", _integral_identity(np.trunc), "Round toward zero."),
+    ("coreai.relu", lambda x: np.maximum(x, x.dtype.type(0)), "max(x, 0), NaN propagates."),
+    ("coreai.acos", np.arccos, "Inverse cosine."),
+    ("coreai.acosh", np.arccosh, "Inverse hyperbolic cosine."),
+    ("coreai.asin", np.arcsin, "Inverse sine."),
+    ("coreai.asinh", np.arcsinh, "Inverse hyperbolic sine."),
+    ("coreai.atan", np.arctan, "Inverse tangent."),
+    ("coreai.atanh", np.arctanh, "Inverse hyperbolic tangent."),
+    ("coreai.cos", np.cos, "Cosine."),
+    ("coreai.cosh", np.cosh, "Hyperbolic cosine."),
+    ("coreai.sin", np.sin, "Sine."),
+    ("coreai.sinh", np.sinh, "Hyperbolic sine."),
+    ("coreai.tan", np.tan, "Tangent."),
+    ("coreai.tanh", np.tanh, "Hyperbolic tangent."),
+    ("coreai.exp", np.exp, "e**x."),
+    ("coreai.exp2", np.exp2, "2**x."),
+    ("coreai.expm1", np.expm1, "e**x - 1."),
+    ("coreai.log", np.log, "Natural logarithm."),
+    ("coreai.log2", np.log2, "Base-2 logarithm."),
+    ("coreai.log10", np.log10, "Base-10 logarithm."),
+    ("coreai.log1p", np.log1p, "log(1 + x)."),
+    ("coreai.sqrt", np.sqrt, "Square root."),
+    ("coreai.rsqrt", lambda x: 1 / np.sqrt(x), "1 / sqrt(x)."),
+    ("coreai.reciprocal", lambda x: 1 / x, "1 / x."),
+    ("coreai.sigmoid", _sigmoid, "Logistic sigmoid, computed without overflow."),
+    ("coreai.silu", lambda x: x * _sigmoid(x), "x * sigmoid(x)."),
+    ("coreai.not", np.logical_not, "Logical not."),
+    ("coreai.bitwise_not", np.invert, "Bitwise not (logical not for bool)."),
+    ("coreai.isnan", np.isnan, "x is NaN."),
+    ("coreai.isinf", np.isinf, "x is +-inf."),
+]:
+    _unary(_op, _fn, _doc)
+
+for _op, _fn, _doc in [
+    ("coreai.erf", _special.erf, "Gauss error function (float64 series, rounded)."),
+    ("coreai.erfinv", _special.erfinv, "Inverse error function (float64, rounded)."),
+    ("coreai.lgamma", _special.lgamma, "log|Gamma(x)| (float64 Lanczos, rounded)."),
+    ("coreai.digamma", _special.digamma, "Digamma (float64 series, rounded)."),
+]:
+    _special_unary(_op, _fn, _doc)
+
+
+@kernel("coreai.gelu")
+def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
+    """x * Phi(x), exact (erf) or with torch's tanh approximation."""
+    if approximate == "tanh":
+        y = up(x)
+        inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
+        return (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
+    y = x.astype(F64).reshape(-1)
+    r = 0.5 * y * (1 + _special.erf(y * math.sqrt(0.5)))
+    return r.reshape(x.shape).astype(x.dtype)
+
+
+@kernel("coreai.softmax")
+def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
+    """exp(x - max) / sum, along ``axis`` (float32 compute for half types)."""
+    if x.size == 0:
+        return x.copy()
+    y = up(x)
+    e = np.exp(y - np.max(y, axis=axis, keepdims=True))
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+
+
+@kernel("coreai.log_softmax")
+def log_softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
+    """x - max - log(sum(exp(x - max))) along ``axis``."""
+    if x.size == 0:
+        return x.copy()
+    y = up(x)
+    shifted = y - np.max(y, axis=axis, keepdims=True)
+    out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return out.astype(x.dtype, copy=False)
+
+
+# -- binary --------------------------------------------------------------------------------------
+
+def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            doc: str, int_fn: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+            ) -> None:
+    """Register ``fn`` for each op name; ``int_fn`` handles integer/bool operands."""
+
+    def k(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        dt = lhs.dtype
+        if dt in HALF:
+            r = fn(lhs.astype(F32), rhs.astype(F32))
+            return r.astype(dt) if r.dtype == F32 else r
+        if int_fn is not None and dt.kind in "iub":
+            return int_fn(lhs, rhs)
+        return fn(lhs, rhs)
+
+    for op in ops:
+        kernel(op)(_named(k, op, doc))
+
+
+def _both(name: str) -> tuple[str, str]:
+    return (f"coreai.broadcasting_{name}", f"coreai.{name}")
+
+
+def _int_divide(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """C division: the quotient rounds toward zero (INT_MIN / -1 wraps like torch)."""
+    _require_nonzero(rhs)
+    if lhs.dtype.kind != "i":
+        return np.floor_divide(lhs, rhs)
+    # lhs - fmod(lhs, rhs) is an exact multiple of rhs, so flooring it truncates.
+    return np.floor_divide(lhs - np.fmod(lhs, rhs), rhs)
+
+
+def _checked(fn: Callable) -> Callable:
+    def k(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        _require_nonzero(rhs)
+        return fn(lhs, rhs)
+
+    return k
+
+
+def _int_pow(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Integer power like torch: a negative exponent gives 0 unless the base is +-1."""
+    if rhs.dtype.kind == "u" or not np.any(rhs < 0):
+        return np.power(lhs, rhs)
+    neg = rhs < 0
+    r = np.power(lhs, np.where(neg, rhs.dtype.type(0), rhs))
+    odd = (rhs % 2) != 0
+    special = np.where(lhs == 1, 1, np.where(lhs == -1, np.where(odd, -1, 1), 0))
+    return np.where(neg, special, r).astype(r.dtype)
+
+
+def _shift_left(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """lhs << rhs in lhs's width; shifts < 0 or >= the bit width give 0 like torch."""
+    if lhs.dtype == np.bool_:
+        return _shift_left(lhs.astype(np.uint8), rhs.astype(np.uint8)).astype(bool)
+    bits = lhs.dtype.itemsize * 8
+    bad = (rhs < 0) | (rhs >= bits)
+    r = np.left_shift(lhs, np.where(bad, rhs.dtype.type(0), rhs))
+    return np.where(bad, lhs.dtype.type(0), r)
+
+
+def _shift_right(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Arithmetic shift for signed types; out-of-range shifts fill with the sign like torch."""
+    if lhs.dtype == np.bool_:
+        return _shift_right(lhs.astype(np.uint8), rhs.astype(np.uint8)).astype(bool)
+    bits = lhs.dtype.itemsize * 8
+    bad = (rhs < 0) | (rhs >= bits)
+    r = np.right_shift(lhs, np.where(bad, rhs.dtype.type(0), rhs))
+    fill = np.where(lhs < 0, lhs.dtype.type(-1), lhs.dtype.type(0)) if lhs.dtype.kind == "i" \
+        else lhs.dtype.type(0)
+    return np.where(bad, fill, r)
+
+
+_binary(_both("add"), np.add, "lhs + rhs (integers wrap).")
+_binary(_both("sub"), np.subtract, "lhs - rhs (integers wrap).")
+_binary(_both("mul"), np.multiply, "lhs * rhs (integers wrap).")
+_binary(_both("divide"), np.true_divide, "lhs / rhs; integers truncate toward zero.",
+        _int_divide)
+_binary(("coreai.broadcasting_floor_divide",), np.floor_divide, "floor(lhs / rhs).",
+        _checked(np.floor_divide))
+_binary(("coreai.broadcasting_modulo",), np.fmod, "torch.fmod: remainder with lhs's sign.",
+        _checked(np.fmod))
+_binary(("coreai.broadcasting_remainder",), np.remainder,
+        "torch.remainder: remainder with rhs's sign.", _checked(np.remainder))
+_binary(("coreai.broadcasting_pow",), np.power, "lhs ** rhs.", _int_pow)
+_binary(("coreai.broadcasting_atan2",), np.arctan2, "atan2(lhs, rhs).")
+_binary(("coreai.broadcasting_maximum",), np.maximum, "Elementwise max, NaN propagates.")
+_binary(("coreai.broadcasting_minimum",), np.minimum, "Elementwise min, NaN propagates.")
+_binary(("coreai.broadcasting_equal",), np.equal, "lhs == rhs.")
+_binary(("coreai.broadcasting_not_equal",), np.not_equal, "lhs != rhs.")
+_binary(("coreai.broadcasting_greater",), np.greater, "lhs > rhs.")
+_binary(("coreai.broadcasting_greater_equal",), np.greater_equal, "lhs >= rhs.")
+_binary(("coreai.broadcasting_less",), np.less, "lhs < rhs.")
+_binary(("coreai.broadcasting_less_equal",), np.less_equal, "lhs <= rhs.")
+_binary(("coreai.broadcasting_and",), np.logical_and, "Logical and.")
+_binary(("coreai.broadcasting_or",), np.logical_or, "Logical or.")
+_binary(("coreai.broadcasting_xor",), np.logical_xor, "Logical xor.")
+_binary(("coreai.broadcasting_bitwise_and",), np.bitwise_and, "Bitwise and.")
+_binary(("coreai.broadcasting_bitwise_or",), np.bitwise_or, "Bitwise or.")
+_binary(("coreai.broadcasting_bitwise_xor",), np.bitwise_xor, "Bitwise xor.")
+_binary(("coreai.broadcasting_shift_left",), np.left_shift, "lhs << rhs.", _shift_left)
+_binary(("coreai.broadcasting_shift_right",), np.right_shift, "lhs >> rhs.", _shift_right)
+
+
+@kernel("coreai.broadcasting_where")
+def broadcasting_where(condition: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """lhs where condition else rhs, broadcast together."""
+    return np.where(condition, lhs, rhs)

@@ -1,0 +1,411 @@
+"""Plans: a graph compiled once into a flat list of kernel calls over numbered value slots.
+
+Building a plan resolves every op's kernel, decodes its attributes (weights become arrays,
+regions become nested plans, ``invoke`` callees become callable plans) and numbers the
+values. Running it fills a list of slots: each step reads its operand slots, calls the kernel,
+stores the results and clears the slots whose value has had its last use, so a chain of N
+ops holds O(1) intermediates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from coreai_core._ir import Graph, Operation, Program, Value, WeightRef
+from coreai_core._opdef import OPS
+from coreai_core.errors import CoreAIError, MissingKernelError
+from coreai_core.runtime._inputs import bind_named, bind_state, writable
+from coreai_core.runtime._table import KernelTable
+
+__all__ = ["KernelError", "Plan", "PlanError", "Region"]
+
+_ndarray = np.ndarray
+_NEVER = 1 << 62  # "last use" of values that are outputs: never released
+
+
+class KernelError(CoreAIError, RuntimeError):
+    """A kernel failed while executing an op; the message names the op and its location.
+
+    The kernel's own exception is chained as ``__cause__``; ``op`` is the failing Operation.
+    """
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        self.op = op
+        super().__init__(message)
+
+
+class PlanError(CoreAIError, ValueError):
+    """A graph cannot be planned: unbound weights, undefined values or unknown callees."""
+
+
+def describe_op(op: Operation, graph: Graph | None = None) -> str:
+    """``coreai.add at loc(...) in graph @main`` for messages."""
+    text = op.name
+    if op.location.is_known:
+        text += f" at {op.location}"
+    if graph is not None:
+        text += f" in graph @{graph.name}"
+    return text
+
+
+class Problems:
+    """Everything that prevents planning, gathered over a graph, its regions and callees."""
+
+    def __init__(self) -> None:
+        self.missing: dict[str, list[str]] = {}
+        self.unbound: dict[str, None] = {}
+        self.other: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unbound or self.other)
+
+    def merge(self, other: Problems) -> None:
+        for name, where in other.missing.items():
+            known = self.missing.setdefault(name, [])
+            known.extend(w for w in where if w not in known)
+        self.unbound.update(other.unbound)
+        self.other.extend(p for p in other.other if p not in self.other)
+
+    def raise_if_any(self) -> None:
+        if not self:
+            return
+        lines = []
+        for name in sorted(self.missing):
+            where = self.missing[name]
+            lines.append(f"{name}: no kernel ({len(where)} op(s); first: {where[0]})")
+        for name in self.unbound:
+            lines.append(f"weight @{name} has no data; bind it with program.bind_weights(...) "
+                         "before running")
+        lines.extend(self.other)
+        text = "\n  ".join(lines)
+        if self.missing:
+            raise MissingKernelError(
+                f"cannot run the program; {len(self.missing)} op kind(s) have no kernel:\n  "
+                f"{text}\nregister one with Runtime().register_kernel(op_name) (this runtime "
+                "only) or coreai_core.runtime.register_default_kernel(op_name)")
+        raise PlanError(f"cannot plan the program:\n  {text}")
+
+
+class Region:
+    """A region graph compiled once; calling it with arrays returns the list of its outputs."""
+
+    __slots__ = ("captured", "plan")
+
+    def __init__(self, plan: Plan, captured: Sequence[np.ndarray] = ()) -> None:
+        self.plan = plan
+        self.captured = captured
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self.plan.run_arrays(arrays, self.captured)
+
+    def __repr__(self) -> str:
+        return f"Region(@{self.plan.graph.name})"
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def _restructure(fn: Callable[..., Any], layout: tuple[int | None, ...]) -> Callable[..., Any]:
+    """Adapt a flat operand list to the op's parameters (None: missing, -1: one, n: a list)."""
+
+    def call(*flat: Any, **kw: Any) -> Any:
+        args: list[Any] = []
+        i = 0
+        for n in layout:
+            if n is None:
+                args.append(None)
+            elif n < 0:
+                args.append(flat[i])
+                i += 1
+            else:
+                args.append(list(flat[i:i + n]))
+                i += n
+        return fn(*args, **kw)
+
+    call.__qualname__ = getattr(fn, "__qualname__", "kernel")
+    return call
+
+
+def _with_captures(fn: Callable[..., Any], n_operands: int,
+                   regions: list[tuple[str, Plan, slice]]) -> Callable[..., Any]:
+    """Bind the outer values a region reads (passed after the operands) per call."""
+
+    def call(*flat: Any, **kw: Any) -> Any:
+        caps = flat[n_operands:]
+        for name, plan, part in regions:
+            kw[name] = Region(plan, caps[part])
+        return fn(*flat[:n_operands], **kw)
+
+    call.__qualname__ = getattr(fn, "__qualname__", "kernel")
+    return call
+
+
+class Plan:
+    """A graph compiled for execution: obtain one with ``Runtime.plan(program, entrypoint)``.
+
+    ``run(inputs, state=...)`` validates and runs; ``run_arrays(arrays)`` is the unchecked
+    positional form used for regions and ``invoke``. A plan is immutable once built and may be
+    run from several threads at once.
+    """
+
+    def __init__(self, graph: Graph, table: KernelTable, program: Program | None = None, *,
+                 resolve_callee: Callable[[str, Problems], Callable[..., Any]] | None = None,
+                 nested: bool = False) -> None:
+        self.graph = graph
+        self.program = program
+        self.generation = table.generation
+        self.problems = Problems()
+        self.captures: list[Value] = []
+        self.weights: dict[str, np.ndarray | None] = {}
+        self._table = table
+        self._resolve_callee = resolve_callee
+        self._nested = nested
+        self._slots: dict[Value, int] = {}
+        self._template: list[Any] = []
+        self._input_slots = [self._define(v) for v in graph.inputs.values()]
+        self._state_inputs = [(k, self._define(v)) for k, v in graph.state_inputs.items()]
+        self._capture_slots: list[int] = []
+        self._steps: list[tuple[Any, ...]] = []
+        self._ops: list[Operation] = []
+        self._results: list[list[Value]] = []
+        for op in graph.ops:
+            self._plan_op(op)
+        self._outputs = [(k, self._use(v, f"output {k!r}"))
+                         for k, v in graph.output_values.items()]
+        self._state_outputs = [(k, self._use(v, f"state output {k!r}"))
+                               for k, v in graph.state_outputs.items()]
+        self._output_slots = [s for _, s in self._outputs]
+        self._release_after_last_use()
+        self.input_types = {k: v.type for k, v in graph.inputs.items()}
+        self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
+        self.output_names = [k for k, _ in self._outputs]
+
+    # -- building ---------------------------------------------------------------------------
+    def _define(self, v: Value) -> int:
+        slot = len(self._template)
+        self._slots[v] = slot
+        self._template.append(None)
+        return slot
+
+    def _use(self, v: Value, what: str) -> int:
+        slot = self._slots.get(v)
+        if slot is not None:
+            return slot
+        if self._nested:  # a value of an enclosing graph: becomes an extra input
+            self.captures.append(v)
+            slot = self._define(v)
+            self._capture_slots.append(slot)
+            return slot
+        self.problems.other.append(f"graph @{self.graph.name}: {what} uses {v!r}, which is not "
+                                   "defined before it in this graph")
+        return self._define(v)
+
+    def _weight(self, ref: WeightRef) -> np.ndarray | None:
+        data = self.program.weights.get(ref.name) if self.program is not None else None
+        if data is None:
+            self.problems.unbound[ref.name] = None
+            return None
+        self.weights[ref.name] = data
+        return _read_only(np.asarray(data))
+
+    def _plan_op(self, op: Operation) -> None:
+        opdef = OPS.get(op.name)
+        fn = self._table.get(op.name)
+        if fn is None:
+            self.problems.missing.setdefault(op.name, []).append(describe_op(op, self.graph))
+        if opdef is not None:
+            try:
+                parts = opdef.split_operands(op.operands)
+                spec: list[Any] = [parts[p.name] for p in opdef.operands]
+            except CoreAIError as e:
+                self.problems.other.append(f"{describe_op(op, self.graph)}: {e}")
+                spec = list(op.operands)
+        else:
+            spec = list(op.operands)
+        layout: list[int | None] = []
+        ins: list[int] = []
+        for item in spec:
+            if item is None:
+                layout.append(None)
+            elif isinstance(item, list):
+                layout.append(len(item))
+                ins.extend(self._use(v, f"{op.name} operand") for v in item)
+            else:
+                layout.append(-1)
+                ins.append(self._use(item, f"{op.name} operand"))
+        n_operands = len(ins)
+        kw: dict[str, Any] = {}
+        captured: list[tuple[str, Plan, slice]] = []
+        for name, a in op.attributes.items():
+            if isinstance(a, Graph):
+                sub = Plan(a, self._table, self.program, resolve_callee=self._resolve_callee,
+                           nested=True)
+                self.problems.merge(sub.problems)
+                if sub.captures:
+                    start = len(ins)
+                    ins.extend(self._use(v, f"{op.name} region {name!r}") for v in sub.captures)
+                    captured.append((name, sub, slice(start - n_operands, len(ins) - n_operands)))
+                else:
+                    kw[name] = Region(sub)
+                self.weights.update(sub.weights)
+            elif isinstance(a, WeightRef):
+                kw[name] = self._weight(a)
+            elif isinstance(a, np.ndarray):
+                kw[name] = _read_only(a)
+            else:
+                kw[name] = a
+        if op.name == "coreai.invoke":
+            if self._resolve_callee is None:
+                self.problems.other.append(f"{describe_op(op, self.graph)}: invoke needs the "
+                                           "program's graphs")
+            else:
+                kw["callee"] = self._resolve_callee(op.attributes["callee"], self.problems)
+        results = [self._define(r) for r in op.results]
+        if fn is None or self.problems:
+            return  # keep gathering problems; nothing of this plan will run
+        call = fn
+        if any(n != -1 for n in layout):
+            call = _restructure(call, tuple(layout))
+        if captured:
+            call = _with_captures(call, n_operands, captured)
+        expect = tuple((r.type.element_type.numpy, r.type.rank) for r in op.results)
+        multi = len(results) != 1 or (opdef is not None and "multi_result" in opdef.traits)
+        out: int | tuple[int, ...] = tuple(results) if multi else results[0]
+        if op.name == "coreai.constant" and not ins:
+            self._template[results[0]] = self._constant(op, call, kw, expect[0])
+            return
+        self._steps.append((call, tuple(ins), kw, out, expect, ()))
+        self._ops.append(op)
+        self._results.append(list(op.results))
+
+    def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
+                  expect: tuple[np.dtype, int]) -> np.ndarray:
+        try:
+            value = _check_result(call(**kw), expect)
+        except Exception as e:
+            raise KernelError(f"{describe_op(op, self.graph)} failed while planning: "
+                              f"{type(e).__name__}: {e}", op) from e
+        return value if not value.flags.writeable else _read_only(value)
+
+    def _release_after_last_use(self) -> None:
+        last: dict[int, int] = {}
+        for i, step in enumerate(self._steps):
+            for s in step[1]:
+                last[s] = i
+            outs = step[3] if isinstance(step[3], tuple) else (step[3],)
+            for s in outs:
+                last.setdefault(s, i)  # never read: released right after being made
+        for s in self._output_slots + [s for _, s in self._state_outputs]:
+            last[s] = _NEVER
+        free: list[list[int]] = [[] for _ in self._steps]
+        for s, i in last.items():
+            if i != _NEVER:
+                free[i].append(s)
+        self._steps = [(*step[:5], tuple(sorted(f)))
+                       for step, f in zip(self._steps, free, strict=True)]
+
+    # -- running ----------------------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        """Number of kernel calls per run (constants are placed when planning)."""
+        return len(self._steps)
+
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+            state: MutableMapping[str, Any] | None = None, *,
+            record: dict[Value, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Validate ``inputs`` (and ``state``), run, write the new state back, return outputs.
+
+        ``state`` defaults to ``program.state``. With ``record`` (a dict), every op result of
+        this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
+        """
+        arrays = bind_named(self.graph.name, self.input_types, inputs)
+        state_map: MutableMapping[str, Any] | None = None
+        if self._state_inputs:
+            state_map = state if state is not None else self.program.state
+            known = self.program.state_names if self.program is not None else ()
+            bound_state = bind_state(self.graph.name, self.state_types, state_map, known)
+        env = self._template.copy()
+        for s, a in zip(self._input_slots, arrays, strict=True):
+            env[s] = a
+        for (_, s), a in zip(self._state_inputs, bound_state if state_map is not None else ()):
+            env[s] = a
+        with np.errstate(all="ignore"):
+            self._execute(env, record)
+        outputs = {k: writable(env[s]) for k, s in self._outputs}
+        if state_map is not None:
+            for k, s in self._state_outputs:
+                state_map[k] = writable(env[s])
+        return outputs
+
+    def run_arrays(self, arrays: Sequence[np.ndarray],
+                   captured: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
+        """Run on positional input arrays without validation; returns outputs in order."""
+        env = self._template.copy()
+        for s, a in zip(self._input_slots, arrays, strict=True):
+            env[s] = a
+        for s, a in zip(self._capture_slots, captured, strict=True):
+            env[s] = a
+        self._execute(env, None)
+        return [env[s] for s in self._output_slots]
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self.run_arrays(arrays)
+
+    def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
+        i = -1
+        try:
+            for i, (call, ins, kw, out, expect, free) in enumerate(self._steps):
+                r = call(*[env[s] for s in ins], **kw)
+                if out.__class__ is int:
+                    dtype, ndim = expect[0]
+                    if r.__class__ is not _ndarray or r.dtype is not dtype or r.ndim != ndim:
+                        r = _check_result(r, expect[0])
+                    env[out] = r
+                    if record is not None:
+                        record[self._results[i][0]] = r
+                else:
+                    rs = _check_results(r, expect)
+                    for s, v in zip(out, rs, strict=True):
+                        env[s] = v
+                    if record is not None:
+                        record.update(zip(self._results[i], rs, strict=True))
+                for s in free:
+                    env[s] = None
+        except Exception as e:
+            op = self._ops[i] if i >= 0 else None
+            if op is None:
+                raise
+            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
+                              op) from e
+
+    def __repr__(self) -> str:
+        return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"
+
+
+def _check_result(r: Any, expect: tuple[np.dtype, int]) -> np.ndarray:
+    if isinstance(r, (tuple, list)) and len(r) == 1:
+        r = r[0]
+    if r.__class__ is not _ndarray:
+        r = np.asarray(r)
+    dtype, ndim = expect
+    if r.dtype != dtype:
+        raise TypeError(f"kernel returned {r.dtype}, but the op's type says {dtype}")
+    if r.ndim != ndim:
+        raise TypeError(f"kernel returned a rank-{r.ndim} array, but the op's type has "
+                        f"rank {ndim}")
+    return r
+
+
+def _check_results(r: Any, expect: tuple[tuple[np.dtype, int], ...]) -> list[np.ndarray]:
+    if isinstance(r, np.ndarray) and len(expect) == 1:
+        r = [r]
+    if not isinstance(r, (tuple, list)) or len(r) != len(expect):
+        n = len(r) if isinstance(r, (tuple, list)) else 1
+        raise TypeError(f"kernel returned {n} result(s), but the op has {len(expect)}")
+    return [_check_result(v, e) for v, e in zip(r, expect, strict=True)]
