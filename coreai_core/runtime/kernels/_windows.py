@@ -1,0 +1,259 @@
+"""Sliding-window machinery shared by the convolution and pooling kernels.
+
+Everything here is vectorized over pixels: Python loops run over kernel positions (taps) only,
+each tap being one strided numpy view of the padded input.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from coreai_core._shapes import window_out
+from coreai_core.dialects._nn import _fill, _pads
+
+Ints = Sequence[int]
+
+
+def acc_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype arithmetic runs in: float32 for float16/bfloat16 (like torch's CPU opmath)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize >= 4:
+        return dtype
+    if dtype.kind in "fV" or dtype.name == "bfloat16":
+        return np.dtype(np.float32)
+    return dtype
+
+
+def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Ints | None,
+             dilation: Ints | None, ceil_mode: bool = False, pool: bool = False,
+             ) -> tuple[tuple[int, ...], ...]:
+    """Normalize window attributes like the type rule; returns (k, s, d, pads, out)."""
+    n = len(shape) - 2
+    k = tuple(kernel)
+    if pool:
+        k = _fill(kernel, n, 1, "kernel_size")
+        s = _fill(strides, n, 1, "strides") if strides else k
+    else:
+        s = _fill(strides, n, 1, "strides")
+    d, p = _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    out = tuple(int(window_out(shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i],
+                               ceil_mode)) for i in range(n))
+    return k, s, d, p, out
+
+
+def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: float,
+        dtype: np.dtype | None = None, extra: Ints | None = None) -> np.ndarray:
+    """``x`` padded with ``value``, long enough on the high side for every window of ``out``.
+
+    ``extra`` adds trailing elements per spatial axis (the flat-shift convolution reads past
+    the last row). The copy also converts to ``dtype``.
+    """
+    n = x.ndim - 2
+    lo = [pads[2 * i] for i in range(n)]
+    size = []
+    for i in range(n):
+        need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
+        size.append(max(x.shape[2 + i] + lo[i] + pads[2 * i + 1], need)
+                    + (extra[i] if extra else 0))
+    dtype = np.dtype(dtype or x.dtype)
+    if all(v == 0 for v in lo) and tuple(size) == x.shape[2:]:
+        return x.astype(dtype, copy=False)
+    buf = np.full((*x.shape[:2], *size), value, dtype)
+    buf[(..., *(slice(lo[i], lo[i] + x.shape[2 + i]) for i in range(n)))] = x
+    return buf
+
+
+def taps(k: Ints) -> Iterator[tuple[int, ...]]:
+    """Kernel positions in row-major order (the order torch scans a window)."""
+    return itertools.product(*(range(v) for v in k))
+
+
+def tap(xp: np.ndarray, pos: Ints, s: Ints, d: Ints, out: Ints) -> np.ndarray:
+    """The strided view of padded ``xp`` seen by kernel position ``pos``: [N, C, *out]."""
+    return xp[(..., *(slice(p * di, p * di + (o - 1) * si + 1, si)
+                      for p, si, di, o in zip(pos, s, d, out)))]
+
+
+# -- convolution ------------------------------------------------------------------------------
+
+def conv(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
+         dilation: Ints | None, groups: int) -> np.ndarray:
+    """Grouped N-d cross-correlation in ``x``'s (accumulation) dtype, without bias."""
+    n_batch, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    g, og = groups, o // groups
+    k, s, d, p, out = geometry(x.shape, w.shape[2:], strides, pads, dilation)
+    if all(v == 1 for v in s):
+        return _conv_flat_shift(x, w, k, d, p, out, g, og)
+    if cg == 1:
+        return _conv_depthwise(x, w, k, s, d, p, out, g, og)
+    # im2col: one copy of the windows into [N, g, Cg*K, out], then one batched matmul.
+    xp = pad(x, p, out, k, s, d, 0.0)
+    kk, npix = int(np.prod(k)), int(np.prod(out))
+    cols = np.empty((n_batch, c, kk, *out), x.dtype)
+    for i, pos in enumerate(taps(k)):
+        cols[:, :, i] = tap(xp, pos, s, d, out)
+    cols = cols.reshape(n_batch, g, cg * kk, npix)
+    y = np.matmul(w.reshape(g, og, cg * kk), cols)
+    return y.reshape(n_batch, o, *out)
+
+
+def _conv_flat_shift(x: np.ndarray, w: np.ndarray, k: Ints, d: Ints, p: Ints, out: Ints,
+                     g: int, og: int) -> np.ndarray:
+    """Stride-1 convolution as a sum of per-tap matmuls, without an im2col copy.
+
+    With the padded spatial dims flattened, kernel position ``pos`` reads the contiguous run
+    ``flat[off(pos) : off(pos) + L]``; each tap is then one BLAS matmul on a strided view.
+    The result lives on the padded grid (rows of full padded width) and is cropped at the end.
+    """
+    n_batch, c = x.shape[:2]
+    cg = c // g
+    ones = (1,) * len(k)
+    # Taps offset along the inner axes read past the last row: one extra leading slab.
+    spill = int(any(v > 1 for v in k[1:]))
+    xp = pad(x, p, out, k, ones, d, 0.0, extra=(spill, *(0,) * (len(k) - 1)))
+    psize = xp.shape[2:]
+    inner = [int(np.prod(psize[i + 1:])) for i in range(len(k))]
+    length = out[0] * inner[0]
+    flat = xp.reshape(n_batch, g, cg, int(np.prod(psize)))
+    wt = np.moveaxis(w.reshape(g, og, cg, int(np.prod(k))), -1, 0)  # [K, g, Og, Cg]
+    y = np.empty((n_batch, g, og, length), x.dtype)
+    scratch = np.empty_like(y)
+    for i, pos in enumerate(taps(k)):
+        off = sum(pi * di * st for pi, di, st in zip(pos, d, inner))
+        src = flat[..., off:off + length]
+        dst = y if i == 0 else scratch
+        if cg == 1:  # depthwise: a broadcast multiply beats a batch of 1x1 matmuls
+            np.multiply(wt[i], src, out=dst)
+        else:
+            np.matmul(wt[i], src, out=dst)
+        if i:
+            y += scratch
+    y = y.reshape(n_batch, g * og, out[0], *psize[1:])
+    return y[(..., *(slice(0, v) for v in out[1:]))]
+
+
+def _conv_depthwise(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: Ints,
+                    out: Ints, g: int, og: int) -> np.ndarray:
+    """One input channel per group: multiply-accumulate over kernel positions."""
+    n_batch = x.shape[0]
+    xp = pad(x, p, out, k, s, d, 0.0)
+    wt = w.reshape(g, og, int(np.prod(k)))
+    y = np.zeros((n_batch, g, og, *out), x.dtype)
+    bshape = (1, g, og, *(1,) * len(k))
+    for i, pos in enumerate(taps(k)):
+        y += wt[:, :, i].reshape(bshape) * tap(xp, pos, s, d, out)[:, :, None]
+    return y.reshape(n_batch, g * og, *out)
+
+
+def conv_transpose(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
+                   dilation: Ints | None, groups: int, output_padding: Ints | None,
+                   ) -> np.ndarray:
+    """Transposed convolution: one batched matmul, then a col2im scatter-add per tap."""
+    n = x.ndim - 2
+    n_batch, c = x.shape[:2]
+    g, cg, og = groups, c // groups, w.shape[1]
+    k = w.shape[2:]
+    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    op = _fill(output_padding, n, 0, "output_padding")
+    size = x.shape[2:]
+    full = [(size[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 + op[i] for i in range(n)]
+    # cols[N, g, Og*K, S] = w[g, Cg, Og*K]^T @ x[N, g, Cg, S]
+    wt = np.swapaxes(w.reshape(g, cg, og * int(np.prod(k))), 1, 2)
+    cols = np.matmul(wt, x.reshape(n_batch, g, cg, int(np.prod(size))))
+    cols = cols.reshape(n_batch, g, og, int(np.prod(k)), *size)
+    y = np.zeros((n_batch, g, og, *full), x.dtype)
+    for i, pos in enumerate(taps(k)):
+        y[(..., *(slice(pi * di, pi * di + (si_ - 1) * st + 1, st)
+                  for pi, di, si_, st in zip(pos, d, size, s)))] += cols[:, :, :, i]
+    crop = tuple(slice(p[2 * i], full[i] - p[2 * i + 1]) for i in range(n))
+    return y.reshape(n_batch, g * og, *full)[(..., *crop)]
+
+
+# -- pooling ----------------------------------------------------------------------------------
+
+def _lowest(dtype: np.dtype) -> float | int:
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return int(np.iinfo(dtype).min)
+    if dtype.kind == "b":
+        return False
+    return -np.inf
+
+
+def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
+             dilation: Ints | None, ceil_mode: bool, return_indices: bool,
+             ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Max pooling with torch's NaN rule; optional flat int64 indices into each (N, C) plane."""
+    k, s, d, p, out = geometry(x.shape, kernel_size, strides, pads, dilation, ceil_mode,
+                               pool=True)
+    xp = pad(x, p, out, k, s, d, _lowest(x.dtype))
+    if not return_indices:
+        # -inf padding never wins and np.maximum propagates NaN, like torch.
+        y = tap(xp, next(taps(k)), s, d, out).copy()
+        for pos in itertools.islice(taps(k), 1, None):
+            np.maximum(y, tap(xp, pos, s, d, out), out=y)
+        return y, None
+    n = len(k)
+    size = x.shape[2:]
+    inner = [int(np.prod(size[i + 1:])) for i in range(n)]
+
+    def grid(values: list[np.ndarray]) -> list[np.ndarray]:
+        """Per-axis vectors shaped to broadcast over the output grid."""
+        return [v.reshape([-1 if j == i else 1 for j in range(n)]) for i, v in enumerate(values)]
+
+    # torch starts each window at its first in-bounds position on the dilated grid, with
+    # value -inf; a window that sees no input at all keeps that (out of range) position.
+    start = [np.arange(out[i]) * s[i] - p[2 * i] for i in range(n)]
+    first = grid([np.where(st < 0, st + (-st + d[i] - 1) // d[i] * d[i], st)
+                  for i, st in enumerate(start)])
+    y = np.full((*x.shape[:2], *out), _lowest(x.dtype), x.dtype)
+    idx = np.broadcast_to(sum(f * inner[i] for i, f in enumerate(first)), y.shape).copy()
+    is_float = x.dtype.kind in "fV" or x.dtype.name == "bfloat16"
+    for pos in taps(k):
+        coords = grid([st + pos[i] * d[i] for i, st in enumerate(start)])
+        valid = functools.reduce(np.logical_and,
+                                 [(c >= 0) & (c < size[i]) for i, c in enumerate(coords)])
+        flat = sum(c * inner[i] for i, c in enumerate(coords))
+        v = tap(xp, pos, s, d, out)
+        # torch scans the window in order and takes a value that is greater, or NaN.
+        take = v > y
+        if is_float:
+            take |= np.isnan(v)
+        take &= valid
+        np.copyto(y, v, where=take)
+        np.copyto(idx, np.broadcast_to(flat, y.shape), where=take)
+    return y, idx
+
+
+def sum_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
+             dilation: Ints | None, ceil_mode: bool) -> np.ndarray:
+    """Window sums (zero padding) in ``x``'s (accumulation) dtype."""
+    k, s, d, p, out = geometry(x.shape, kernel_size, strides, pads, dilation, ceil_mode,
+                               pool=True)
+    xp = pad(x, p, out, k, s, d, 0)
+    y = tap(xp, next(taps(k)), s, d, out).copy()
+    for pos in itertools.islice(taps(k), 1, None):
+        y += tap(xp, pos, s, d, out)
+    return y
+
+
+def avg_divisor(shape: Sequence[int], kernel_size: Ints, strides: Ints | None,
+                pads: Ints | None, ceil_mode: bool, count_include_pad: bool) -> np.ndarray:
+    """torch's per-window divisor on the output grid (a product of per-axis counts)."""
+    k, s, _, p, out = geometry(shape, kernel_size, strides, pads, None, ceil_mode, pool=True)
+    n = len(k)
+    div = np.ones((), np.int64)
+    for i in range(n):
+        size = shape[2 + i]
+        start = np.arange(out[i]) * s[i] - p[2 * i]
+        end = np.minimum(start + k[i], size + p[2 * i + 1])
+        # count_include_pad counts the padding but not the ceil_mode overhang past it.
+        inside = np.minimum(end, size) - np.maximum(start, 0)
+        count = end - start if count_include_pad else inside
+        div = div * count.reshape([-1 if j == i else 1 for j in range(n)])
+    return div

@@ -1,0 +1,149 @@
+"""Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize, quantization.
+
+All kernels are vectorized: convolutions and matmuls run on BLAS, windows are strided views
+of the padded input (Python loops only over kernel positions). Float16/bfloat16 inputs are
+computed in float32 and cast back, like PyTorch's CPU kernels accumulate in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from coreai_core._dtypes import DType
+from coreai_core.runtime.kernels import _resize, _windows
+from coreai_core.runtime.kernels._registry import KernelSet
+from coreai_core.runtime.kernels._windows import acc_dtype
+
+KERNELS = KernelSet("nn")
+
+Ints = Sequence[int]
+
+
+def _acc(x: np.ndarray) -> np.ndarray:
+    return x.astype(acc_dtype(x.dtype), copy=False)
+
+
+@KERNELS.kernel("coreai.batch_matmul")
+def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``numpy.matmul`` with float32 accumulation for half types."""
+    return np.asarray(np.matmul(_acc(lhs), _acc(rhs))).astype(lhs.dtype, copy=False)
+
+
+def _bias_shape(n: int) -> tuple[int, ...]:
+    return (1, -1, *(1,) * n)
+
+
+@KERNELS.kernel("coreai.conv")
+def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
+         strides: Ints | None = None, pads: Ints | None = None, dilation: Ints | None = None,
+         groups: int = 1) -> np.ndarray:
+    """Grouped N-d convolution: im2col or flat-shift matmuls on BLAS."""
+    y = _windows.conv(_acc(x), _acc(weight), strides, pads, dilation, groups)
+    if bias is not None:
+        y = y + _acc(bias).reshape(_bias_shape(x.ndim - 2))
+    return np.ascontiguousarray(y.astype(x.dtype, copy=False))
+
+
+@KERNELS.kernel("coreai.conv_transpose")
+def conv_transpose(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
+                   strides: Ints | None = None, pads: Ints | None = None,
+                   dilation: Ints | None = None, groups: int = 1,
+                   output_padding: Ints | None = None) -> np.ndarray:
+    """Transposed convolution: matmul, then col2im scatter-add over kernel positions."""
+    y = _windows.conv_transpose(_acc(x), _acc(weight), strides, pads, dilation, groups,
+                                output_padding)
+    if bias is not None:
+        y = y + _acc(bias).reshape(_bias_shape(x.ndim - 2))
+    return np.ascontiguousarray(y.astype(x.dtype, copy=False))
+
+
+@KERNELS.kernel("coreai.maxpool")
+def maxpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
+            pads: Ints | None = None, dilation: Ints | None = None, ceil_mode: bool = False,
+            return_indices: bool = False) -> list[np.ndarray]:
+    """Max pooling (NaN propagates); int64 flat indices per (N, C) plane if asked."""
+    y, idx = _windows.max_pool(x, kernel_size, strides, pads, dilation, ceil_mode,
+                               return_indices)
+    return [y] if idx is None else [y, idx]
+
+
+@KERNELS.kernel("coreai.sumpool")
+def sumpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
+            pads: Ints | None = None, dilation: Ints | None = None,
+            ceil_mode: bool = False) -> np.ndarray:
+    """Sum over sliding windows with zero padding."""
+    y = _windows.sum_pool(_acc(x), kernel_size, strides, pads, dilation, ceil_mode)
+    return y.astype(x.dtype, copy=False)
+
+
+@KERNELS.kernel("coreai.avgpool")
+def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
+            pads: Ints | None = None, ceil_mode: bool = False, count_include_pad: bool = True,
+            divisor_override: int | None = None) -> np.ndarray:
+    """Average pooling with torch's divisor rules."""
+    total = _windows.sum_pool(_acc(x), kernel_size, strides, pads, None, ceil_mode)
+    if divisor_override:
+        div = divisor_override
+    else:
+        div = _windows.avg_divisor(x.shape, kernel_size, strides, pads, ceil_mode,
+                                   count_include_pad)
+    return (total / np.asarray(div, total.dtype)).astype(x.dtype, copy=False)
+
+
+@KERNELS.kernel("coreai.interpolate")
+def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
+                align_corners: bool = False, scales: Sequence[float] | None = None,
+                ) -> np.ndarray:
+    """Resize the spatial dims separably with precomputed per-axis indices and weights."""
+    # torch computes coordinates in opmath: float64 for float64 data, float32 otherwise.
+    ft = np.float64 if x.dtype == np.float64 else np.float32
+    y = x if mode.startswith("nearest") else _acc(x)
+    # ATen picks its older nearest index rule for small 2-d outputs (see nearest_legacy).
+    legacy = len(sizes) == 2 and sum(sizes) <= 128
+    for i, out_size in enumerate(sizes):
+        axis, in_size = 2 + i, x.shape[2 + i]
+        scale = scales[i] if scales is not None else None
+        if mode.startswith("nearest"):
+            exact = mode == "nearest_exact"
+            idx = (_resize.nearest_legacy(in_size, out_size, scale, exact) if legacy
+                   else _resize.nearest(in_size, out_size, scale, exact, ft))
+            y = _resize.resize_axis(y, axis, idx, None)
+            continue
+        fn = _resize.linear if mode == "linear" else _resize.cubic
+        idx, w = fn(in_size, out_size, align_corners, scale, ft)
+        # torch stores the weights in the data's dtype (rounded for float16/bfloat16).
+        y = _resize.resize_axis(y, axis, idx, w.astype(x.dtype).astype(y.dtype))
+    return y.astype(x.dtype, copy=False)
+
+
+def _per_axis(p: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
+    if axis is None:
+        return p
+    shape = [1] * ndim
+    shape[axis % ndim] = -1
+    return p.reshape(shape)
+
+
+@KERNELS.kernel("coreai.quantize")
+def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
+             axis: int | None = None, dtype: DType = DType.int8) -> np.ndarray:
+    """round_half_even(x * (1 / scale)) + zero_point, clamped to ``dtype`` (torch's order)."""
+    ft = acc_dtype(x.dtype)
+    # torch multiplies by the reciprocal of the float32 scale rather than dividing.
+    inv = (ft.type(1) / _per_axis(scale.astype(ft), axis, x.ndim)).astype(ft)
+    q = np.rint(x.astype(ft) * inv).astype(np.float64)
+    q += _per_axis(zero_point.astype(np.float64), axis, x.ndim)
+    info = np.iinfo(dtype.numpy)
+    return np.clip(q, info.min, info.max).astype(dtype.numpy)
+
+
+@KERNELS.kernel("coreai.dequantize")
+def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
+               axis: int | None = None) -> np.ndarray:
+    """(x - zero_point) * scale in the scale's float type."""
+    ft = acc_dtype(scale.dtype)
+    zp = _per_axis(zero_point.astype(ft), axis, x.ndim)
+    y = (x.astype(ft) - zp) * _per_axis(scale.astype(ft), axis, x.ndim)
+    return y.astype(scale.dtype, copy=False)
