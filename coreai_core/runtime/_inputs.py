@@ -48,7 +48,7 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
     input; a bool or int list for an int input; bools for bool).
     """
     if isinstance(x, np.ndarray):
-        return x
+        return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, np.generic):
         return np.asarray(x)
     if _is_torch_tensor(x):
@@ -80,28 +80,26 @@ _KNOWN = {d.numpy for d in DType}
 
 def _check(name: str, a: np.ndarray, t: TensorType, dims: dict[str, tuple[int, str]],
            problems: list[str]) -> None:
-    what = f"{name!r}: expected {t}, got {_describe(a)}"
+    """Append one line per bad input: its expected type, what it got, and every reason."""
+    reasons = []
     if a.dtype != t.element_type.numpy:
-        problems.append(f"{what} (wrong element type)")
-        return
+        reasons.append("wrong element type")
     if a.ndim != t.rank:
-        problems.append(f"{what} (wrong rank)")
-        return
-    for axis, (want, got) in enumerate(zip(t.shape, a.shape, strict=True)):
-        if isinstance(want, int):
-            if want != got:
-                problems.append(f"{what} (axis {axis} must be {want})")
-                return
-            continue
-        if not want.admits(got):
-            problems.append(f"{what} (axis {axis} = {got} is outside the bounds of {want})")
-            return
-        if want.name != "?":
-            seen = dims.setdefault(want.name, (got, name))
-            if seen[0] != got:
-                problems.append(f"{what} (dimension ?{want.name} = {got} here but {seen[0]} "
-                                f"in {seen[1]!r})")
-                return
+        reasons.append("wrong rank")
+    else:
+        for axis, (want, got) in enumerate(zip(t.shape, a.shape, strict=True)):
+            if isinstance(want, int):
+                if want != got:
+                    reasons.append(f"axis {axis} must be {want}")
+            elif not want.admits(got):
+                reasons.append(f"axis {axis} = {got} is outside the bounds of {want}")
+            elif want.name != "?":
+                seen = dims.setdefault(want.name, (got, name))
+                if seen[0] != got:
+                    reasons.append(f"dimension ?{want.name} = {got} here but {seen[0]} in "
+                                   f"{seen[1]!r}")
+    if reasons:
+        problems.append(f"{name!r}: expected {t}, got {_describe(a)} ({'; '.join(reasons)})")
 
 
 def _convert(name: str, x: Any, t: TensorType, problems: list[str]) -> np.ndarray | None:

@@ -48,13 +48,16 @@ class Runtime:
 
         outputs = rt.run(program, {"x": x})
 
+    ``kernels`` registers several kernels at once (overriding defaults needs
+    ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans are built once per (program, entrypoint, runtime) and cached in the program;
     ``program.invalidate()`` drops them after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
-                 allow_override: bool = False) -> None:
-        self.kernels = KernelTable(parent=DEFAULT_TABLE)
+                 allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
+                 ) -> None:
+        self.kernels = KernelTable(parent=base)
         self._token = next(_TOKENS)
         self._building = threading.local()
         for name, fn in (kernels or {}).items():

@@ -174,6 +174,7 @@ class Plan:
         self._steps: list[tuple[Any, ...]] = []
         self._ops: list[Operation] = []
         self._results: list[list[Value]] = []
+        self._constants: list[tuple[Value, int]] = []  # placed in the template when planning
         for op in graph.ops:
             self._plan_op(op)
         self._outputs = [(k, self._use(v, f"output {k!r}"))
@@ -279,6 +280,7 @@ class Plan:
         out: int | tuple[int, ...] = tuple(results) if multi else results[0]
         if op.name == "coreai.constant" and not ins:
             self._template[results[0]] = self._constant(op, call, kw, expect[0])
+            self._constants.append((op.results[0], results[0]))
             return
         self._steps.append((call, tuple(ins), kw, out, expect, ()))
         self._ops.append(op)
@@ -358,6 +360,8 @@ class Plan:
         return self.run_arrays(arrays)
 
     def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
+        if record is not None:
+            record.update((v, env[s]) for v, s in self._constants)
         i = -1
         try:
             for i, (call, ins, kw, out, expect, free) in enumerate(self._steps):
