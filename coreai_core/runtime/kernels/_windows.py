@@ -21,9 +21,7 @@ Ints = Sequence[int]
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype arithmetic runs in: float32 for float16/bfloat16 (like torch's CPU opmath)."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f" and dtype.itemsize >= 4:
-        return dtype
-    if dtype.kind in "fV" or dtype.name == "bfloat16":
+    if dtype == np.float16 or dtype.name == "bfloat16":
         return np.dtype(np.float32)
     return dtype
 
@@ -46,11 +44,11 @@ def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Int
 
 
 def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: float,
-        dtype: np.dtype | None = None, extra: Ints | None = None) -> np.ndarray:
+        extra: Ints | None = None) -> np.ndarray:
     """``x`` padded with ``value``, long enough on the high side for every window of ``out``.
 
     ``extra`` adds trailing elements per spatial axis (the flat-shift convolution reads past
-    the last row). The copy also converts to ``dtype``.
+    the last row). Without any padding ``x`` itself is returned.
     """
     n = x.ndim - 2
     lo = [pads[2 * i] for i in range(n)]
@@ -59,10 +57,9 @@ def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: 
         need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
         size.append(max(x.shape[2 + i] + lo[i] + pads[2 * i + 1], need)
                     + (extra[i] if extra else 0))
-    dtype = np.dtype(dtype or x.dtype)
     if all(v == 0 for v in lo) and tuple(size) == x.shape[2:]:
-        return x.astype(dtype, copy=False)
-    buf = np.full((*x.shape[:2], *size), value, dtype)
+        return x
+    buf = np.full((*x.shape[:2], *size), value, x.dtype)
     buf[(..., *(slice(lo[i], lo[i] + x.shape[2 + i]) for i in range(n)))] = x
     return buf
 
@@ -213,7 +210,7 @@ def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints 
                   for i, st in enumerate(start)])
     y = np.full((*x.shape[:2], *out), _lowest(x.dtype), x.dtype)
     idx = np.broadcast_to(sum(f * inner[i] for i, f in enumerate(first)), y.shape).copy()
-    is_float = x.dtype.kind in "fV" or x.dtype.name == "bfloat16"
+    is_float = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
     for pos in taps(k):
         coords = grid([st + pos[i] * d[i] for i, st in enumerate(start)])
         valid = functools.reduce(np.logical_and,
