@@ -148,6 +148,7 @@ class Rewriter:
         self.stats = ctx.stats
         self.uses: Counter[int] = Counter()
         self._subst: dict[int, Value] = {}
+        self._subst_from: dict[int, list[Value]] = {}
         self._out: list[Operation] = []
         self._removed: set[int] = set()
         self._inserted: list[Operation] = []
@@ -304,6 +305,7 @@ class Rewriter:
             if n.type != old.type:
                 raise AssertionError(f"{op.name}: replacement {n.type} != {old.type}")
             self._subst[id(old)] = n
+            self._subst_from.setdefault(id(n), []).append(old)
             changed = True
         if changed:
             self._replaced.append(op)
@@ -323,7 +325,7 @@ class Rewriter:
             op = work.pop()
             if id(op) in self._removed or not is_pure(op):
                 continue
-            if any(self.uses[id(r)] > 0 for r in op.results):
+            if any(self.uses[id(r)] > 0 or self._pending_uses(r) for r in op.results):
                 continue
             self._removed.add(id(op))
             if id(op) not in self._inserted_ids:
@@ -336,6 +338,12 @@ class Rewriter:
                 self.uses[id(v)] -= 1
                 if self.uses[id(v)] == 0 and v.owner is not None:
                     work.append(v.owner)
+
+    def _pending_uses(self, v: Value) -> bool:
+        # Uses of values substituted by ``v`` whose users the sweep has not remapped yet:
+        # they will move to ``v``, so ``v`` is not dead even if its count is zero now.
+        return any(self.uses[id(old)] > 0 or self._pending_uses(old)
+                   for old in self._subst_from.get(id(v), ()))
 
     def _remove_dead(self) -> None:
         """Remove the ops made dead by this sweep and settle the statistics.
