@@ -1,0 +1,81 @@
+"""Per-model benchmark over the model-test zoo (random weights, 1 torch thread).
+
+Columns: FX nodes, conversion time (median) and µs per node, ops before/after optimize(),
+run() median vs torch eager median and their ratio, peak Python-heap allocation during
+conversion relative to the weight bytes, and peak allocation of one run().
+Run: ``python benchmarks/bench_models.py [--repeat 5] [--only gpt2,...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tracemalloc
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import median_time, print_table  # noqa: E402
+
+from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
+from tests.models.zoo import all_models  # noqa: E402
+
+
+def _peak_alloc(fn) -> float:
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    models = all_models()
+    names = [n for n in sorted(models) if not args.only or n.split("[")[0] in args.only.split(",")]
+    rows, ratios, per_node = [], [], []
+    for name in names:
+        model, inputs = models[name]()
+        ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
+        nodes = len(ep.graph.nodes)
+
+        def convert(ep=ep):
+            return TorchConverter(progress=False).add_exported_program(ep).to_coreai()
+
+        t_convert = median_time(convert, repeat=args.repeat)
+        program = convert()
+        weight_bytes = sum(t.numel * t.element_type.itemsize
+                           for t in program.weight_types.values())
+        conv_peak = _peak_alloc(convert)
+        before = sum(len(g.ops) for g in program.graphs.values())
+        program.optimize()
+        after = sum(len(g.ops) for g in program.graphs.values())
+        feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+        state = {k: v.copy() for k, v in program.state.items()}
+        t_run = median_time(lambda: program.run(feeds, state=state), repeat=args.repeat)
+        with torch.no_grad():
+            t_eager = median_time(lambda: model(*inputs), repeat=args.repeat)
+        run_peak = _peak_alloc(lambda: program.run(feeds, state=state))
+        ratio = t_run / t_eager
+        ratios.append(ratio)
+        per_node.append(t_convert / nodes * 1e6)
+        rows.append([name, nodes, t_convert * 1e3, t_convert / nodes * 1e6, before, after,
+                     t_run * 1e3, t_eager * 1e3, ratio,
+                     conv_peak / max(weight_bytes, 1), run_peak / 1e6])
+    print_table(["model", "FX nodes", "convert ms", "µs/node", "ops", "ops opt", "run ms",
+                 "eager ms", "run/eager", "convert alloc/weights", "run peak MB"], rows)
+    print(f"\nmedian run/eager {statistics.median(ratios):.2f}, max {max(ratios):.2f} "
+          f"({names[ratios.index(max(ratios))]}); median µs per FX node "
+          f"{statistics.median(per_node):.1f}")
+
+
+if __name__ == "__main__":
+    main()
