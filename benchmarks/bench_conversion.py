@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_time, print_table  # noqa: E402
+from _common import median_time, print_table
 
-from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
+from coreai_torch import TorchConverter, get_decomp_table
 
 
 class Block(torch.nn.Module):

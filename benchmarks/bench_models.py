@@ -19,10 +19,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_time, print_table  # noqa: E402
+from _common import median_time, print_table
 
-from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
-from tests.models.zoo import all_models  # noqa: E402
+from coreai_torch import TorchConverter, get_decomp_table
+from tests.models.zoo import all_models
 
 
 def _peak_alloc(fn) -> float:
@@ -33,6 +33,38 @@ def _peak_alloc(fn) -> float:
     return peak
 
 
+def _measure(name: str, build, repeat: int) -> list:
+    model, inputs = build()
+    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
+    nodes = len(ep.graph.nodes)
+
+    def convert():
+        return TorchConverter(progress=False).add_exported_program(ep).to_coreai()
+
+    t_convert = median_time(convert, repeat=repeat)
+    program = convert()
+    weight_bytes = sum(t.numel * t.element_type.itemsize for t in program.weight_types.values())
+    conv_peak = _peak_alloc(convert)
+    before = sum(len(g.ops) for g in program.graphs.values())
+    program.optimize()
+    after = sum(len(g.ops) for g in program.graphs.values())
+    feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+    state = {k: v.copy() for k, v in program.state.items()}
+
+    def run():
+        return program.run(feeds, state=state)
+
+    def eager():
+        with torch.no_grad():
+            return model(*inputs)
+
+    t_run = median_time(run, repeat=repeat)
+    t_eager = median_time(eager, repeat=repeat)
+    return [name, nodes, t_convert * 1e3, t_convert / nodes * 1e6, before, after,
+            t_run * 1e3, t_eager * 1e3, t_run / t_eager, conv_peak / max(weight_bytes, 1),
+            _peak_alloc(run) / 1e6]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -41,35 +73,9 @@ def main() -> None:
     torch.set_num_threads(1)
     models = all_models()
     names = [n for n in sorted(models) if not args.only or n.split("[")[0] in args.only.split(",")]
-    rows, ratios, per_node = [], [], []
-    for name in names:
-        model, inputs = models[name]()
-        ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
-        nodes = len(ep.graph.nodes)
-
-        def convert(ep=ep):
-            return TorchConverter(progress=False).add_exported_program(ep).to_coreai()
-
-        t_convert = median_time(convert, repeat=args.repeat)
-        program = convert()
-        weight_bytes = sum(t.numel * t.element_type.itemsize
-                           for t in program.weight_types.values())
-        conv_peak = _peak_alloc(convert)
-        before = sum(len(g.ops) for g in program.graphs.values())
-        program.optimize()
-        after = sum(len(g.ops) for g in program.graphs.values())
-        feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
-        state = {k: v.copy() for k, v in program.state.items()}
-        t_run = median_time(lambda: program.run(feeds, state=state), repeat=args.repeat)
-        with torch.no_grad():
-            t_eager = median_time(lambda: model(*inputs), repeat=args.repeat)
-        run_peak = _peak_alloc(lambda: program.run(feeds, state=state))
-        ratio = t_run / t_eager
-        ratios.append(ratio)
-        per_node.append(t_convert / nodes * 1e6)
-        rows.append([name, nodes, t_convert * 1e3, t_convert / nodes * 1e6, before, after,
-                     t_run * 1e3, t_eager * 1e3, ratio,
-                     conv_peak / max(weight_bytes, 1), run_peak / 1e6])
+    rows = [_measure(name, models[name], args.repeat) for name in names]
+    ratios = [r[8] for r in rows]
+    per_node = [r[3] for r in rows]
     print_table(["model", "FX nodes", "convert ms", "µs/node", "ops", "ops opt", "run ms",
                  "eager ms", "run/eager", "convert alloc/weights", "run peak MB"], rows)
     print(f"\nmedian run/eager {statistics.median(ratios):.2f}, max {max(ratios):.2f} "

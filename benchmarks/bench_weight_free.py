@@ -8,6 +8,7 @@ Run: ``python benchmarks/bench_weight_free.py [--layers 32]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -15,9 +16,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import print_table  # noqa: E402
+from _common import print_table
 
-from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
+from coreai_torch import TorchConverter, get_decomp_table
 
 
 def _rss_kb(field: str) -> int:
@@ -28,10 +29,8 @@ def _rss_kb(field: str) -> int:
 
 
 def _reset_peak() -> None:
-    try:  # Linux: writing 5 resets VmHWM to the current RSS
+    with contextlib.suppress(OSError):  # Linux: writing 5 resets VmHWM to the current RSS
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def main() -> None:
