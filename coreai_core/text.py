@@ -1,0 +1,305 @@
+"""The text form of a program: a deterministic MLIR-like printer and the parser that reads it.
+
+Both sides are generic: they know the IR classes and read op definitions from ``OPS`` (operand
+roles, attribute names, kinds and defaults); no op has code of its own here. The parser rebuilds
+every op with :func:`~coreai_core._opdef.build_operation`, so the op's type rule runs again and
+the printed result types are checked against it. Grammar (informal)::
+
+    program    := 'coreai.program' '{' item* '}'
+    item       := 'weight' SYM ':' type ['=' dense]          data elided unless small or full=True
+                | 'state' SYM ':' type '=' dense              initial value, always in full
+                | 'graph' SYM signature body
+    signature  := '(' [VAL ':' type {',' ...}] ')' ['state' '(' VAL ':' type {',' ...} ')']
+    body       := '{' op* terminator '}'
+    op         := [VAL {',' VAL} '='] OPNAME '(' [VAL {',' VAL}] ')' ['{' attr {',' attr} '}']
+                  ':' (type {',' type} | '()') [loc]
+    terminator := ('coreai.output' | 'coreai.yield') '(' [[KEY '='] VAL {',' ...}] ')'
+                  ['state' '(' KEY '=' VAL {',' ...} ')']
+    attr       := NAME '=' (INT | FLOAT | 'true' | 'false' | 'none' | STRING | NAME | SYM
+                           | '[' ... ']' | dense ':' type | 'graph' signature body)
+    type       := 'tensor<' {dim 'x'} ELEMENT '>'          e.g. tensor<2x?batch[1:64]xf32>
+    dim        := INT | '?' [NAME | STRING] ['[' [INT] ':' [INT] ']']
+    dense      := 'dense<' (scalar | nested list) '>'       a bare scalar is a splat
+    loc        := 'loc(' [STRING [':' INT]] ['in' STRING] ')'
+
+Names that are not identifiers are JSON-quoted (``%"x-1"``, ``@"my weight"``); a dynamic
+dimension's name is printed bare only when it contains no ``x``. Floats print as the shortest
+decimal that reads back to the same value in their element type; NaNs other than the canonical
+one print their bits (``nan(0xffc00000)``), so data round-trips bit for bit. Results are numbered
+``%0, %1, ...`` across an entrypoint and its regions; regions see only their own inputs.
+Whitespace (ASCII) and ``//`` comments separate tokens. Graphs are read in order, so a graph
+may ``invoke`` only graphs printed before it (as when they were built in that order).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from coreai_core._builder import INLINE_LIMIT
+from coreai_core._dtypes import SHORT_NAME, DType
+from coreai_core._ir import Dim, Graph, Operation, Program, TensorType, Value, WeightRef
+from coreai_core._opdef import OPS
+from coreai_core.errors import ParseError
+
+__all__ = ["print_program", "parse_program", "format_type", "parse_type", "MAX_NESTING"]
+
+# Deepest nesting of regions and `[...]` lists the parser accepts.
+MAX_NESTING = 48
+TERMINATORS = ("coreai.output", "coreai.yield")  # graph terminators (not ops of OPS)
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
+_DIM_NAME = re.compile(r"[A-Za-wyz_][A-Za-wyz0-9_]*")  # no 'x': it separates dimensions
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+# ============================================================================== printing
+
+def print_program(program: Program, *, locations: bool = False, full: bool = False) -> str:
+    """The text form of ``program``.
+
+    Weights with more than ``INLINE_LIMIT`` elements print as a typed declaration unless
+    ``full``; unbound weights always do. Op locations print only with ``locations``.
+    """
+    lines = ["coreai.program {"]
+    types = dict(program.weight_types)
+    for name, data in program.weights.items():
+        if name not in types and data is not None:
+            types[name] = TensorType(np.shape(data), DType.of(np.asarray(data).dtype))
+    for name, t in types.items():
+        data = program.weights.get(name)
+        text = f"  weight {_sym(name)} : {format_type(t)}"
+        if data is not None and (full or np.size(data) <= INLINE_LIMIT):
+            text += f" = {_dense(np.asarray(data))}"
+        lines.append(text)
+    for name, data in program.initial_state.items():
+        arr = np.asarray(data)
+        lines.append(f"  state {_sym(name)} : {_array_type(arr)} = {_dense(arr)}")
+    for name, g in program.graphs.items():
+        lines.append("  " + _Printer(locations).graph(g, f"graph {_sym(name)}", "  "))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def format_type(t: TensorType) -> str:
+    """``tensor<2x?batch[1:64]xf32>``: the unambiguous text of a tensor type."""
+    dims = "".join(_format_dim(d) + "x" for d in t.shape)
+    return f"tensor<{dims}{SHORT_NAME[t.element_type]}>"
+
+
+def _format_dim(d: int | Dim) -> str:
+    if not isinstance(d, Dim):
+        return str(d)
+    name = "" if d.name == "?" else d.name if _DIM_NAME.fullmatch(d.name) else _quote(d.name)
+    bounds = ""
+    if d.min is not None or d.max is not None:
+        bounds = f"[{'' if d.min is None else d.min}:{'' if d.max is None else d.max}]"
+    return f"?{name}{bounds}"
+
+
+def _quote(s: str) -> str:
+    return json.dumps(s)
+
+
+def _name(s: str) -> str:
+    return s if _IDENT.fullmatch(s) else _quote(s)
+
+
+def _sym(s: str) -> str:
+    return "@" + _name(s)
+
+
+def _array_type(a: np.ndarray) -> str:
+    return format_type(TensorType(a.shape, DType.of(a.dtype)))
+
+
+def _dense(a: np.ndarray) -> str:
+    dtype = DType.of(a.dtype)
+    flat = np.ascontiguousarray(a).reshape(-1)
+    if a.ndim == 0 or (flat.size > 1 and _is_splat(flat)):
+        return f"dense<{_elements(flat[:1], dtype)[0]}>"
+    return f"dense<{_nest(_elements(flat, dtype), a.shape)}>"
+
+
+def _is_splat(flat: np.ndarray) -> bool:
+    bits = flat.view(_UINT_OF_SIZE[flat.itemsize])
+    return bool((bits == bits[0]).all())
+
+
+def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
+    if dtype is DType.bool:
+        return ["true" if x else "false" for x in flat.tolist()]
+    if dtype.is_int:
+        return [str(x) for x in flat.tolist()]
+    # the shortest decimal that reads back to the same value in its own width; bfloat16 goes
+    # through float32, which holds it exactly (numpy has no bfloat16 formatting)
+    shown = flat.astype(np.float32) if dtype is DType.bfloat16 else flat
+    canonical = _canonical_nan(dtype)
+    bits = flat.view(_UINT_OF_SIZE[flat.itemsize]).tolist()
+    out = []
+    for x, b in zip(shown, bits):
+        if x != x:
+            out.append("nan" if b == canonical else f"nan(0x{b:x})")
+        else:
+            out.append(_shortest(x))
+    return out
+
+
+def _shortest(x: np.floating) -> str:
+    """Shortest round-tripping text of a finite or infinite float, like ``repr(float)``."""
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    magnitude = abs(float(x))  # a Python float: 1e16 overflows float16
+    if magnitude == 0 or 1e-4 <= magnitude < 1e16:
+        return np.format_float_positional(x, unique=True, trim="0")
+    return np.format_float_scientific(x, unique=True, trim="-")
+
+
+def _canonical_nan(dtype: DType) -> int:
+    arr = np.array(np.nan, dtype=dtype.numpy)
+    return int(arr.view(_UINT_OF_SIZE[arr.itemsize]))
+
+
+def _nest(items: list[str], shape: tuple[int, ...]) -> str:
+    if len(shape) <= 1 or shape[0] == 0:
+        return "[" + ", ".join(items) + "]"
+    step = len(items) // shape[0]
+    return "[" + ", ".join(_nest(items[i * step:(i + 1) * step], shape[1:])
+                           for i in range(shape[0])) + "]"
+
+
+def _float(x: float) -> str:
+    return "nan" if x != x else repr(x)
+
+
+class _Printer:
+    """Prints one entrypoint graph; result numbers run across its nested regions."""
+
+    def __init__(self, locations: bool) -> None:
+        self.locations = locations
+        self.names: dict[int, str] = {}
+        self.counter = 0
+
+    def number(self, g: Graph) -> None:
+        """Number results in print order (up front, so a use before definition still prints)."""
+        for op in g.ops:
+            for r in op.results:
+                self.names[id(r)] = f"%{self.counter}"
+                self.counter += 1
+            for _, v in _ordered_attrs(op):
+                if isinstance(v, Graph):
+                    self.number(v)
+
+    def graph(self, g: Graph, head: str, indent: str, region: bool = False) -> str:
+        if not region:
+            self.number(g)
+        for k, v in [*g.inputs.items(), *g.state_inputs.items()]:
+            self.names[id(v)] = "%" + _name(k)
+        text = f"{head}({self.typed(g.inputs)})"
+        if g.state_inputs:
+            text += f" state({self.typed(g.state_inputs)})"
+        lines = [text + " {"]
+        inner = indent + "  "
+        lines.extend(inner + self.op(op, inner) for op in g.ops)
+        lines.append(inner + self.terminator(g, region))
+        lines.append(indent + "}")
+        return "\n".join(lines)
+
+    def typed(self, values: dict[str, Value]) -> str:
+        return ", ".join(f"{self.names[id(v)]}: {format_type(v.type)}" for v in values.values())
+
+    def ref(self, v: Any) -> str:
+        return self.names.get(id(v), "%<undefined>")
+
+    def terminator(self, g: Graph, region: bool) -> str:
+        outs = g.output_values
+        if list(outs) == [f"out{i}" for i in range(len(outs))]:
+            items = [self.ref(v) for v in outs.values()]
+        else:
+            items = [f"{_name(k)} = {self.ref(v)}" for k, v in outs.items()]
+        text = f"{TERMINATORS[region]}({', '.join(items)})"
+        if g.state_outputs:
+            text += " state(" + ", ".join(f"{_name(k)} = {self.ref(v)}"
+                                          for k, v in g.state_outputs.items()) + ")"
+        return text
+
+    def op(self, op: Operation, indent: str) -> str:
+        head = ", ".join(self.ref(r) for r in op.results)
+        head = f"{head} = " if head else ""
+        attrs = [f"{k} = {self.attr(v, indent)}" for k, v in _ordered_attrs(op)]
+        text = f"{head}{op.name}({', '.join(self.ref(v) for v in op.operands)})"
+        if attrs:
+            text += " {" + ", ".join(attrs) + "}"
+        text += " : " + (", ".join(format_type(r.type) for r in op.results) or "()")
+        if self.locations and op.location.is_known:
+            text += f"  {op.location}"
+        return text
+
+    def attr(self, v: Any, indent: str) -> str:
+        if v is None:
+            return "none"
+        if isinstance(v, bool | np.bool_):
+            return "true" if v else "false"
+        if isinstance(v, Graph):
+            return self.graph(v, "graph", indent, region=True)
+        if isinstance(v, WeightRef):
+            return _sym(v.name)
+        if isinstance(v, DType):
+            return v.value
+        if isinstance(v, str):
+            return _quote(v)
+        if isinstance(v, int | np.integer):
+            return str(int(v))
+        if isinstance(v, float | np.floating):
+            return _float(float(v))
+        if isinstance(v, tuple | list):
+            return "[" + ", ".join(self.attr(x, indent) for x in v) + "]"
+        try:
+            arr = np.asarray(v)
+            return f"{_dense(arr)} : {_array_type(arr)}"
+        except (TypeError, ValueError):  # not representable; keep the text readable
+            return _quote(repr(v))
+
+
+def _ordered_attrs(op: Operation) -> list[tuple[str, Any]]:
+    """Attributes in definition order; ``None`` values of params defaulting to None omitted."""
+    opdef = OPS.get(op.name)
+    params = {p.name: p for p in opdef.attributes} if opdef else {}
+    out = [(k, op.attributes[k]) for k in params if k in op.attributes]
+    out = [(k, v) for k, v in out if not (v is None and params[k].default is None)]
+    return out + sorted(((k, v) for k, v in op.attributes.items() if k not in params),
+                        key=lambda kv: kv[0])
+
+
+# ============================================================================== parsing
+
+def parse_program(text: str, weights: Mapping[str, Any] | None = None) -> Program:
+    """Parse the text form into a Program.
+
+    ``weights`` binds the data of weights printed as declarations (a mapping name -> array;
+    extra names are ignored). Malformed text raises :class:`ParseError` with line and column.
+    """
+    from coreai_core._text_parser import Parser
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ParseError(f"text is not UTF-8: {e}", 1, 1) from None
+    if not isinstance(text, str):
+        raise TypeError(f"parse_program expects a str, got {type(text).__name__}")
+    return Parser(text, weights).program()
+
+
+def parse_type(text: str) -> TensorType:
+    """Parse one tensor type such as ``tensor<2x?batchxf32>`` (ParseError if malformed)."""
+    from coreai_core._text_parser import Parser
+
+    p = Parser(text, None)
+    t = p.type()
+    p.end()
+    return t

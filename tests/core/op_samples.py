@@ -1,0 +1,192 @@
+"""One sample build per dialect op, as data: input types and a call of the op's builder.
+
+Elementwise unary/binary ops get their sample generated from their traits (the first element
+type their rule accepts); every other op has a row in ``_TABLE``. ``SAMPLES`` covers every op in
+``OPS`` (tests/core/test_text.py fails otherwise), and ``build_sample(name)`` makes a Program
+``main(x0, x1, ...) -> y0, y1, ...`` out of a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from coreai_core import Dim, DType, Location, Program, TensorType, Value
+from coreai_core._builder import current_program, default_location
+from coreai_core._opdef import OPS, OpDef, normalize_attr
+from coreai_core.dialects import coreai
+from coreai_core.errors import TypeRuleError
+
+__all__ = ["SAMPLES", "Sample", "build_sample", "showcase_program", "t"]
+
+
+@attrs.frozen
+class Sample:
+    inputs: tuple[TensorType, ...]
+    build: Callable[..., Any]
+    setup: Callable[[Program], None] | None = None  # e.g. graphs the sample invokes
+
+
+def t(*shape: Any, dtype: Any = "float32") -> TensorType:
+    """Shorthand for a TensorType: ``t(2, 3)``, ``t(dtype="bool")`` (0-d)."""
+    return TensorType(shape, dtype)
+
+
+I64 = "int64"
+BUILDERS: dict[str, Callable[..., Any]] = {
+    fn.opdef.name: fn for fn in vars(coreai).values() if hasattr(fn, "opdef")}
+
+
+def _helper_graph(p: Program) -> None:
+    with p.graph("helper", inputs={"a": t(2)}) as g:
+        g.outputs({"b": coreai.neg(g["a"]), "c": g["a"]})
+
+
+def _reduction(name: str) -> Sample:
+    return Sample((t(2, 3, 4),), lambda x: BUILDERS[name](x, axes=[0, -1], keep_dims=True))
+
+
+_TABLE: dict[str, Sample] = {
+    "coreai.constant": Sample((), lambda: coreai.constant(
+        np.array([[1.5, -0.0], [np.nan, np.inf]], np.float32))),
+    "coreai.cast": Sample((t(2, 3),), lambda x: coreai.cast(x, np.int32)),
+    "coreai.gelu": Sample((t(2, 3),), lambda x: coreai.gelu(x, approximate="tanh")),
+    "coreai.softmax": Sample((t(2, 3),), lambda x: coreai.softmax(x, axis=0)),
+    "coreai.log_softmax": Sample((t(2, Dim("n")),), lambda x: coreai.log_softmax(x)),
+    "coreai.broadcasting_where": Sample((t(2, 1, dtype="bool"), t(3), t(2, 3)), coreai.where),
+    "coreai.batch_matmul": Sample((t(5, 2, 3), t(3, 4)), coreai.batch_matmul),
+    "coreai.conv": Sample((t(1, 4, 8, 8), t(6, 2, 3, 3), t(6)), lambda x, w, b: coreai.conv(
+        x, w, b, strides=[2, 2], pads=[1, 1], dilation=[1, 1], groups=2)),
+    "coreai.conv_transpose": Sample((t(1, 4, 5), t(4, 3, 3)), lambda x, w: coreai.conv_transpose(
+        x, w, strides=[2], output_padding=[1])),
+    "coreai.maxpool": Sample((t(1, 2, 6, 6),), lambda x: coreai.maxpool2d(
+        x, kernel_size=np.array([2, 2], np.uint32), strides=[2, 2], return_indices=True)),
+    "coreai.sumpool": Sample((t(1, 2, 6, 6),), lambda x: coreai.sumpool2d(
+        x, kernel_size=[3, 3], dilation=coreai.constant([1, 1], dtype=np.uint32))),
+    "coreai.avgpool": Sample((t(1, 2, 7),), lambda x: coreai.avgpool(
+        x, kernel_size=[3], pads=[1], ceil_mode=True, count_include_pad=False,
+        divisor_override=2)),
+    "coreai.interpolate": Sample((t(1, 1, 4, 4),), lambda x: coreai.interpolate(
+        x, sizes=[8, 6], mode="cubic", align_corners=True, scales=[0.5, 0.75])),
+    "coreai.quantize": Sample((t(2, 3), t(3), t(3, dtype="int8")),
+                              lambda x, s, z: coreai.quantize(x, s, z, axis=1, dtype="uint8")),
+    "coreai.dequantize": Sample((t(2, 3, dtype="int8"), t(), t(dtype="int8")),
+                                coreai.dequantize),
+    **{name: _reduction(name) for name in (
+        "coreai.reduce_sum", "coreai.reduce_mean", "coreai.reduce_max", "coreai.reduce_min",
+        "coreai.reduce_product", "coreai.all", "coreai.any")},
+    "coreai.argmax": Sample((t(2, 3),), lambda x: coreai.argmax(x, axis=1, keep_dims=True)),
+    "coreai.argmin": Sample((t(2, 3),), coreai.argmin),
+    "coreai.scan": Sample((t(2, 3),), lambda x: coreai.scan(
+        x, axis=1, kind="max", reverse=True, exclusive=True)),
+    "coreai.sort": Sample((t(2, 3),), lambda x: coreai.sort(x, axis=0, descending=True)),
+    "coreai.argsort": Sample((t(2, 3, dtype="int32"),), lambda x: coreai.argsort(x, stable=False)),
+    "coreai.topk": Sample((t(2, 5),), lambda x: coreai.topk(x, 2, largest=False)),
+    "coreai.reshape": Sample((t(2, 3, 4),), lambda x: coreai.reshape(x, [4, -1])),
+    "coreai.broadcast_to": Sample((t(3, 1),), lambda x: coreai.broadcast_to(x, [2, 3, 4])),
+    "coreai.transpose": Sample((t(2, 3, 4),), lambda x: coreai.transpose(x, [2, 0, 1])),
+    "coreai.expand_dims": Sample((t(2, 3),), lambda x: coreai.expand_dims(x, [0, -1])),
+    "coreai.shrink_dims": Sample((t(1, 3, 1),), lambda x: coreai.shrink_dims(x, [0, 2])),
+    "coreai.tile": Sample((t(2, 3),), lambda x: coreai.tile(x, [2, 1])),
+    "coreai.concat": Sample((t(2, 3), t(2, Dim("n", 1, None))),
+                            lambda a, b: coreai.concat([a, b, a], axis=1)),
+    "coreai.split": Sample((t(6, 2),), lambda x: coreai.split(x, [1, 2, 3], axis=0)),
+    "coreai.slice": Sample((t(5, 6),), lambda x: coreai.slice_(
+        x, [0, 5], [5, 0], axes=[0, 1], strides=[2, -1])),
+    "coreai.slice_update": Sample((t(5, 6), t(5, 2)), lambda x, u: coreai.slice_update(
+        x, u, [1], [3], axes=[1], strides=[1])),
+    "coreai.pad": Sample((t(2, 3),), lambda x: coreai.pad(
+        x, [1, 0, 0, 2], mode="reflect", value=-0.0)),
+    "coreai.reverse": Sample((t(2, 3),), lambda x: coreai.reverse(x, [1])),
+    "coreai.get_shape": Sample((t(2, Dim("n")),), coreai.get_shape),
+    "coreai.range": Sample((), lambda: coreai.range_(0, 10, 3)),
+    "coreai.gather": Sample((t(4, 3), t(2, dtype=I64)), lambda x, i: coreai.gather(x, i, axis=0)),
+    "coreai.gather_along_axis": Sample((t(4, 3), t(4, 2, dtype=I64)),
+                                       lambda x, i: coreai.gather_along_axis(x, i, axis=1)),
+    "coreai.gather_nd": Sample((t(4, 3, 2), t(5, 2, dtype=I64)), coreai.gather_nd),
+    "coreai.scatter_along_axis": Sample(
+        (t(4, 3), t(4, 2, dtype=I64), t(4, 2)), lambda x, i, u: coreai.scatter_along_axis(
+            x, i, u, axis=1, reduction="add", include_self=False)),
+    "coreai.scatter_nd": Sample((t(4, 3), t(2, 1, dtype=I64), t(2, 3)),
+                                lambda x, i, u: coreai.scatter_nd(x, i, u, accumulate=True)),
+    "coreai.non_zero": Sample((t(2, 3),), coreai.non_zero),
+    "coreai.if": Sample((t(dtype="bool"), t(2, 3)), lambda p, x: coreai.if_(
+        p, [x], lambda a: coreai.neg(a), lambda a: a)),
+    "coreai.while": Sample((t(),), lambda i: coreai.while_(
+        [i], lambda a: coreai.broadcasting_less(a, 10.0),
+        lambda a: coreai.broadcasting_add(a, 1.0))),
+    "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
+                            setup=_helper_graph),
+}
+
+
+def _accepts(opdef: OpDef, types: tuple[TensorType, ...]) -> bool:
+    operands = dict(zip([p.name for p in opdef.operands], [Value(x) for x in types]))
+    attrs_ = {p.name: normalize_attr(p, p.default, opdef.name) for p in opdef.attributes}
+    try:
+        opdef.infer(operands, attrs_)
+    except TypeRuleError:
+        return False
+    return True
+
+
+def _elementwise_sample(opdef: OpDef) -> Sample | None:
+    """Unary ops on [2, 3]; binary ops on [2, 3] and [3] (same shapes unless broadcasting)."""
+    if "unary" in opdef.traits:
+        shapes: list[tuple[int, ...]] = [(2, 3)]
+    elif "binary" in opdef.traits:
+        shapes = [(2, 3), (3,) if opdef.name.startswith("coreai.broadcasting_") else (2, 3)]
+    else:
+        return None
+    for dtype in (DType.float32, DType.int32, DType.bool):
+        types = tuple(TensorType(s, dtype) for s in shapes)
+        if _accepts(opdef, types):
+            return Sample(types, BUILDERS[opdef.name])
+    raise AssertionError(f"{opdef.name} accepts none of float32, int32, bool")
+
+
+def _all_samples() -> dict[str, Sample]:
+    out = {}
+    for name, opdef in OPS.items():
+        sample = _TABLE.get(name) or _elementwise_sample(opdef)
+        if sample is not None:
+            out[name] = sample
+    return out
+
+
+SAMPLES = _all_samples()
+
+
+def build_sample(name: str) -> Program:
+    """The sample program of op ``name``; its ops are located at ``model.py:7 in blocks.<op>``."""
+    sample = SAMPLES[name]
+    p = Program()
+    if sample.setup:
+        sample.setup(p)
+    inputs = {f"x{i}": typ for i, typ in enumerate(sample.inputs)}
+    with p.graph("main", inputs=inputs) as g:
+        with default_location(Location("model.py", 7, f"blocks.{name}")):
+            out = sample.build(*g.inputs.values())
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        g.outputs({f"y{i}": v for i, v in enumerate(outs)})
+    assert current_program() is None
+    return p
+
+
+def showcase_program() -> Program:
+    """A program using every text feature: weights (elided and inline), state, a dynamic
+    dim, a quoted input name, a region op, a location (the golden text in test_text.py)."""
+    p = Program()
+    inputs = {"x": TensorType((Dim("batch", 1, 64), 5), "float32"), "x-1": t(dtype="bool")}
+    with p.graph("main", inputs=inputs, state={"cache": np.zeros((2, 1), np.float32)}) as g:
+        w = coreai.constant(np.zeros((4, 5), np.float32), name="fc.weight")
+        y = coreai.batch_matmul(g["x"], coreai.transpose(w, [1, 0]))
+        top, idx = coreai.topk(y, 2, loc=Location("model.py", 12, "fc"))
+        (z,) = coreai.if_(g["x-1"], [top], lambda a: coreai.neg(a), lambda a: a)
+        new = coreai.broadcasting_add(g["cache"], 1.0)
+        coreai.constant(np.array([0.5, -1.0], np.float32), name="bias")
+        g.outputs({"y": z, "indices.0": idx}, state={"cache": new})
+    return p
