@@ -2,6 +2,7 @@
 
 from coreai_core._dtypes import DType, promote_types
 from coreai_core._ir import Dim, Graph, Location, Operation, Program, TensorType, Value, WeightRef
+from coreai_core._opdef import Floats, Ints, defop
 from coreai_core.errors import (
     ArtifactError,
     CoreAIError,
@@ -28,7 +29,8 @@ def load(path) -> Program:
 
 
 __all__ = [
-    "ArtifactError", "CoreAIError", "DType", "Dim", "Graph", "Location", "MissingKernelError",
+    "ArtifactError", "CoreAIError", "DType", "Dim", "Floats", "Graph", "Ints", "Location",
+    "MissingKernelError", "defop",
     "Operation", "ParseError", "Program", "RuntimeInputError", "TensorType", "TypeRuleError",
     "Value", "VerificationError", "WeightRef", "load", "parse", "promote_types",
 ]
