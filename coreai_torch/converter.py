@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import operator
 import sys
 from collections import Counter
@@ -58,6 +59,7 @@ class TorchConverter:
         self._table = LoweringTable(default_table(), owner="converter")
         self._staged: dict[str, _Staged] = {}
         self.progress = progress
+        self.conversion_log: list[str] = []
 
     # -- lowering table ------------------------------------------------------------------------
     def register_torch_lowering(self, qualified_name: str, allow_override: bool = False,
@@ -169,27 +171,76 @@ class TorchConverter:
                 close = difflib.get_close_matches(n, list(self._staged), 1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise KeyError(f"entrypoint {n!r} is not staged{hint}")
-        self._preflight([self._staged[n].program for n in names])
+        self.conversion_log = []
+        staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
+        self._preflight([s.program for s in staged.values()])
         program = Program()
         weights = _WeightStore(program)
         for n in names:
-            _GraphLowerer(self, program, weights, n, self._staged[n]).run()
+            _GraphLowerer(self, program, weights, n, staged[n]).run()
         return program
+
+    def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:
+        counts: Counter[str] = Counter()
+        examples: dict[str, torch.fx.Node] = {}
+        for node in _all_call_nodes(ep.graph_module):
+            qn = qualified_name(node.target)
+            if qn in _DROPPED or node.target is _GETITEM or qn in self._table:
+                continue
+            counts[qn] += 1
+            examples.setdefault(qn, node)
+        return counts, examples
+
+    def _decompose_unsupported(self, name: str, staged: _Staged) -> _Staged:
+        """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
+        decomposed now (repeatedly, as a decomposition may produce further such ops)."""
+        ep = staged.program
+        for _ in range(_MAX_DECOMPOSITION_ROUNDS):
+            counts, examples = self._unsupported(ep)
+            table = {}
+            for qn, node in examples.items():
+                decomposition = _torch_decomposition(node.target)
+                if decomposition is not None:
+                    table[node.target] = decomposition
+                    self.conversion_log.append(
+                        f"{name}: decomposed {qn} ({counts[qn]} node(s)) on the fly: it has no "
+                        "lowering but torch has a decomposition")
+                    _LOG.info(self.conversion_log[-1])
+            if not table:
+                break
+            ep = ep.run_decompositions(table)
+        return attrs.evolve(staged, program=ep)
 
     def _preflight(self, programs: Sequence[ExportedProgram]) -> None:
         counts: Counter[str] = Counter()
         examples: dict[str, torch.fx.Node] = {}
         for ep in programs:
-            for node in _all_call_nodes(ep.graph_module):
-                qn = qualified_name(node.target)
-                if qn in _DROPPED or node.target is _GETITEM or qn in self._table:
-                    continue
-                counts[qn] += 1
-                examples.setdefault(qn, node)
+            c, e = self._unsupported(ep)
+            counts.update(c)
+            for k, v in e.items():
+                examples.setdefault(k, v)
         if counts:
             raise UnsupportedOpsError([
                 UnsupportedOp(qn, c, examples[qn].name, describe(examples[qn]))
                 for qn, c in sorted(counts.items())])
+
+
+_MAX_DECOMPOSITION_ROUNDS = 8
+_LOG = logging.getLogger("coreai_torch")
+
+
+def _torch_decomposition(target: Any) -> Callable | None:
+    """torch's decomposition of an aten OpOverload, if it has one."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    from torch._decomp import decomposition_table
+
+    fn = decomposition_table.get(target)
+    if fn is not None:
+        return fn
+    if target.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+        return target.decompose
+    return None
 
 
 _GETITEM = operator.getitem

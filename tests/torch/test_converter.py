@@ -226,3 +226,18 @@ def test_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     err.truncate(0)
     TorchConverter(progress=False).add_exported_program(ep).to_coreai()
     assert err.getvalue() == ""
+
+
+def test_auto_decomposition_fallback_is_logged() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.addcmul(x, x, x, value=0.5) + torch.nn.functional.silu(x)
+
+    x = torch.randn(3, 4)
+    ep = torch.export.export(M(), (x,))  # not decomposed: addcmul has no lowering
+    converter = TorchConverter()
+    program = converter.add_exported_program(ep).to_coreai()
+    assert any("decomposed aten::addcmul.default (1 node(s)) on the fly" in line
+               for line in converter.conversion_log)
+    (out,) = program.run([x.numpy()]).values()
+    np.testing.assert_allclose(out, M()(x).numpy(), rtol=1e-5, atol=1e-6)
