@@ -230,6 +230,12 @@ add("aten::as_strided.default",
 add("aten::as_strided.default",
     lambda x, size, stride, offset: x.t().contiguous().t().as_strided(size, stride, offset),
     _as_strided(), name="as_strided.default[column_major]")
+add("aten::as_strided.default",
+    lambda x, size, stride, offset: x[1:].as_strided(
+        size, stride, None if offset is None else offset + x.shape[1]),
+    _as_strided().map(lambda s: Sample((torch.cat([s.args[0][:1].flip(1), s.args[0]]),),
+                                       s.kwargs)),
+    name="as_strided.default[offset_view]")
 
 # -- joins and splits ------------------------------------------------------------------------------
 
@@ -249,6 +255,10 @@ def _cat(draw: Any) -> Sample:
 
 add("aten::cat.default", lambda *xs, dim: torch.cat(xs, dim),
     _cat().map(lambda s: Sample(tuple(s.args[0]), s.kwargs)))
+add("aten::cat.default", lambda e, x: torch.cat([e, x, e], 1),
+    st.builds(lambda e, x: Sample((e, x)), tensors((0,), torch.float32),
+              one(min_rank=2, max_rank=3).map(lambda s: s.args[0])),
+    name="cat.default[legacy_empty]")
 
 
 @st.composite

@@ -1,0 +1,65 @@
+"""Shape-family lowerings on dynamic (torch.export.Dim) sizes: converted once, run on several
+sizes, compared with torch eager. Complements the op database, which exports static shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from coreai_core import Dim
+from tests.torch.harness import FnModule, assert_matches, convert, export, flatten, to_numpy
+
+aten = torch.ops.aten
+
+# name -> (fn of x with a dynamic dim 0, trailing static shape, dtype)
+CASES: dict[str, tuple[Callable[[torch.Tensor], Any], tuple[int, ...], torch.dtype]] = {
+    "view_symint": (lambda x: x.view(x.shape[0], 2, 3), (6,), torch.float32),
+    "view_symint_and_minus1": (lambda x: x.view(x.shape[0] * 2, -1), (2, 3), torch.float32),
+    "view_two_symints": (lambda x: x.view(x.shape[0], x.shape[1] * x.shape[2]), (2, 3),
+                         torch.float32),
+    "flatten": (lambda x: x.flatten(), (2, 3), torch.int32),
+    "expand_minus1": (lambda x: x.expand(3, -1, -1, 4), (2, 1), torch.float32),
+    "expand_symint": (lambda x: x[:, :1].expand(x.shape[0], 5), (3,), torch.float32),
+    "slice": (lambda x: x[1:-1, ::2], (5,), torch.float32),
+    "select_negative": (lambda x: x[-1], (3,), torch.float32),
+    "select_symint": (lambda x: x[x.shape[0] - 2], (3,), torch.int64),
+    "split_static_dim": (lambda x: x.split(2, 1)[1], (5,), torch.float32),
+    "split_last": (lambda x: torch.split(x, [1, x.shape[0] - 1])[1], (3,), torch.float32),
+    "cat": (lambda x: torch.cat([x, x * 2], 0), (3,), torch.float32),
+    "permute_unsqueeze": (lambda x: x.permute(1, 0).unsqueeze(0), (3,), torch.float32),
+    "squeeze": (lambda x: x.unsqueeze(1).squeeze(1), (3,), torch.float32),
+    "flip": (lambda x: x.flip(0), (3,), torch.float32),
+    "constant_pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=-1.0), (3,), torch.float32),
+    "reflection_pad": (lambda x: F.pad(x, (1, 2), mode="reflect"), (2, 4), torch.float32),
+    "zeros": (lambda x: x + torch.zeros(x.shape[0], 3), (3,), torch.float32),
+    "full": (lambda x: torch.full((x.shape[0], 2), 7, dtype=torch.int8), (3,), torch.float32),
+    "new_ones": (lambda x: x.new_ones(2, x.shape[0]), (3,), torch.float16),
+    "full_like": (lambda x: torch.full_like(x, 2.5), (3,), torch.float32),
+    "arange": (lambda x: torch.arange(x.shape[0]), (3,), torch.float32),
+    "arange_float": (lambda x: torch.arange(1, x.shape[0], dtype=torch.float32), (3,),
+                     torch.float32),
+    "copy": (lambda x: aten.copy(x, x[:1] + 1), (3,), torch.float32),
+    "repeat": (lambda x: x.repeat(2, 1), (3,), torch.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dynamic_dim0(name: str) -> None:
+    fn, tail, dtype = CASES[name]
+    module = FnModule(fn, (torch.zeros(1),), {})
+    batch = torch.export.Dim("batch", min=4, max=32)
+    example = (torch.arange(4 * torch.Size(tail).numel()).reshape(4, *tail) - 5).to(dtype)
+    ep = export(module, [example], dynamic_shapes=(({0: batch},),))
+    program = convert(ep)
+    (x_in,) = program.graphs["main"].inputs.values()
+    assert isinstance(x_in.type.shape[0], Dim)
+    for n in (4, 5, 9):
+        x = (torch.randn(n, *tail) * 4).to(dtype)
+        with torch.no_grad():
+            expected = flatten(module(x))
+        got = list(program.run([to_numpy(x)]).values())
+        assert_matches(expected, got, atol=1e-6, rtol=1e-6, what=f"{name} batch={n}")
