@@ -86,6 +86,8 @@ def default_dtype_of(value: Any) -> DType:
     if isinstance(value, np.ndarray | np.generic):
         return DType.of(value.dtype)
     arr = np.asarray(value)
+    if arr.size == 0 and isinstance(value, (list, tuple)):
+        return DType.int64  # an empty list is an empty shape or index list
     if arr.dtype == np.bool_:
         return DType.bool
     if arr.dtype.kind in "iu":

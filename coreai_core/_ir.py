@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from coreai_core._dtypes import SHORT_NAME, DType
+from coreai_core._dtypes import DType
 
 if TYPE_CHECKING:
     from coreai_core.optimizer import OptimizeReport
@@ -33,13 +33,9 @@ class Dim:
     max: int | None = None
 
     def __str__(self) -> str:
-        bounds = ""
-        if self.min is not None or self.max is not None:
-            lo = "" if self.min is None else str(self.min)
-            hi = "" if self.max is None else str(self.max)
-            bounds = f"[{lo}:{hi}]"
-        name = self.name if _IDENT.fullmatch(self.name) else _quote(self.name)
-        return f"?{name}{bounds}"
+        from coreai_core.text import _format_dim
+
+        return _format_dim(self)
 
     def admits(self, size: int) -> bool:
         return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
@@ -102,8 +98,9 @@ class TensorType:
         return TensorType(self.shape, dtype)
 
     def __str__(self) -> str:
-        dims = "".join(f"{d}x" for d in self.shape)
-        return f"tensor<{dims}{SHORT_NAME[self.element_type]}>"
+        from coreai_core.text import format_type
+
+        return format_type(self)
 
 
 @attrs.frozen

@@ -30,7 +30,8 @@ def broadcast_shapes(*shapes: Sequence[DimT]) -> tuple[DimT, ...]:
         dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
         static = {d for d in dims if isinstance(d, int) and d != 1}
         if len(static) > 1:
-            fail(f"shapes {[_fmt(s) for s in shapes]} do not broadcast (axis {i - rank})")
+            fail(f"shapes {', '.join(_fmt(s) for s in shapes)} do not broadcast "
+                 f"(axis {i - rank})")
         if static:
             out.append(static.pop())
             continue

@@ -30,10 +30,10 @@ def _accepts(kind: str, dtype: DType) -> bool:
     }[kind]
 
 
-def _check(kind: str, *values: Value) -> None:
-    for v in values:
+def _check(kind: str, **operands: Value) -> None:
+    for name, v in operands.items():
         expect(_accepts(kind, v.type.element_type),
-               f"expects {kind} operands, got {v.type}")
+               f"operand {name!r} must be a {kind} tensor, got {v.type}")
 
 
 # -- constants and casts -------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def cast(x: Value, dtype: DType) -> TensorType:
 
 def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None) -> Any:
     def rule(x: Value) -> TensorType:
-        _check(accepts, x)
+        _check(accepts, x=x)
         return x.type if result is None else x.type.with_dtype(result)
 
     rule.__name__ = rule.__qualname__ = name
@@ -138,14 +138,14 @@ isinf = _unary("isinf", "True where x is +-inf.", FLOAT, DType.bool)
 @defop(traits=("elementwise", "unary"))
 def gelu(x: Value, approximate: Literal["none", "tanh"] = "none") -> TensorType:
     """Gaussian error linear unit, exact (erf) or with the tanh approximation."""
-    _check(FLOAT, x)
+    _check(FLOAT, x=x)
     return x.type
 
 
 def _softmax_rule(x: Value, axis: int = -1) -> TensorType:
     from coreai_core._shapes import norm_axis
 
-    _check(FLOAT, x)
+    _check(FLOAT, x=x)
     norm_axis(axis, x.type.rank)
     return x.type
 
@@ -168,7 +168,7 @@ def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = 
             broadcast: bool = True, traits: tuple[str, ...] = ()) -> Any:
     def rule(lhs: Value, rhs: Value) -> TensorType:
         dtype = same_dtype(lhs, rhs)
-        _check(accepts, lhs, rhs)
+        _check(accepts, lhs=lhs, rhs=rhs)
         if broadcast:
             shape = broadcast_shapes(lhs.type.shape, rhs.type.shape)
         else:

@@ -190,7 +190,7 @@ BAD = [
      r"coreai.broadcasting_add: operands must share one element type, got tensor<2xf32>, "
      r"tensor<2xi32>"),
     ("float op on ints", (t(2, dtype="int32"),), coreai.sin,
-     r"coreai.sin: expects float operands, got tensor<2xi32>"),
+     r"coreai.sin: operand .x. must be a float tensor, got tensor<2xi32>"),
     ("same-shape op", (t(2, 3), t(3)), coreai.add,
      r"coreai.add: operands must have the same shape"),
     ("where condition", (t(2), t(2), t(2)), coreai.where,
