@@ -4,46 +4,32 @@ from __future__ import annotations
 
 import difflib
 import logging
-import operator
-import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import numpy as np
 import torch
 import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from coreai_core import Dim, Program, TensorType, Value
-from coreai_core._builder import default_location
-from coreai_core.dialects import coreai
-from coreai_torch import _utils
-from coreai_torch._locations import describe, location_of
+from coreai_core import Program
+from coreai_torch._locations import describe
+from coreai_torch._lowerer import (
+    DROPPED_TARGETS,
+    GETITEM,
+    GraphLowerer,
+    Staged,
+    WeightStore,
+    all_call_nodes,
+    mutation_specs,
+)
 from coreai_torch._table import LoweringTable, qualified_name
-from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
+from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
 from coreai_torch.lowerings import default_table
 
 __all__ = ["TorchConverter"]
-
-# Nodes that only assert facts torch already checked at export time.
-_DROPPED = {
-    "aten::_assert_async.msg", "aten::_assert_async.default", "aten::_assert_scalar.default",
-    "aten::sym_constrain_range_for_size.default", "aten::sym_constrain_range.default",
-    "aten::_assert_tensor_metadata.default", "aten::_print.default",
-}
-_PROGRESS_MIN_NODES = 2000
-
-
-@attrs.define
-class _Staged:
-    program: ExportedProgram
-    input_names: list[str] | None
-    output_names: list[str] | None
-    state_names: list[str] | None
-
 
 class TorchConverter:
     """Converts decomposed ``torch.export`` programs to a Core AI :class:`Program`.
@@ -57,7 +43,7 @@ class TorchConverter:
 
     def __init__(self, *, progress: bool | None = None) -> None:
         self._table = LoweringTable(default_table(), owner="converter")
-        self._staged: dict[str, _Staged] = {}
+        self._staged: dict[str, Staged] = {}
         self.progress = progress
         self.conversion_log: list[str] = []
 
@@ -112,7 +98,7 @@ class TorchConverter:
                                               for s in sig.input_specs), "user inputs"),
             "output_names": (output_names, sum(s.kind == OutputKind.USER_OUTPUT
                                                 for s in sig.output_specs), "user outputs"),
-            "state_names": (state_names, len(_state_specs(exported_program)),
+            "state_names": (state_names, len(mutation_specs(exported_program)),
                             "mutated buffers/inputs"),
         }
         for arg, (names, expected, what) in counts.items():
@@ -122,7 +108,7 @@ class TorchConverter:
                                      f"{expected} {what}")
                 if len(set(names)) != len(names):
                     raise ValueError(f"{arg} repeats a name: {list(names)}")
-        self._staged[entrypoint_name] = _Staged(
+        self._staged[entrypoint_name] = Staged(
             exported_program, _opt_list(input_names), _opt_list(output_names),
             _opt_list(state_names))
         return self
@@ -175,23 +161,23 @@ class TorchConverter:
         staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
         self._preflight([s.program for s in staged.values()])
         program = Program()
-        weights = _WeightStore(program)
+        weights = WeightStore(program)
         for n in names:
-            _GraphLowerer(self, program, weights, n, staged[n]).run()
+            GraphLowerer(self, program, weights, n, staged[n]).run()
         return program
 
     def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:
         counts: Counter[str] = Counter()
         examples: dict[str, torch.fx.Node] = {}
-        for node in _all_call_nodes(ep.graph_module):
+        for node in all_call_nodes(ep.graph_module):
             qn = qualified_name(node.target)
-            if qn in _DROPPED or node.target is _GETITEM or qn in self._table:
+            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table:
                 continue
             counts[qn] += 1
             examples.setdefault(qn, node)
         return counts, examples
 
-    def _decompose_unsupported(self, name: str, staged: _Staged) -> _Staged:
+    def _decompose_unsupported(self, name: str, staged: Staged) -> Staged:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
@@ -243,360 +229,5 @@ def _torch_decomposition(target: Any) -> Callable | None:
     return None
 
 
-_GETITEM = operator.getitem
-
-
 def _opt_list(names: Sequence[str] | None) -> list[str] | None:
     return None if names is None else [str(n) for n in names]
-
-
-def _state_specs(ep: ExportedProgram) -> list[Any]:
-    return [s for s in ep.graph_signature.output_specs
-            if s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)]
-
-
-def _all_call_nodes(gm: torch.fx.GraphModule) -> Any:
-    for node in gm.graph.nodes:
-        if node.op == "call_function":
-            yield node
-        elif node.op == "get_attr":
-            sub = getattr(gm, str(node.target), None)
-            if isinstance(sub, torch.fx.GraphModule):
-                yield from _all_call_nodes(sub)
-
-
-class _WeightStore:
-    """Program weights keyed by FQN; identical tensors shared by entrypoints are stored once."""
-
-    def __init__(self, program: Program) -> None:
-        self.program = program
-        self._by_fqn: dict[str, list[tuple[torch.Tensor, str]]] = {}
-
-    def ref(self, fqn: str, tensor: torch.Tensor) -> Any:
-        for known, name in self._by_fqn.get(fqn, []):
-            if known is tensor or _same_tensor(known, tensor):
-                return _ref(name)
-        name = self.program.unique_weight_name(fqn)
-        data = _utils.to_numpy(tensor)
-        if data is None:
-            self.program.add_weight(name, None, TensorType(tuple(tensor.shape),
-                                                           _utils.dtype_of(tensor.dtype)))
-        else:
-            self.program.add_weight(name, data)
-        self._by_fqn.setdefault(fqn, []).append((tensor, name))
-        return _ref(name)
-
-
-def _ref(name: str) -> Any:
-    from coreai_core import WeightRef
-
-    return WeightRef(name)
-
-
-def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype or a.is_meta or b.is_meta:
-        return a.is_meta and b.is_meta and a.shape == b.shape and a.dtype == b.dtype
-    return bool(a.data_ptr() == b.data_ptr() or torch.equal(a, b))
-
-
-class _GraphLowerer:
-    """Lowers one exported program into one entrypoint graph."""
-
-    def __init__(self, converter: TorchConverter, program: Program, weights: _WeightStore,
-                 entrypoint: str, staged: _Staged) -> None:
-        self.converter = converter
-        self.program = program
-        self.weights = weights
-        self.entrypoint = entrypoint
-        self.staged = staged
-        self.ep = staged.program
-        self.table = converter._table
-        self.ctx = _utils.ConversionContext(_symbols(self.ep))
-        self.ctx.lower_subgraph = self.lower_subgraph
-
-    def run(self) -> None:
-        token = _utils.set_context(self.ctx)
-        try:
-            self._run()
-        finally:
-            _utils.reset_context(token)
-
-    def _run(self) -> None:
-        ep, staged = self.ep, self.staged
-        sig = ep.graph_signature
-        specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
-        state_specs = _state_specs(ep)
-        state_names = staged.state_names or [s.target for s in state_specs]
-        state_of_target = {s.target: n for s, n in zip(state_specs, state_names, strict=True)}
-        user_inputs = [s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
-        input_names = staged.input_names or user_inputs
-        rename = dict(zip(user_inputs, input_names, strict=True))
-        example = _example_inputs(ep)
-
-        with self.program.graph(self.entrypoint) as g:
-            values: dict[str, Value] = {}
-            for node in ep.graph.nodes:
-                if node.op != "placeholder":
-                    continue
-                spec = specs.get(node.name)
-                kind = spec.kind if spec is not None else InputKind.USER_INPUT
-                target = getattr(spec, "target", None)
-                if kind == InputKind.USER_INPUT and node.name in state_of_target:
-                    init = example.get(node.name)
-                    values[node.name] = self.program.declare_state(
-                        g, state_of_target[node.name],
-                        _utils.to_numpy(init) if init is not None else _utils.result_type(node))
-                elif kind == InputKind.USER_INPUT:
-                    values[node.name] = g.add_input(rename[node.name], _utils.result_type(node))
-                elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-                    tensor = _lookup_tensor(ep, target)
-                    if target in state_of_target:
-                        data = _utils.to_numpy(tensor)
-                        values[node.name] = self.program.declare_state(
-                            g, state_of_target[target],
-                            data if data is not None else _utils.result_type(node))
-                    else:
-                        with default_location(location_of(node)):
-                            values[node.name] = coreai.constant(self.weights.ref(target, tensor))
-                elif kind == InputKind.TOKEN:
-                    values[node.name] = coreai.constant(np.zeros((0,), np.float32))
-                else:
-                    raise LoweringError(f"unsupported input kind {kind}", node=node.name,
-                                        target=str(target), source=None, lowering=None)
-            outputs = self._lower_nodes(ep.graph_module, values)
-            self._set_outputs(g, outputs, state_of_target, sig)
-
-    def _set_outputs(self, g: Any, outputs: list[Any], state_of_target: dict[str, str],
-                     sig: Any) -> None:
-        user: dict[str, Value] = {}
-        state: dict[str, Value] = {}
-        output_node = next(n for n in reversed(self.ep.graph.nodes) if n.op == "output")
-        user_specs = [(s, v, a) for s, v, a in zip(sig.output_specs, outputs, output_node.args[0],
-                                                   strict=True)
-                      if s.kind == OutputKind.USER_OUTPUT]
-        names = self.staged.output_names or _default_output_names([a for _, _, a in user_specs])
-        for (_spec, value, _), name in zip(user_specs, names, strict=True):
-            user[name] = self._as_value(value)
-        for spec, value in zip(sig.output_specs, outputs, strict=True):
-            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
-                state[state_of_target[spec.target]] = self._as_value(value)
-        g.outputs(user, state=state)
-
-    @staticmethod
-    def _as_value(v: Any) -> Value:
-        if isinstance(v, Value):
-            return v
-        if v is None:
-            raise NotImplementedError("a None output cannot be represented; return tensors only")
-        return coreai.constant(v)
-
-    # -- the walk ------------------------------------------------------------------------------
-    def _lower_nodes(self, gm: torch.fx.GraphModule, values: dict[str, Value]) -> list[Any]:
-        nodes = list(gm.graph.nodes)
-        bar = _Progress(len(nodes), self.converter.progress, self.entrypoint)
-        for i, node in enumerate(nodes):
-            bar.update(i)
-            if node.op == "call_function":
-                self._lower_call(node, values)
-            elif node.op == "get_attr":
-                attr = getattr(gm, str(node.target))
-                if isinstance(attr, torch.Tensor):
-                    with default_location(location_of(node)):
-                        values[node.name] = coreai.constant(self.weights.ref(str(node.target),
-                                                                             attr))
-            elif node.op == "output":
-                bar.close()
-                return [self._output_value(a, values) for a in _flat_outputs(node.args[0])]
-            elif node.op == "placeholder":
-                if node.name not in values:
-                    raise LoweringError("placeholder has no bound value", node=node.name,
-                                        target="placeholder", source=None, lowering=None)
-            else:
-                raise LoweringError(f"unsupported FX node kind {node.op!r}", node=node.name,
-                                    target=str(node.target), source=describe(node), lowering=None)
-        bar.close()
-        return []
-
-    @staticmethod
-    def _output_value(arg: Any, values: dict[str, Value]) -> Any:
-        if isinstance(arg, torch.fx.Node):
-            return values[arg.name]
-        return arg
-
-    def _lower_call(self, node: torch.fx.Node, values: dict[str, Value]) -> None:
-        if node.target is _GETITEM:
-            src, idx = node.args
-            key = f"{src.name}#{idx}"
-            if key in values:
-                values[node.name] = values[key]
-                return
-        qn = qualified_name(node.target)
-        if qn in _DROPPED:
-            return
-        fn = self.table.lookup(qn)
-        loc = location_of(node)
-        if fn is None:  # only reachable for ops inside subgraphs added after preflight
-            raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
-        with default_location(loc):
-            try:
-                result = fn(values, node, loc)
-            except (LoweringError, UnsupportedOpsError):
-                raise
-            except Exception as e:
-                raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
-                                    source=describe(node), lowering=_fn_name(fn)) from e
-        self._store(node, qn, fn, result, values)
-
-    def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
-               values: dict[str, Value]) -> None:
-        val = node.meta.get("val")
-        multi = isinstance(val, (list, tuple))
-
-        def fail(msg: str) -> None:
-            raise LoweringError(msg, node=node.name, target=qn, source=describe(node),
-                                lowering=_fn_name(fn))
-
-        if multi:
-            if not isinstance(result, (list, tuple)) or len(result) != len(val):
-                fail(f"expected a list of {len(val)} Values, got {result!r}")
-            for i, (r, v) in enumerate(zip(result, val, strict=True)):
-                if r is None:
-                    continue
-                self._check(r, v, fail, f"result {i}")
-                _name_value(r, f"{node.name}#{i}")
-                values[f"{node.name}#{i}"] = r
-            values[node.name] = result[0] if result else None
-            return
-        if isinstance(result, (list, tuple)) and len(result) == 1:
-            result = result[0]
-        if not isinstance(result, Value):
-            fail(f"expected a Value, got {type(result).__name__} {result!r}")
-        if val is not None:
-            self._check(result, val, fail, "result")
-        _name_value(result, node.name)
-        values[node.name] = result
-
-    def _check(self, value: Any, val: Any, fail: Callable[[str], None], what: str) -> None:
-        if not isinstance(value, Value):
-            fail(f"{what} is {type(value).__name__}, not a Value")
-        if val is None:
-            return
-        try:
-            expected = _utils._type_of_val(val)
-        except TypeError:
-            return
-        got = value.type
-        if got.element_type != expected.element_type:
-            fail(f"{what} has element type {got.element_type}, torch says "
-                 f"{expected.element_type}")
-        if got.rank != expected.rank:
-            fail(f"{what} has shape {list(map(str, got.shape))}, torch says "
-                 f"{list(map(str, expected.shape))}")
-        for g_dim, e_dim in zip(got.shape, expected.shape, strict=True):
-            if isinstance(g_dim, int) and isinstance(e_dim, int) and g_dim != e_dim:
-                fail(f"{what} has shape {list(map(str, got.shape))}, torch says "
-                     f"{list(map(str, expected.shape))}")
-            if isinstance(g_dim, int) and isinstance(e_dim, Dim):
-                fail(f"{what} has static size {g_dim} where torch has the dynamic size "
-                     f"{e_dim.name}; the lowering specialized a dynamic shape")
-
-    def lower_subgraph(self, gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
-        """Lower a higher-order op's subgraph with its placeholders bound to ``args``."""
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(args):
-            raise ValueError(f"subgraph takes {len(placeholders)} inputs, got {len(args)}")
-        values = {p.name: a for p, a in zip(placeholders, args, strict=True)}
-        outs = self._lower_nodes(gm, values)
-        return [self._as_value(o) for o in outs]
-
-
-def _name_value(value: Value, fx_name: str) -> None:
-    # Debug info: op results remember the FX node they compute, so verification tools can
-    # line up torch's and the runtime's intermediates (also after optimize()).
-    if value.owner is not None and value.name is None:
-        value.name = fx_name
-
-
-def _flat_outputs(args: Any) -> list[Any]:
-    if isinstance(args, (list, tuple)):
-        return list(args)
-    return [args]
-
-
-def _default_output_names(args: Sequence[Any]) -> list[str]:
-    names: list[str] = []
-    for i, a in enumerate(args):
-        name = a.name if isinstance(a, torch.fx.Node) else f"output_{i}"
-        if name in names:
-            name = f"output_{i}"
-        names.append(name)
-    return names
-
-
-def _fn_name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _lookup_tensor(ep: ExportedProgram, target: str) -> torch.Tensor:
-    if target in ep.state_dict:
-        return ep.state_dict[target]
-    if target in ep.constants:
-        c = ep.constants[target]
-        if isinstance(c, torch.Tensor):
-            return c
-    raise KeyError(f"exported program has no tensor for {target!r}")
-
-
-def _example_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
-    try:
-        args, kwargs = ep.example_inputs
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    flat = list(torch.utils._pytree.tree_leaves((args, kwargs)))
-    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    return {n: t for n, t in zip(user, flat, strict=False) if isinstance(t, torch.Tensor)}
-
-
-def _symbols(ep: ExportedProgram) -> dict[str, Dim]:
-    """Dynamic dims of the program: symbol name -> Dim with its export-time bounds."""
-    out = {}
-    for sym, vr in ep.range_constraints.items():
-        out[str(sym)] = Dim(str(sym), _finite_int(vr.lower), _finite_int(vr.upper))
-    return out
-
-
-def _finite_int(bound: Any) -> int | None:
-    try:
-        if bound is None or not bool(getattr(bound, "is_finite", True)):
-            return None
-        return int(bound)
-    except (TypeError, ValueError):
-        return None
-
-
-class _Progress:
-    """A minimal progress bar on stderr for large graphs (silent unless a terminal)."""
-
-    def __init__(self, total: int, enabled: bool | None, label: str) -> None:
-        if enabled is None:
-            enabled = total >= _PROGRESS_MIN_NODES and sys.stderr.isatty()
-        self.enabled = enabled
-        self.total = max(total, 1)
-        self.label = label
-        self._last = -1
-
-    def update(self, i: int) -> None:
-        if not self.enabled:
-            return
-        pct = 100 * i // self.total
-        if pct != self._last:
-            self._last = pct
-            bar = "#" * (pct // 4)
-            sys.stderr.write(f"\rconverting {self.label}: [{bar:<25}] {pct:3d}%")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self._last >= 0:
-            sys.stderr.write(f"\rconverting {self.label}: [{'#' * 25}] 100%\n")
-            self._last = -1
-
