@@ -115,9 +115,9 @@ def _pool_shape(x: Value, kernel_size: Ints, strides: Ints | None, pads: Ints | 
     s = _fill(strides, n, 1, "strides") if strides else k
     d, p = _fill(dilation, n, 1, "dilation"), _pads(pads, n)
     for i in range(n):
-        effective = d[i] * (k[i] - 1) + 1
-        expect(max(p[2 * i], p[2 * i + 1]) <= effective // 2,
-               f"padding {p[2 * i]} must be at most half the kernel extent {effective}")
+        expect(max(p[2 * i], p[2 * i + 1]) <= k[i] // 2,
+               f"padding {max(p[2 * i], p[2 * i + 1])} must be at most half the kernel size "
+               f"{k[i]} (as in torch)")
     spatial = [window_out(x.type.shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i],
                           ceil_mode) for i in range(n)]
     return [*x.type.shape[:2], *spatial]
@@ -157,8 +157,9 @@ def interpolate(x: Value, sizes: Ints,
                 align_corners: bool = False, scales: Floats | None = None) -> TensorType:
     """Resize the spatial dims to ``sizes`` (PyTorch upsample semantics).
 
-    ``linear`` is bi/tri-linear by rank; ``scales`` (input/output ratio given by the user)
-    changes the coordinate mapping exactly like torch's ``scale_factor``.
+    ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
+    (output/input, one per spatial dim; a value <= 0 means "not given") and change the
+    coordinate mapping exactly like torch does.
     """
     n = _spatial(x, None, "interpolate")
     expect(len(sizes) == n, f"sizes needs {n} entries, got {list(sizes)}")
@@ -187,7 +188,10 @@ def _quant_params(x: Value, scale: Value, zero_point: Value, axis: int | None) -
 @defop()
 def quantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
              dtype: DType = DType.int8) -> TensorType:
-    """round(x / scale) + zero_point, clamped to ``dtype`` (per tensor or per ``axis``)."""
+    """round(x * (1 / scale)) + zero_point, clamped to ``dtype`` (per tensor or ``axis``).
+
+    Like torch, x is multiplied by the float reciprocal of the scale; rounding is half to even.
+    """
     expect(x.type.element_type.is_float, f"quantize expects a float tensor, got {x.type}")
     expect(dtype.is_int, f"quantized dtype must be an integer type, got {dtype}")
     _quant_params(x, scale, zero_point, axis)
