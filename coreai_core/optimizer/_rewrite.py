@@ -149,6 +149,7 @@ class Rewriter:
         self.uses: Counter[int] = Counter()
         self._subst: dict[int, Value] = {}
         self._subst_from: dict[int, list[Value]] = {}
+        self._sweeping = True
         self._out: list[Operation] = []
         self._removed: set[int] = set()
         self._inserted: list[Operation] = []
@@ -325,7 +326,8 @@ class Rewriter:
             op = work.pop()
             if id(op) in self._removed or not is_pure(op):
                 continue
-            if any(self.uses[id(r)] > 0 or self._pending_uses(r) for r in op.results):
+            if any(self.uses[id(r)] > 0 or (self._sweeping and self._pending_uses(r))
+                   for r in op.results):
                 continue
             self._removed.add(id(op))
             if id(op) not in self._inserted_ids:
@@ -341,7 +343,8 @@ class Rewriter:
 
     def _pending_uses(self, v: Value) -> bool:
         # Uses of values substituted by ``v`` whose users the sweep has not remapped yet:
-        # they will move to ``v``, so ``v`` is not dead even if its count is zero now.
+        # they will move to ``v``, so ``v`` is not dead even if its count is zero now. (Once
+        # the sweep is over, uses left on an old value belong to users that kept it.)
         return any(self.uses[id(old)] > 0 or self._pending_uses(old)
                    for old in self._subst_from.get(id(v), ()))
 
@@ -352,6 +355,7 @@ class Rewriter:
         kept its old operand) is removed again without being counted, and a replacement
         counts as a rewrite only if some use actually moved to the new value.
         """
+        self._sweeping = False
         for op in [*self._replaced, *self._inserted]:
             self._kill(op)
         if self._removed:

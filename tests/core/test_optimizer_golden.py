@@ -134,6 +134,8 @@ CASES: dict[str, Callable[[], Program]] = {
     "single_concat": lambda: prog(lambda x: coreai.concat([x], axis=0), **X23),
     "identity_reverse": lambda: prog(lambda x: coreai.reverse(x, axes=[0]), x=((1, 3), F)),
     "static_shape": lambda: prog(lambda x: coreai.get_shape(x), **X23),
+    "static_shape_type_dependent_user_kept": lambda: prog(lambda x: coreai.broadcast_to(
+        coreai.constant(True), coreai.get_shape(x)), x=((1, 2), "uint8")),
     "mul_one": lambda: prog(lambda x: coreai.broadcasting_mul(x, 1.0), **X23),
     "one_mul": lambda: prog(
         lambda x: coreai.mul(coreai.constant(np.ones((2, 3), np.float32)), x), **X23),
