@@ -146,12 +146,16 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
         inputs = [inputs]
     if isinstance(inputs, Mapping):
         problems = _names_problems("input", names, list(inputs))
+        problems += [f"{n!r}: expected {types[n]}, got None" for n in names
+                     if n in inputs and inputs[n] is None]
         given = [inputs.get(n) for n in names]
     elif isinstance(inputs, Sequence) and not isinstance(inputs, str):
         problems = []
         if len(inputs) != len(names):
             problems.append(f"expected {len(names)} positional inputs {names}, "
                             f"got {len(inputs)}")
+        problems += [f"{n!r}: expected {types[n]}, got None"
+                     for n, x in zip(names, inputs) if x is None]
         given = list(inputs)[:len(names)] + [None] * (len(names) - len(inputs))
     else:
         raise TypeError(f"inputs must be a dict by name or a sequence, got {type(inputs)}")

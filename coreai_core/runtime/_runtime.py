@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from coreai_core._ir import Graph, Operation, Program, Value
+from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
@@ -180,7 +181,7 @@ class Runtime:
             raise ValueError(f"{describe_op(op)} takes {len(operands)} operands, "
                              f"got {len(converted)}")
         with np.errstate(all="ignore"):
-            return plan.run_arrays(converted)
+            return [writable(a) for a in plan.run_arrays(converted)]
 
     def __repr__(self) -> str:
         return f"<Runtime #{self._token}: {len(self.kernels._own)} own kernel(s)>"

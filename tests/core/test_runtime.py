@@ -176,6 +176,7 @@ GOOD = {"tokens": np.zeros((3, 4), np.float32), "mask": np.ones(3, bool)}
     ({**GOOD, "mask": np.ones(4, bool)}, ["dimension ?n = 4 here but 3 in 'tokens'"]),
     ({**GOOD, "mask": "yes"}, ["'mask': expected tensor<?n[2:8]xi1>", "got str"]),
     ([GOOD["tokens"]], ["expected 2 positional inputs"]),
+    ({**GOOD, "mask": None}, ["'mask': expected tensor<?n[2:8]xi1>, got None"]),
     ({"tokens": GOOD["tokens"].astype(np.int32), "mask": np.ones(2, bool)},
      ["wrong element type", "?n = 2 here but 3 in 'tokens'"]),  # several problems, one error
 ])
