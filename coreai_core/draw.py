@@ -118,7 +118,8 @@ def to_mermaid(program: Program, entrypoint: str | None = None, *,
         nodes, edges = _nodes_and_edges(g, collapse)
         lines.append(f"  subgraph {_ident(gname)}[\"@{gname}\"]")
         for n in nodes:
-            label = n.label.replace("\\n", "<br/>").replace('"', "'")
+            label = (n.label.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                     .replace("\\n", "<br/>").replace('"', "#quot;"))
             open_, close = ("([", "])") if n.key.startswith(("in_", "out_")) else ("[", "]")
             lines.append(f"    {_ident(gname)}_{n.key}{open_}\"{label}\"{close}")
         for src, dst, _ in edges:

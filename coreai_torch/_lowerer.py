@@ -288,13 +288,12 @@ class GraphLowerer:
         if got.element_type != expected.element_type:
             fail(f"{what} has element type {got.element_type}, torch says "
                  f"{expected.element_type}")
+        shapes = f"{what} has shape {_shape(got)}, torch says {_shape(expected)}"
         if got.rank != expected.rank:
-            fail(f"{what} has shape {list(map(str, got.shape))}, torch says "
-                 f"{list(map(str, expected.shape))}")
+            fail(shapes)
         for g_dim, e_dim in zip(got.shape, expected.shape, strict=True):
             if isinstance(g_dim, int) and isinstance(e_dim, int) and g_dim != e_dim:
-                fail(f"{what} has shape {list(map(str, got.shape))}, torch says "
-                     f"{list(map(str, expected.shape))}")
+                fail(shapes)
             if isinstance(g_dim, int) and isinstance(e_dim, Dim):
                 fail(f"{what} has static size {g_dim} where torch has the dynamic size "
                      f"{e_dim.name}; the lowering specialized a dynamic shape")
@@ -307,6 +306,10 @@ class GraphLowerer:
         values = {p.name: a for p, a in zip(placeholders, args, strict=True)}
         outs = self._lower_nodes(gm, values)
         return [self._as_value(o) for o in outs]
+
+
+def _shape(t: TensorType) -> str:
+    return "[" + ", ".join(str(d) for d in t.shape) + "]"
 
 
 def _name_value(value: Value, fx_name: str) -> None:

@@ -307,6 +307,8 @@ class Rewriter:
                 raise AssertionError(f"{op.name}: replacement {n.type} != {old.type}")
             self._subst[id(old)] = n
             self._subst_from.setdefault(id(n), []).append(old)
+            if n.name is None and n.owner is not None:
+                n.name = old.name  # debug names (FX nodes) follow the value that replaces them
             changed = True
         if changed:
             self._replaced.append(op)

@@ -144,3 +144,28 @@ def test_cli_demo(capsys) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "convnet" in out
+
+
+def test_fx_names_survive_optimization() -> None:
+    class Norm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(8)  # weight 1 and bias 0: x*1 + 0 is canonicalized
+
+        def forward(self, x):
+            return self.norm(x).relu()
+
+    x = torch.randn(3, 8)
+    ep = export(Norm(), (x,))
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    before = {n.node for n in find_first_divergence(ep, program, (x,)).nodes}
+    program.optimize()
+    after = {n.node for n in find_first_divergence(ep, program, (x,)).nodes}
+    assert "native_layer_norm#0" in before
+    assert "native_layer_norm#0" in after and "relu" in after
+
+
+def test_mermaid_escapes_angle_brackets() -> None:
+    _, _, ep = _setup()
+    text = TorchConverter().add_exported_program(ep).to_coreai().to_mermaid()
+    assert "tensor&lt;4x6xf32&gt;" in text and "tensor<" not in text
