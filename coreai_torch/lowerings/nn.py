@@ -149,9 +149,10 @@ def aten_col2im_default(values_map: ValuesMap, node: torch.fx.Node, loc: Locatio
             block = coreai.reshape(block, leading_shape(x, 1, [c, *blocks], loc), loc=loc)
             begin = [a * d[0], b * d[1]]
             end = [begin[i] + (blocks[i] - 1) * s[i] + 1 for i in range(2)]
-            window = coreai.slice_(canvas, begin, end, axes=[2, 3], strides=s, loc=loc)
-            summed = coreai.broadcasting_add(window, block, loc=loc)
-            canvas = coreai.slice_update(canvas, summed, begin, end, axes=[2, 3], strides=s,
+            if a or b:  # the first block lands on zeros
+                window = coreai.slice_(canvas, begin, end, axes=[2, 3], strides=s, loc=loc)
+                block = coreai.broadcasting_add(window, block, loc=loc)
+            canvas = coreai.slice_update(canvas, block, begin, end, axes=[2, 3], strides=s,
                                          loc=loc)
     y = coreai.slice_(canvas, p, [p[0] + out_size[0], p[1] + out_size[1]], axes=[2, 3],
                       strides=[1, 1], loc=loc)

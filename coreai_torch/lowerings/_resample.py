@@ -1,0 +1,261 @@
+"""Built-in lowerings (nn family): upsampling and grid_sampler_2d.
+
+Every ``upsample_*`` overload maps onto ``coreai.interpolate``, whose ``scales`` attribute
+carries torch's scale factors so source coordinates are computed exactly like torch's.
+``grid_sampler_2d`` is built from the dialect: unnormalize the grid, apply the padding mode
+(clip or reflect), then gather the taps of each output pixel from the flattened input plane
+and blend them; out-of-range taps read zero. Merged into ``coreai_torch.lowerings.nn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.fx
+
+from coreai_core import DType, Location, Value
+from coreai_core.dialects import coreai
+from coreai_torch._table import LoweringSet
+from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype, result_type
+from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
+
+LOWERINGS = LoweringSet("nn")
+reg = LOWERINGS.register_torch_lowering
+
+# -- upsample -------------------------------------------------------------------------------------
+
+_AXES = {1: ("scales",), 2: ("scales_h", "scales_w"), 3: ("scales_d", "scales_h", "scales_w")}
+_MODES = {  # aten name -> (interpolate mode, spatial dims, takes align_corners)
+    "upsample_nearest1d": ("nearest", 1, False),
+    "upsample_nearest2d": ("nearest", 2, False),
+    "upsample_nearest3d": ("nearest", 3, False),
+    "_upsample_nearest_exact1d": ("nearest_exact", 1, False),
+    "_upsample_nearest_exact2d": ("nearest_exact", 2, False),
+    "_upsample_nearest_exact3d": ("nearest_exact", 3, False),
+    "upsample_linear1d": ("linear", 1, True),
+    "upsample_bilinear2d": ("linear", 2, True),
+    "upsample_trilinear3d": ("linear", 3, True),
+    "upsample_bicubic2d": ("cubic", 2, True),
+}
+
+
+def _upsample(name: str, overload: str) -> Callable:
+    mode, n, has_corners = _MODES[name]
+
+    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+        x = get_operand(values_map, node, 0, loc)
+        out_type = result_type(node)
+        sizes = list(out_type.shape[2:])
+        if not all(isinstance(s, int) for s in sizes):
+            raise NotImplementedError(f"{name} with a dynamic output size")
+        if mode != "nearest" and mode != "nearest_exact" and not x.type.element_type.is_float:
+            raise NotImplementedError(f"{name} on {x.type.element_type} (torch rounds integer "
+                                      "interpolation differently)")
+        corners = bool(get_arg(node, 2, "align_corners", False)) if has_corners else False
+        first = 3 if has_corners else 2
+        if overload == "vec":
+            given = get_arg(node, 1, "output_size")
+            factors = get_arg(node, first, "scale_factors")
+            scales = None if given is not None or factors is None else [float(f) for f in factors]
+        else:
+            per_axis = [get_arg(node, first + i, key) for i, key in enumerate(_AXES[n])]
+            in_sizes = x.type.shape[2:]
+            scales = None
+            if any(s is not None for s in per_axis):
+                # an axis without a scale uses in/out, which is what out/in as a scale gives
+                scales = [float(s) if s is not None else sizes[i] / in_sizes[i]
+                          for i, s in enumerate(per_axis)]
+        y = coreai.interpolate(x, sizes=sizes, mode=mode, align_corners=corners, scales=scales,
+                               loc=loc)
+        return cast_to(y, out_type.element_type, loc)
+
+    args = ("SymInt[]? output_size" + (", bool align_corners" if has_corners else "")
+            + ", float[]? scale_factors") if overload == "vec" else (
+        f"SymInt[{n}] output_size" + (", bool align_corners" if has_corners else "")
+        + "".join(f", float? {k}=None" for k in _AXES[n]))
+    lowering.__doc__ = f"{name}.{overload}(Tensor input, {args}) -> Tensor"
+    lowering.__name__ = f"aten_{name}_{overload}"
+    return lowering
+
+
+for _name in _MODES:
+    for _overload in ("vec", "default"):
+        reg(f"aten::{_name}.{_overload}")(_upsample(_name, _overload))
+
+
+# -- grid_sampler_2d ------------------------------------------------------------------------------
+
+_BILINEAR, _NEAREST, _BICUBIC = 0, 1, 2
+_ZEROS, _BORDER, _REFLECTION = 0, 1, 2
+
+
+class _Coords:
+    """Coordinate arithmetic of one grid axis of extent ``size`` (torch's ComputeLocation)."""
+
+    def __init__(self, size: int, align_corners: bool, padding: int, dtype: DType,
+                 loc: Location) -> None:
+        self.size, self.corners, self.padding = size, align_corners, padding
+        self.dtype, self.loc = dtype, loc
+
+    def c(self, v: float) -> Value:
+        return const(v, self.dtype, self.loc)
+
+    def unnormalize(self, g: Value) -> Value:
+        loc = self.loc
+        if self.corners:
+            return coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1), loc=loc),
+                                           self.c((self.size - 1) / 2), loc=loc)
+        scaled = coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1), loc=loc),
+                                         self.c(self.size / 2), loc=loc)
+        return coreai.broadcasting_sub(scaled, self.c(0.5), loc=loc)
+
+    def clip(self, v: Value) -> Value:
+        loc = self.loc
+        return coreai.broadcasting_minimum(coreai.broadcasting_maximum(v, self.c(0), loc=loc),
+                                           self.c(self.size - 1), loc=loc)
+
+    def reflect(self, v: Value) -> Value:
+        loc = self.loc
+        low, twice = (0.0, 2.0 * (self.size - 1)) if self.corners else (-0.5, 2.0 * self.size)
+        if twice <= 0:
+            return coreai.broadcasting_mul(v, self.c(0), loc=loc)
+        shifted = coreai.abs_(coreai.broadcasting_sub(v, self.c(low), loc=loc), loc=loc)
+        flips = coreai.trunc(coreai.broadcasting_divide(shifted, self.c(twice), loc=loc), loc=loc)
+        extra = coreai.broadcasting_sub(
+            shifted, coreai.broadcasting_mul(flips, self.c(twice), loc=loc), loc=loc)
+        folded = coreai.broadcasting_minimum(
+            extra, coreai.broadcasting_sub(self.c(twice), extra, loc=loc), loc=loc)
+        return coreai.broadcasting_add(folded, self.c(low), loc=loc)
+
+    def pad(self, v: Value) -> Value:
+        """Apply the padding mode to unnormalized coordinates."""
+        if self.padding == _BORDER:
+            return self.clip(v)
+        if self.padding == _REFLECTION:
+            return self.clip(self.reflect(v))
+        return v
+
+
+class _Sampler:
+    """Reads input[n, :, y, x] for integer coordinate maps [N, Ho, Wo] (zero outside)."""
+
+    def __init__(self, x: Value, h: int, w: int, loc: Location) -> None:
+        self.h, self.w, self.loc = h, w, loc
+        self.channels = x.type.shape[1]
+        self.flat = coreai.reshape(x, leading_shape(x, 2, [h * w], loc), loc=loc)
+
+    def read(self, iy: Value, ix: Value) -> Value:
+        loc = self.loc
+        zero, h, w = const64(0, loc), const64(self.h, loc), const64(self.w, loc)
+        valid = coreai.broadcasting_and(
+            coreai.broadcasting_and(coreai.broadcasting_greater_equal(ix, zero, loc=loc),
+                                    coreai.broadcasting_less(ix, w, loc=loc), loc=loc),
+            coreai.broadcasting_and(coreai.broadcasting_greater_equal(iy, zero, loc=loc),
+                                    coreai.broadcasting_less(iy, h, loc=loc), loc=loc), loc=loc)
+        cx = coreai.broadcasting_minimum(coreai.broadcasting_maximum(ix, zero, loc=loc),
+                                         const64(self.w - 1, loc), loc=loc)
+        cy = coreai.broadcasting_minimum(coreai.broadcasting_maximum(iy, zero, loc=loc),
+                                         const64(self.h - 1, loc), loc=loc)
+        pos = coreai.broadcasting_add(coreai.broadcasting_mul(cy, w, loc=loc), cx, loc=loc)
+        out_hw = [int(d) for d in pos.type.shape[1:]]
+        pos = coreai.reshape(pos, leading_shape(pos, 1, [1, out_hw[0] * out_hw[1]], loc),
+                             loc=loc)
+        pos = coreai.broadcast_to(
+            pos, leading_shape(self.flat, 2, [out_hw[0] * out_hw[1]], loc), loc=loc)
+        got = coreai.gather_along_axis(self.flat, pos, axis=2, loc=loc)
+        got = coreai.reshape(got, leading_shape(self.flat, 2, out_hw, loc), loc=loc)
+        mask = coreai.expand_dims(valid, [1], loc=loc)
+        return coreai.broadcasting_where(mask, got, const(0, got.type.element_type, loc), loc=loc)
+
+
+def _cubic_weights(t: Value, loc: Location) -> list[Value]:
+    """torch's bicubic convolution weights (A = -0.75) for the taps at -1, 0, 1, 2."""
+    dtype = t.type.element_type
+    a = -0.75
+
+    def c(v: float) -> Value:
+        return const(v, dtype, loc)
+
+    def mul(p: Value, q: Value) -> Value:
+        return coreai.broadcasting_mul(p, q, loc=loc)
+
+    def add(p: Value, q: Value) -> Value:
+        return coreai.broadcasting_add(p, q, loc=loc)
+
+    def conv1(s: Value) -> Value:  # ((A + 2) * s - (A + 3)) * s * s + 1
+        return add(mul(mul(add(mul(c(a + 2), s), c(-(a + 3))), s), s), c(1))
+
+    def conv2(s: Value) -> Value:  # ((A * s - 5A) * s + 8A) * s - 4A
+        return add(mul(add(mul(add(mul(c(a), s), c(-5 * a)), s), c(8 * a)), s), c(-4 * a))
+
+    one_minus = coreai.broadcasting_sub(c(1), t, loc=loc)
+    return [conv2(add(t, c(1))), conv1(t), conv1(one_minus), conv2(add(one_minus, c(1)))]
+
+
+@reg("aten::grid_sampler_2d.default")
+def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                                 ) -> Value:
+    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode,
+    bool align_corners) -> Tensor"""
+    x_in = get_operand(values_map, node, 0, loc)
+    compute = opmath(x_in.type.element_type)
+    x = cast_to(x_in, compute, loc)
+    grid = cast_to(get_operand(values_map, node, 1, loc), compute, loc)
+    mode = int(get_arg(node, 2, "interpolation_mode", 0))
+    padding = int(get_arg(node, 3, "padding_mode", 0))
+    corners = bool(get_arg(node, 4, "align_corners", False))
+    h, w = static_sizes(x, [2, 3], node, "grid_sampler_2d input")
+    static_sizes(grid, [1, 2], node, "grid_sampler_2d grid")
+    gx = coreai.gather(grid, const64(0, loc), axis=3, loc=loc)
+    gy = coreai.gather(grid, const64(1, loc), axis=3, loc=loc)
+    cx, cy = _Coords(w, corners, padding, compute, loc), _Coords(h, corners, padding, compute, loc)
+    sampler = _Sampler(x, h, w, loc)
+
+    def index(v: Value) -> Value:
+        return cast_to(v, DType.int64, loc)
+
+    def weighted(v: Value, wt: Value) -> Value:
+        return coreai.broadcasting_mul(v, coreai.expand_dims(wt, [1], loc=loc), loc=loc)
+
+    if mode == _NEAREST:
+        ix = index(coreai.round_(cx.pad(cx.unnormalize(gx)), loc=loc))
+        iy = index(coreai.round_(cy.pad(cy.unnormalize(gy)), loc=loc))
+        out = sampler.read(iy, ix)
+    elif mode == _BILINEAR:
+        fx, fy = cx.pad(cx.unnormalize(gx)), cy.pad(cy.unnormalize(gy))
+        x0, y0 = coreai.floor(fx, loc=loc), coreai.floor(fy, loc=loc)
+        we = coreai.broadcasting_sub(fx, x0, loc=loc)
+        ww = coreai.broadcasting_sub(cx.c(1), we, loc=loc)
+        ws = coreai.broadcasting_sub(fy, y0, loc=loc)
+        wn = coreai.broadcasting_sub(cy.c(1), ws, loc=loc)
+        ix0, iy0 = index(x0), index(y0)
+        ix1 = coreai.broadcasting_add(ix0, const64(1, loc), loc=loc)
+        iy1 = coreai.broadcasting_add(iy0, const64(1, loc), loc=loc)
+        out = None
+        for iy, ix, wy, wx in ((iy0, ix0, wn, ww), (iy0, ix1, wn, we), (iy1, ix0, ws, ww),
+                               (iy1, ix1, ws, we)):
+            term = weighted(sampler.read(iy, ix), coreai.broadcasting_mul(wy, wx, loc=loc))
+            out = term if out is None else coreai.broadcasting_add(out, term, loc=loc)
+    elif mode == _BICUBIC:
+        fx, fy = cx.unnormalize(gx), cy.unnormalize(gy)
+        x0, y0 = coreai.floor(fx, loc=loc), coreai.floor(fy, loc=loc)
+        wxs = _cubic_weights(coreai.broadcasting_sub(fx, x0, loc=loc), loc)
+        wys = _cubic_weights(coreai.broadcasting_sub(fy, y0, loc=loc), loc)
+        cols = [index(cx.pad(coreai.broadcasting_add(x0, cx.c(i - 1), loc=loc)))
+                for i in range(4)]
+        out = None
+        for j in range(4):
+            iy = index(cy.pad(coreai.broadcasting_add(y0, cy.c(j - 1), loc=loc)))
+            row = None
+            for i in range(4):
+                term = weighted(sampler.read(iy, cols[i]), wxs[i])
+                row = term if row is None else coreai.broadcasting_add(row, term, loc=loc)
+            term = weighted(row, wys[j])
+            out = term if out is None else coreai.broadcasting_add(out, term, loc=loc)
+    else:
+        raise NotImplementedError(f"grid_sampler_2d interpolation_mode {mode}")
+    return cast_to(out, result_dtype(node), loc)
+
+
+__all__ = ["LOWERINGS"]
