@@ -26,7 +26,6 @@ from coreai_torch._utils import (
     get_operand,
     normalize_dim,
     result_dtype,
-    result_type,
 )
 from coreai_torch.lowerings import _embedding, _scatter
 from coreai_torch.lowerings._common import ValuesMap
@@ -137,7 +136,7 @@ def _plan(values_map: ValuesMap, x: Value, indices: Sequence[Any], loc: Location
     return _IndexPlan(dims, index, dims + rest, dims[0] if adjacent else 0, x.type.rank)
 
 
-@reg("aten::index.Tensor", "aten::_unsafe_index.Tensor")
+@reg("aten::index.Tensor")
 def aten_index_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
     x = get_operand(values_map, node, 0, loc)
@@ -154,7 +153,7 @@ def aten_index_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location)
     return transpose(out, plan.to_torch_order(), loc)
 
 
-@reg("aten::index_put.default", "aten::_unsafe_index_put.default")
+@reg("aten::index_put.default")
 def aten_index_put_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
     x = get_operand(values_map, node, 0, loc)
@@ -201,19 +200,12 @@ def aten_index_select_default(values_map: ValuesMap, node: torch.fx.Node, loc: L
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     x = get_operand(values_map, node, 0, loc)
     index = int64(get_operand(values_map, node, 2, loc), loc)
-    if x.type.rank == 0:  # the only valid index is 0
-        return coreai.reshape(x, shape_of_result(node), loc=loc)
+    if x.type.rank == 0:  # the only valid index is 0 and the result is x itself
+        return x
     axis = normalize_dim(node.args[1], x.type.rank)
     if index.type.rank == 0:
         index = coreai.reshape(index, [1], loc=loc)
     return coreai.gather(x, index, axis=axis, loc=loc)
-
-
-def shape_of_result(node: torch.fx.Node) -> list[int]:
-    shape = result_type(node).shape
-    if not all(isinstance(d, int) for d in shape):
-        raise NotImplementedError("expected a static result shape")
-    return [int(d) for d in shape]
 
 
 # -- masks ----------------------------------------------------------------------------------------

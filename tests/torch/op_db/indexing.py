@@ -123,8 +123,10 @@ def _advanced(draw: Any, max_index: int = 3) -> tuple[torch.Tensor, tuple, tuple
     idx = []
     for k, a in enumerate(axes):
         layout[a] = k
-        idx.append(_indices(draw, shape[a], draw(broadcastable(block)), negative=True,
-                            dtype=draw(INDEX_DTYPES)))
+        ishape = draw(broadcastable(block))
+        if count > 1 and not ishape:  # torch's meta for index.Tensor gets the result shape
+            ishape = block  # wrong for a 0-d index next to higher-rank ones (eager is right)
+        idx.append(_indices(draw, shape[a], ishape, negative=True, dtype=draw(INDEX_DTYPES)))
     x = draw(tensors(shape, draw(ANY)))
     return x, tuple(layout), tuple(idx)
 
@@ -133,9 +135,6 @@ add("aten::index.Tensor", _index_fn,
     _advanced(1).map(lambda a: Sample((a[0], a[1], *a[2]))), name="index.Tensor[one]")
 add("aten::index.Tensor", _index_fn,
     _advanced().map(lambda a: Sample((a[0], a[1], *a[2]))), name="index.Tensor[many]")
-add("aten::_unsafe_index.Tensor", lambda x, layout, *i: aten._unsafe_index(x, _place(layout, i)),
-    _advanced().map(lambda a: Sample((a[0], a[1], *a[2]))))
-
 
 @st.composite
 def _masked_index(draw: Any) -> Sample:
@@ -148,8 +147,8 @@ def _masked_index(draw: Any) -> Sample:
     free = [a for a in range(rank) if a < start or a >= start + mrank]
     int_axis = draw(st.sampled_from(free)) if free and draw(st.booleans()) else None
     if int_axis is not None:  # one element: broadcasts with the data-dependent mask length
-        ishape = draw(st.sampled_from(((), (1,))))
-        args.append(_indices(draw, shape[int_axis], ishape, negative=True))
+        # (1,) not (): torch's meta drops the mask's length next to a 0-d index
+        args.append(_indices(draw, shape[int_axis], (1,), negative=True))
     layout: list[int | None] = []
     axis = 0
     while axis <= max(start, -1 if int_axis is None else int_axis):
@@ -203,11 +202,6 @@ add("aten::index_put.default", _index_put_fn, _index_put(True), name="index_put[
     tol_reason="duplicate indices accumulate in a different order than torch (half types)")
 add("aten::index_put.default", _index_put_fn, _index_put(False, masked=True),
     name="index_put[mask]")
-add("aten::_unsafe_index_put.default",
-    lambda x, layout, v, *i, accumulate: aten._unsafe_index_put(x, _place(layout, i), v,
-                                                                accumulate),
-    _index_put(False))
-
 
 @st.composite
 def _put(draw: Any) -> Sample:
@@ -323,14 +317,16 @@ add("aten::scatter_reduce.two",
 @st.composite
 def _index_reduce(draw: Any) -> Sample:
     shape = draw(shapes(1, 3))
+    reduce = draw(st.sampled_from(("prod", "mean", "amax", "amin")))
     dtype = draw(NUMERIC)
+    if reduce == "prod" and dtype in (torch.float16, torch.bfloat16):
+        dtype = torch.float32  # torch's CPU kernel hits an internal assert on dim 0 for halves
     axis = draw(st.integers(0, len(shape) - 1))
     n = draw(st.integers(1, 6))
     index = _indices(draw, shape[axis], (n,), dtype=draw(INDEX_DTYPES))
     sshape = tuple(n if a == axis else d for a, d in enumerate(shape))
     return Sample((draw(tensors(shape, dtype, low=-2, high=2)), axis, index,
-                   draw(tensors(sshape, dtype, low=-2, high=2)),
-                   draw(st.sampled_from(("prod", "mean", "amax", "amin"))), draw(st.booleans())))
+                   draw(tensors(sshape, dtype, low=-2, high=2)), reduce, draw(st.booleans())))
 
 
 add("aten::index_reduce.default",
@@ -459,24 +455,15 @@ add("aten::_embedding_bag.default", _bag_all, _embedding_bag_all(), **ACCUMULATE
 # -- ops torch decomposes onto the ones above ---------------------------------------------------
 
 @st.composite
-def _index_copy(draw: Any, unique: bool) -> Sample:
+def _index_copy(draw: Any) -> Sample:
     x, axis, index, source = draw(_index_reduce()).args[:4]
-    index = index.long()
-    if unique:
-        index = torch.unique(index)
-        source = source.narrow(axis, 0, index.numel()).clone()
+    index = torch.unique(index.long())  # index_copy with duplicates is unspecified
+    source = source.narrow(axis, 0, index.numel()).clone()
     return Sample((x, axis, index, source))
 
 
-add("aten::index_put.default", lambda x, d, i, s: x.index_copy(d, i, s), _index_copy(True),
+add("aten::index_put.default", lambda x, d, i, s: x.index_copy(d, i, s), _index_copy(),
     name="index_put[index_copy]")
-add("aten::index_put.default", lambda x, d, i, s: x.index_add(d, i, s), _index_copy(False),
-    name="index_put[index_add]", **ACCUMULATE_TOL)
-add("aten::index.Tensor", lambda x, i: torch.take(x, i),
-    st.builds(lambda s: Sample((s.args[0], s.args[2].long() % max(s.args[0].numel(), 1))),
-              _index_select().filter(lambda s: s.args[0].numel() > 0)),
-    name="index.Tensor[take]")
 add("aten::gather.default", lambda x, d, i: torch.take_along_dim(x, i, d),
     _gather(broadcast=True).filter(lambda s: s.args[0].dim() > 0),
     name="gather[take_along_dim]")
-add("aten::nonzero.default", torch.argwhere, _nonzero(), name="nonzero[argwhere]")

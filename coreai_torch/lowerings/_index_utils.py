@@ -1,0 +1,118 @@
+"""Helpers shared by the indexing lowerings: sizes, negative-index wrapping, broadcasting."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from coreai_core import DType, Location, Value
+from coreai_core.dialects import coreai
+from coreai_torch._utils import cast_to
+
+INT64 = DType.int64
+
+
+def int64(v: Value, loc: Location) -> Value:
+    return cast_to(v, INT64, loc)
+
+
+def const64(value: object, loc: Location) -> Value:
+    return coreai.constant(np.asarray(value, dtype=np.int64), loc=loc)
+
+
+def to_scalar(v: Value, loc: Location) -> Value:
+    """A one-element ``v`` as a 0-d tensor."""
+    return coreai.reshape(v, coreai.constant(np.zeros((0,), np.int64), loc=loc), loc=loc)
+
+
+def dim_size(x: Value, axis: int, loc: Location) -> int | Value:
+    """The static size of ``x`` along ``axis``, or a 0-d int64 Value when it is dynamic."""
+    d = x.type.shape[axis]
+    if isinstance(d, int):
+        return d
+    return coreai.gather(coreai.get_shape(x, loc=loc), const64(axis, loc), axis=0, loc=loc)
+
+
+def shape_of(x: Value, loc: Location) -> Value:
+    """``x``'s shape as a 1-d int64 Value (a constant when static)."""
+    if x.type.is_static:
+        return const64([int(d) for d in x.type.shape], loc)
+    return coreai.get_shape(x, loc=loc)
+
+
+def sizes_of(x: Value, axes: Sequence[int], loc: Location) -> Value:
+    """``x``'s sizes along ``axes`` as a 1-d int64 Value (a constant when static)."""
+    dims = [x.type.shape[a] for a in axes]
+    if all(isinstance(d, int) for d in dims):
+        return const64([int(d) for d in dims], loc)
+    return coreai.gather(coreai.get_shape(x, loc=loc), const64(list(axes), loc), axis=0,
+                         loc=loc)
+
+
+def wrap_negative(index: Value, size: int | Value, loc: Location) -> Value:
+    """``index + size`` where ``index < 0`` (torch's negative indices); ``index`` is int64."""
+    if isinstance(size, int):
+        size = const64(size, loc)
+    zero = const64(0, loc)
+    wrapped = coreai.broadcasting_add(index, size, loc=loc)
+    return coreai.broadcasting_where(coreai.broadcasting_less(index, zero, loc=loc), wrapped,
+                                     index, loc=loc)
+
+
+def broadcast_together(values: Sequence[Value], loc: Location) -> list[Value]:
+    """``values`` broadcast to their common shape (numpy rules; dynamic shapes computed)."""
+    values = list(values)
+    if all(v.type.is_static for v in values):
+        target = tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in values)))
+        return [v if tuple(v.type.shape) == target else
+                coreai.broadcast_to(v, const64(list(target), loc), loc=loc) for v in values]
+    rank = max(v.type.rank for v in values)
+    shape = None
+    for v in values:
+        s = coreai.get_shape(v, loc=loc)
+        if v.type.rank < rank:
+            s = coreai.concat([const64([1] * (rank - v.type.rank), loc), s], axis=0, loc=loc)
+        if shape is None:
+            shape = s
+        else:  # a size-1 entry takes the other operand's size
+            one = coreai.broadcasting_equal(shape, const64(1, loc), loc=loc)
+            shape = coreai.broadcasting_where(one, s, shape, loc=loc)
+    return [coreai.broadcast_to(v, shape, loc=loc) for v in values]
+
+
+def crop_to(x: Value, like: Value, loc: Location, skip: int | None = None) -> Value:
+    """``x`` sliced from 0 to ``like``'s size on every axis but ``skip`` where they differ.
+
+    torch.gather/scatter allow ``index`` (and scatter's ``src``) to be smaller than the other
+    tensor on the remaining axes; only the leading block takes part.
+    """
+    axes = []
+    for a, (dx, dl) in enumerate(zip(x.type.shape, like.type.shape, strict=True)):
+        if a != skip and not (isinstance(dx, int) and isinstance(dl, int) and dx == dl):
+            axes.append(a)
+    if not axes:
+        return x
+    return coreai.slice_(x, [0] * len(axes), sizes_of(like, axes, loc), axes=axes,
+                         strides=[1] * len(axes), loc=loc)
+
+
+def move_axes_perm(rank: int, start: int, count: int, to: int) -> list[int]:
+    """Permutation moving axes ``[start, start+count)`` so they begin at ``to``."""
+    block = list(range(start, start + count))
+    others = [a for a in range(rank) if a not in block]
+    return others[:to] + block + others[to:]
+
+
+def transpose(x: Value, perm: Sequence[int], loc: Location) -> Value:
+    perm = list(perm)
+    if perm == list(range(len(perm))):
+        return x
+    return coreai.transpose(x, perm, loc=loc)
+
+
+def inverse(perm: Sequence[int]) -> list[int]:
+    out = [0] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = i
+    return out
