@@ -64,7 +64,7 @@ class DType(enum.Enum):
     @classmethod
     def of(cls, value: Any) -> DType:
         """Convert a DType, its name, a numpy dtype/type or a torch dtype to a DType."""
-        if isinstance(value, DType):
+        if type(value) is DType:
             return value
         if isinstance(value, str):
             try:

@@ -62,6 +62,10 @@ def _to_dim(d: Any) -> int | Dim:
 def _to_shape(shape: Any) -> tuple[int | Dim, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
+    # fast path: types are built constantly while converting; most shapes are plain ints
+    if type(shape) in (tuple, list) and all((type(d) is int and d >= 0) or type(d) is Dim
+                                            for d in shape):
+        return tuple(shape)
     return tuple(_to_dim(d) for d in shape)
 
 

@@ -58,13 +58,15 @@ class OpDef:
     signature: inspect.Signature
     doc: str
 
-    @property
-    def operands(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if p.role in ("operand", "optional", "variadic"))
+    operands: tuple[Param, ...] = attrs.field(init=False)
+    attributes: tuple[Param, ...] = attrs.field(init=False)
 
-    @property
-    def attributes(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if p.role in ("attr", "region"))
+    def __attrs_post_init__(self) -> None:
+        # derived once: builders read them on every call
+        object.__setattr__(self, "operands", tuple(
+            p for p in self.params if p.role in ("operand", "optional", "variadic")))
+        object.__setattr__(self, "attributes", tuple(
+            p for p in self.params if p.role in ("attr", "region")))
 
     def split_operands(self, values: Sequence[Value]) -> dict[str, Any]:
         """Map a flat operand list back to the rule's operand parameters."""
@@ -253,7 +255,7 @@ def _scalar_dtype(value: Any, peer: DType | None) -> DType | None:
     Scalars follow the tensor they meet, like PyTorch's wrapped numbers; integer lists keep
     their default int64 so that shapes and indices given as lists stay integers.
     """
-    if isinstance(value, np.ndarray | np.generic) or peer is None:
+    if isinstance(value, Value | np.ndarray | np.generic) or peer is None:
         return None
     kind = np.asarray(value).dtype.kind
     is_scalar = np.ndim(value) == 0
@@ -282,20 +284,50 @@ def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -
     return g
 
 
+def _binder(sig: inspect.Signature) -> Callable[[tuple, dict], dict[str, Any]]:
+    """``inspect.Signature.bind`` + ``apply_defaults`` for plain parameters, without its
+    overhead (builders run for every op a conversion creates)."""
+    names = [p.name for p in sig.parameters.values()]
+    if any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+           for p in sig.parameters.values()):
+        raise TypeError(f"type rules take plain parameters, got {sig}")
+    positional = [p.name for p in sig.parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    defaults = {p.name: p.default for p in sig.parameters.values()
+                if p.default is not inspect.Parameter.empty}
+
+    def bind(args: tuple, kwargs: dict) -> dict[str, Any]:
+        if len(args) > len(positional):
+            raise TypeError(f"takes {len(positional)} positional arguments, got {len(args)}")
+        raw = dict(zip(positional, args))
+        for k, v in kwargs.items():
+            if k in raw:
+                raise TypeError(f"got multiple values for argument {k!r}")
+            if k not in defaults and k not in names:
+                raise TypeError(f"got an unexpected keyword argument {k!r}")
+            raw[k] = v
+        for n in names:
+            if n not in raw:
+                if n not in defaults:
+                    raise TypeError(f"missing a required argument: {n!r}")
+                raw[n] = defaults[n]
+        return raw
+
+    return bind
+
+
 def _make_builder(opdef: OpDef) -> Callable[..., Any]:
     sig = opdef.signature
+    bind = _binder(sig)
 
     def builder(*args: Any, loc: Location | None = None, **kwargs: Any) -> Any:
         from coreai_core._builder import as_value, current
 
         ip = current()
         try:
-            bound = sig.bind(*args, **kwargs)
+            raw = bind(args, kwargs)
         except TypeError as e:
             raise TypeRuleError(f"bad arguments: {e}; signature is {opdef.signature_text()}",
                                 op=opdef.name) from None
-        bound.apply_defaults()
-        raw = bound.arguments
         peer = _peer_dtype([raw[p.name] for p in opdef.operands if p.role != "variadic"]
                            + [v for p in opdef.operands if p.role == "variadic"
                               for v in (raw[p.name] or [])])

@@ -59,10 +59,11 @@ def norm_axes(axes: Sequence[int] | None, rank: int) -> tuple[int, ...]:
 
 
 def same_dtype(*values: Value) -> DType:
-    dtypes = {v.type.element_type for v in values}
-    expect(len(dtypes) == 1,
-           "operands must share one element type, got " + ", ".join(str(v.type) for v in values))
-    return values[0].type.element_type
+    first = values[0].type.element_type
+    if any(v.type.element_type is not first for v in values):
+        fail("operands must share one element type, got " + ", ".join(str(v.type)
+                                                                       for v in values))
+    return first
 
 
 def const_ints(v: Value) -> tuple[int, ...] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -27,6 +28,7 @@ def relative_path(path: str) -> str:
     return rel
 
 
+@functools.lru_cache(maxsize=4096)
 def _user_frame(stack_trace: str) -> tuple[str, int] | None:
     """The innermost frame outside torch itself (the user's line), else the innermost."""
     frames = _FRAME.findall(stack_trace or "")
@@ -50,6 +52,7 @@ def location_of(node: torch.fx.Node) -> Location:
     return Location(frame[0], frame[1], module_path)
 
 
+@functools.lru_cache(maxsize=4096)
 def _clean_module_path(path: str) -> str | None:
     # torch spells the path as e.g. "L['self'].layers[0].attn" or "layers.0.attn".
     path = re.sub(r"^L\['self'\]\.?", "", path)

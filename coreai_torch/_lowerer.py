@@ -368,11 +368,12 @@ def _symbols(ep: ExportedProgram) -> dict[str, Dim]:
 
 
 def _finite_int(bound: Any) -> int | None:
+    """An export range bound as an int; None for unbounded (sympy oo or torch's int_oo)."""
+    if bound is None or str(bound).lstrip("-") in ("oo", "int_oo"):
+        return None
     try:
-        if bound is None or not bool(getattr(bound, "is_finite", True)):
-            return None
         return int(bound)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError, OverflowError):
         return None
 
 

@@ -63,11 +63,14 @@ def reset_context(token: contextvars.Token) -> None:
 
 # -- dtypes and types ------------------------------------------------------------------------------
 
+_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType}
+
+
 def dtype_of(torch_dtype: torch.dtype) -> DType:
     """The Core AI element type of a torch dtype (complex types are rejected clearly)."""
     try:
-        return DType.of(torch_dtype)
-    except (TypeError, ValueError):
+        return _FROM_TORCH[torch_dtype]
+    except KeyError:
         raise TypeError(f"torch dtype {torch_dtype} has no Core AI element type") from None
 
 
@@ -88,7 +91,7 @@ def result_type(node: torch.fx.Node, index: int | None = None) -> TensorType:
 def _type_of_val(val: Any) -> TensorType:
     if isinstance(val, torch.Tensor):
         ctx = current_context()
-        return TensorType([ctx.dim(s) for s in val.shape], dtype_of(val.dtype))
+        return TensorType(tuple(ctx.dim(s) for s in val.shape), dtype_of(val.dtype))
     if isinstance(val, (bool, torch.SymBool)):
         return TensorType((), DType.bool)
     if isinstance(val, (int, torch.SymInt)):

@@ -10,7 +10,7 @@ from coreai_core._builder import INLINE_LIMIT, current, default_dtype_of
 from coreai_core._dtypes import DType
 from coreai_core._ir import Location, TensorType, Value, WeightRef
 from coreai_core._opdef import Array, defop
-from coreai_core._shapes import broadcast_shapes, expect, same_dtype
+from coreai_core._shapes import broadcast_shapes, expect, fail, same_dtype
 
 # Which element types an elementwise op accepts.
 FLOAT = "float"
@@ -21,19 +21,21 @@ ANY = "any"
 
 
 def _accepts(kind: str, dtype: DType) -> bool:
-    return {
-        FLOAT: dtype.is_float,
-        NUMERIC: dtype.is_float or dtype.is_int,
-        INTEGRAL: dtype.is_int or dtype is DType.bool,
-        BOOL: dtype is DType.bool,
-        ANY: True,
-    }[kind]
+    if kind == ANY:
+        return True
+    if kind == FLOAT:
+        return dtype.is_float
+    if kind == NUMERIC:
+        return dtype is not DType.bool
+    if kind == INTEGRAL:
+        return not dtype.is_float
+    return dtype is DType.bool
 
 
 def _check(kind: str, **operands: Value) -> None:
     for name, v in operands.items():
-        expect(_accepts(kind, v.type.element_type),
-               f"operand {name!r} must be a {kind} tensor, got {v.type}")
+        if not _accepts(kind, v.type.element_type):
+            fail(f"operand {name!r} must be a {kind} tensor, got {v.type}")
 
 
 # -- constants and casts -------------------------------------------------------------------------

@@ -129,3 +129,14 @@ def test_dynamic_dim_out_of_range_is_rejected() -> None:
     program = _dynamic_program()
     with pytest.raises(RuntimeInputError, match="x"):
         program.run({"x": np.zeros((65, 3), np.float32)})
+
+
+def test_unbounded_dynamic_dim_has_no_max() -> None:
+    batch = torch.export.Dim("batch", min=2)  # no max: torch records int_oo
+    ep = export(Flex(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: batch}})
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    (x_type,) = [v.type for v in program.graphs["main"].inputs.values()]
+    assert x_type.shape[0].min == 2 and x_type.shape[0].max is None
+    x = torch.randn(300, 3)
+    (out,) = program.run({"x": x.numpy()}).values()
+    np.testing.assert_allclose(out, Flex()(x).numpy(), rtol=1e-5, atol=1e-4)
