@@ -193,6 +193,8 @@ def _adaptive_avg(n: int):
 
 reg("aten::_adaptive_avg_pool2d.default")(_adaptive_avg(2))
 reg("aten::_adaptive_avg_pool3d.default")(_adaptive_avg(3))
+# Reached only without get_decomp_table (which rewrites it to the 2-d op).
+reg("aten::adaptive_avg_pool1d.default")(_adaptive_avg(1))
 
 
 def _adaptive_max(n: int):

@@ -90,3 +90,13 @@ def test_upsample_default_without_decomposition(name: str, align_corners: bool,
     x = torch.randn(2, 3, 4, 5)
     module, program = _undecomposed(lambda t: op(t, [7, 9], align_corners, *scales), x)
     _check(module, program, [x], f"{name} {align_corners} {scales}")
+
+
+@pytest.mark.parametrize(("length", "out"), [(12, 4), (47, 5), (1, 3), (9, 9)])
+def test_adaptive_avg_pool1d_without_decomposition(length: int, out: int) -> None:
+    """get_decomp_table rewrites adaptive_avg_pool1d to the 2-d Core ATen op; an exported
+    (undecomposed) program still calls it."""
+    x = torch.randn(2, 3, length)
+    module, program = _undecomposed(
+        lambda t: torch.ops.aten.adaptive_avg_pool1d.default(t, [out]), x)
+    _check(module, program, [x], f"adaptive_avg_pool1d {length}->{out}")

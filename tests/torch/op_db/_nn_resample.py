@@ -62,6 +62,8 @@ COVERED_ELSEWHERE = {
     f"aten::{name}.default": "tests/torch/test_nn_lowerings.py::"
                              "test_upsample_default_without_decomposition"
     for name in DECOMPOSED_BY_TORCH}
+COVERED_ELSEWHERE["aten::adaptive_avg_pool1d.default"] = (
+    "tests/torch/test_nn_lowerings.py::test_adaptive_avg_pool1d_without_decomposition")
 
 for _name, (_mode, _n) in UPSAMPLE.items():
     ENTRIES.append(OpEntry(f"aten::{_name}.vec", F.interpolate,
