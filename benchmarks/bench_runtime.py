@@ -13,20 +13,20 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # numpy's BLAS on one thread, like torch below
 
-import sys  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_time, print_table  # noqa: E402
+from _common import median_time, print_table
 
-from coreai_core import Program, TensorType  # noqa: E402
-from coreai_core.dialects import coreai  # noqa: E402
+from coreai_core import Program, TensorType
+from coreai_core.dialects import coreai
 
 
 @dataclass
