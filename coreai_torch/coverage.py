@@ -16,8 +16,6 @@ __all__ = ["NOT_LOWERED", "core_aten_ops", "main", "not_lowered"]
 
 _RANDOM = ("random: a deterministic program cannot reproduce torch's generator; the converter's "
            "preflight error reports it (export in eval mode, or pass the noise as an input)")
-_BACKWARD = ("training-only backward op: inference programs never contain it after "
-             "torch.export of a forward pass; register a lowering if you need it")
 
 # Core ATen ops deliberately left without a lowering, with the reason. A meta test keeps this
 # list equal to the ops actually missing.
@@ -27,12 +25,6 @@ NOT_LOWERED: dict[str, str] = {
     "aten::randperm.default": _RANDOM,
     "aten::_fft_r2c.default": "produces a complex tensor; Core AI has no complex element types",
     "aten::_fft_c2r.default": "consumes a complex tensor; Core AI has no complex element types",
-    "aten::_adaptive_avg_pool2d_backward.default": _BACKWARD,
-    "aten::avg_pool2d_backward.default": _BACKWARD,
-    "aten::convolution_backward.default": _BACKWARD,
-    "aten::max_pool2d_with_indices_backward.default": _BACKWARD,
-    "aten::native_group_norm_backward.default": _BACKWARD,
-    "aten::native_layer_norm_backward.default": _BACKWARD,
 }
 
 

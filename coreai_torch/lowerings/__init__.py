@@ -10,6 +10,7 @@ import threading
 
 from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
+    backward,
     control,
     elementwise,
     indexing,
@@ -19,7 +20,7 @@ from coreai_torch.lowerings import (
     symbolic,
 )
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
 
 _DEFAULT: LoweringTable | None = None
 _LOCK = threading.Lock()

@@ -5,10 +5,19 @@ Each family module exposes ``ENTRIES``; ``ENTRIES`` here is their concatenation 
 module and are tested by the named test instead.
 """
 
-from tests.torch.op_db import control, elementwise, indexing, nn, reduction, shape, symbolic
+from tests.torch.op_db import (
+    backward,
+    control,
+    elementwise,
+    indexing,
+    nn,
+    reduction,
+    shape,
+    symbolic,
+)
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
