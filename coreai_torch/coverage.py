@@ -29,11 +29,18 @@ NOT_LOWERED: dict[str, str] = {
 
 
 def core_aten_ops() -> list[str]:
-    """Qualified names of the functional Core ATen overloads of the installed torch."""
+    """Qualified names of the functional Core ATen overloads of the installed torch.
+
+    Enumerated from every registered schema (``dir(torch.ops.aten)`` only lists the op packets
+    loaded so far, so it would depend on what ran before).
+    """
+    names = {s.name.split("::", 1)[1] for s in torch._C._jit_get_all_schemas()
+             if s.name.startswith("aten::")}
     out = []
-    for name in dir(torch.ops.aten):
-        packet = getattr(torch.ops.aten, name)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
+    for name in sorted(names):
+        try:
+            packet = getattr(torch.ops.aten, name)
+        except (AttributeError, RuntimeError):
             continue
         for overload in packet.overloads():
             op = getattr(packet, overload)

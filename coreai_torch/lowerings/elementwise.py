@@ -116,11 +116,12 @@ _ARITH = {
     "floor_divide": coreai.broadcasting_floor_divide,
 }
 for _name, _builder in _ARITH.items():
-    for _overload in ("Tensor", "Scalar", "default"):
-        _q = f"aten::{_name}.{_overload}"
-        _packet = getattr(torch.ops.aten, _name)
-        if _overload in _packet.overloads() and _overload != "out":
-            reg(_q)(lower_binary(_builder))
+    # tensor overloads (Tensor/Scalar), else the op's only one; never TorchScript's scalar
+    # overloads (mul.default on two numbers), which exported programs do not contain
+    _overloads = getattr(torch.ops.aten, _name).overloads()
+    _tensor_form = "Tensor" if "Tensor" in _overloads else "default"
+    for _overload in [_tensor_form, *(["Scalar"] if "Scalar" in _overloads else [])]:
+        reg(f"aten::{_name}.{_overload}")(lower_binary(_builder))
 reg("aten::remainder.Scalar_Tensor")(lower_binary(coreai.broadcasting_remainder))
 reg("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar")(
     lower_binary(coreai.broadcasting_pow))

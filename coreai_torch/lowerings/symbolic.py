@@ -87,6 +87,8 @@ def _operands(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list
         kinds.append(d)
     compute = DType.float64 if any(k.is_float for k in kinds) else (
         DType.int64 if any(k.is_int for k in kinds) else DType.bool)
+    if result_dtype(node).is_float:  # true division of ints is a float division
+        compute = DType.float64
     return [get_operand(values_map, node, i, loc, dtype=compute) for i in range(len(node.args))]
 
 

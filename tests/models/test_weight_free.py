@@ -32,11 +32,11 @@ def test_meta_export_converts_to_unbound_weights_then_binds(tmp_path) -> None:
         program.run({"input_ids": ids.numpy()})
     # non-persistent buffers (rotary inv_freq) are not in the state dict: bind them too
     weights = {**real.state_dict(), **dict(real.named_buffers())}
-    with pytest.raises(ValueError, match="missing weight 'model.rotary_emb.inv_freq'"):
+    with pytest.raises(ValueError, match=r"missing weight 'model\.rotary_emb\.inv_freq'"):
         program.bind_weights(real.state_dict())
     bad = dict(weights)
     bad["model.norm.weight"] = torch.zeros(31)
-    with pytest.raises(ValueError, match="model.norm.weight"):
+    with pytest.raises(ValueError, match=r"model\.norm\.weight"):
         program.bind_weights(bad)
     # from a safetensors file too
     from safetensors.torch import save_file

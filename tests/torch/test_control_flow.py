@@ -77,3 +77,28 @@ class Scan(torch.nn.Module):
 
 def test_scan() -> None:
     _check(Scan(), torch.randn(5, 3))
+
+
+class GradAndAutocast(torch.nn.Module):
+    def forward(self, x):
+        y = x + 1
+        with torch.no_grad():
+            z = y * 2
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            w = z @ z.T
+        return w.float() + y.sum()
+
+
+def test_grad_and_autocast_wrappers_are_inlined() -> None:
+    from coreai_torch import TorchConverter
+
+    x = torch.randn(3, 3)
+    ep = torch.export.export(GradAndAutocast(), (x,))  # undecomposed: the wrappers remain
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert {"wrap_with_set_grad_enabled", "wrap_with_autocast"} <= targets
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    (out,) = program.run([x.numpy()]).values()
+    with torch.no_grad():
+        expected = GradAndAutocast()(x)
+    # the bf16 matmul rounds its result to bfloat16 (8 bits of mantissa), as torch does
+    np.testing.assert_allclose(out, expected.numpy(), rtol=1e-2, atol=1e-2)

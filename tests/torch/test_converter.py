@@ -89,7 +89,7 @@ def test_add_pytorch_module() -> None:
 
 
 def test_multiple_entrypoints_share_weights() -> None:
-    model, x, ep = _linear_ep()
+    model, _x, ep = _linear_ep()
     ep2 = export(model, (torch.randn(5, 8),))
     program = (TorchConverter().add_exported_program(ep, entrypoint_name="prefill")
                .add_exported_program(ep2, entrypoint_name="decode").to_coreai())

@@ -18,7 +18,9 @@ def test_core_aten_ops_not_lowered_are_exactly_the_documented_list() -> None:
 
 
 def test_core_aten_count_matches_the_installed_torch() -> None:
-    assert len(core_aten_ops()) == 188  # torch 2.13's functional Core ATen overloads
+    # torch 2.13: 188 functional Core ATen overloads by the usual count, plus avg_pool1d and
+    # sym_is_contiguous, which are tagged core too once every schema is enumerated
+    assert len(core_aten_ops()) == 190
 
 
 def test_kept_composites_are_pinned() -> None:

@@ -27,7 +27,7 @@ class AddOne(torch.nn.Module):
 ])
 def test_malformed_names_raise(name: object) -> None:
     converter = TorchConverter()
-    with pytest.raises(ValueError, match="namespace::op_name.overload"):
+    with pytest.raises(ValueError, match=r"namespace::op_name\.overload"):
         converter.register_torch_lowering(name)  # type: ignore[arg-type]
 
 
@@ -111,7 +111,7 @@ def test_overrides_are_isolated_across_threads() -> None:
                 program = converter.add_exported_program(ep).to_coreai()
                 (out,) = program.run({"x": x.numpy()}).values()
                 np.testing.assert_allclose(out, expected + offset, rtol=1e-6)
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(c, o)) for c, o in

@@ -108,7 +108,7 @@ def test_pictures() -> None:
 
 
 def test_cli_convert_run_inspect_verify(tmp_path, capsys) -> None:
-    model, x, ep = _setup()
+    model, x, _ep = _setup()
     pt2 = tmp_path / "model.pt2"
     torch.export.save(torch.export.export(model, (x,)), str(pt2))
     out = tmp_path / "prog"

@@ -49,7 +49,8 @@ def binary(dtypes: st.SearchStrategy = NUMERIC, scalar: bool = False, low: float
         lo = low if rhs_low is None else rhs_low
         if scalar:
             if dtype.is_floating_point:
-                y = draw(st.floats(lo, high, allow_nan=False, width=16))
+                # quarter steps: exactly representable in every float type, half included
+                y = draw(st.integers(int(lo * 4), int(high * 4))) / 4
             elif dtype == torch.bool:
                 y = draw(st.booleans())
             else:
@@ -201,3 +202,48 @@ add("aten::log_sigmoid_forward.default", F.logsigmoid, unary(low=-30.0, high=30.
 add("aten::hardsigmoid.default", F.hardsigmoid, unary())
 add("aten::hardswish.default", F.hardswish, unary())
 add("aten::threshold.default", lambda x: F.threshold(x, 0.5, -2.0), unary())
+
+# -- overloads reached by calling the aten op directly (Python code exports the Tensor form) --
+for target, fn, samples in [
+    ("aten::add.Scalar", lambda x, y: aten.add.Scalar(x, y), binary(NUMERIC, scalar=True)),
+    ("aten::sub.Scalar", lambda x, y: aten.sub.Scalar(x, y), binary(SIGNED, scalar=True)),
+    ("aten::mul.Scalar", lambda x, y: aten.mul.Scalar(x, y), binary(NUMERIC, scalar=True)),
+    ("aten::div.Scalar", lambda x, y: aten.div.Scalar(x, y),
+     binary(FLOATS, scalar=True, rhs_low=1)),
+    ("aten::div.Scalar_mode", lambda x, y: aten.div.Scalar_mode(x, y, rounding_mode="floor"),
+     binary(SIGNED, scalar=True, rhs_low=1)),
+    ("aten::floor_divide.Scalar", lambda x, y: aten.floor_divide.Scalar(x, y),
+     binary(SIGNED, scalar=True, rhs_low=1)),
+    ("aten::remainder.Scalar_Tensor", lambda x, y: aten.remainder.Scalar_Tensor(y, x),
+     binary(SIGNED, scalar=True).map(
+         lambda s: Sample((torch.where(s.args[0] == 0, torch.ones_like(s.args[0]), s.args[0]),
+                           s.args[1])))),
+    ("aten::rsub.Tensor", lambda x, y: aten.rsub.Tensor(x, y), binary(SIGNED)),
+    ("aten::true_divide.Tensor", lambda x, y: aten.true_divide.Tensor(x, y),
+     binary(FLOATS).map(nonzero_rhs)),
+    ("aten::clamp_min.default", lambda x, y: aten.clamp_min.default(x, y),
+     binary(NUMERIC, scalar=True)),
+    ("aten::clamp_max.default", lambda x, y: aten.clamp_max.default(x, y),
+     binary(NUMERIC, scalar=True)),
+    ("aten::clip.default", lambda x: aten.clip.default(x, -1.0, 2.0), unary()),
+    ("aten::where.ScalarOther", lambda c, x: aten.where.ScalarOther(c, x, 0.5),
+     binary(FLOATS, mixed=False).map(lambda s: Sample((s.args[0] > 0, s.args[1])))),
+    ("aten::where.ScalarSelf", lambda c, x: aten.where.ScalarSelf(c, -1.5, x),
+     binary(FLOATS, mixed=False).map(lambda s: Sample((s.args[0] > 0, s.args[1])))),
+    ("aten::where.Scalar", lambda c: aten.where.Scalar(c, 1.0, 0.0),
+     unary().map(lambda s: Sample((s.args[0] > 0,)))),
+    ("aten::bitwise_left_shift.Tensor", torch.bitwise_left_shift,
+     binary(st.sampled_from((torch.int32, torch.int64)), low=0, high=5, mixed=False)),
+    ("aten::bitwise_right_shift.Tensor", torch.bitwise_right_shift,
+     binary(st.sampled_from((torch.int32, torch.int64)), low=0, high=5, mixed=False)),
+]:
+    add(target, fn, samples)
+
+
+@st.composite
+def _clip_tensor(draw: Any) -> Sample:
+    x = draw(tensors(draw(shapes()), torch.float32))
+    return Sample((x, x.new_tensor(-0.5), x.new_tensor(1.5)))
+
+
+add("aten::clip.Tensor", lambda x, lo, hi: aten.clip.Tensor(x, lo, hi), _clip_tensor())
