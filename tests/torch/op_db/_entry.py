@@ -13,6 +13,12 @@ FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 ALL_DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, torch.bool)
 
+# dtype strategies shared by the family modules
+FLOATS = st.sampled_from(FLOAT_DTYPES)
+NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
+SIGNED = st.sampled_from((*FLOAT_DTYPES, torch.int8, torch.int16, torch.int32, torch.int64))
+ANY = st.sampled_from(ALL_DTYPES)
+
 # Default comparison tolerance per dtype, with the reason.
 # float32/float64: numpy and torch may differ by a few ulps in transcendental functions.
 # float16/bfloat16: torch rounds each op's float32 result once to half precision; our

@@ -13,10 +13,9 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
 
 aten = torch.ops.aten
-FLOATS = st.sampled_from(FLOAT_DTYPES)
 EPS = 1e-5
 
 ENTRIES: list[OpEntry] = []

@@ -9,8 +9,11 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
-    FLOAT_DTYPES,
+    ANY,
+    FLOATS,
     INT_DTYPES,
+    NUMERIC,
+    SIGNED,
     OpEntry,
     Sample,
     broadcastable,
@@ -19,10 +22,6 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-FLOATS = st.sampled_from(FLOAT_DTYPES)
-NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
-SIGNED = st.sampled_from((*FLOAT_DTYPES, torch.int8, torch.int16, torch.int32, torch.int64))
-ANY = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES, torch.bool))
 
 
 def unary(dtypes: st.SearchStrategy = FLOATS, low: float = -4.0, high: float = 4.0,

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
-    FLOAT_DTYPES,
-    INT_DTYPES,
+    ANY,
+    FLOATS,
+    NUMERIC,
     OpEntry,
     Sample,
     broadcastable,
@@ -26,9 +27,6 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-ANY = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES, torch.bool))
-NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
-FLOATS = st.sampled_from(FLOAT_DTYPES)
 INDEX_DTYPES = st.sampled_from((torch.int64, torch.int32))
 
 ENTRIES: list[OpEntry] = []

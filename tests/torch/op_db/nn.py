@@ -13,10 +13,9 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from tests.torch.op_db import _nn_attention, _nn_pooling, _nn_resample
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
 
 aten = torch.ops.aten
-FLOATS = st.sampled_from(FLOAT_DTYPES)
 MATMUL_DTYPES = st.sampled_from((*FLOAT_DTYPES, torch.int32, torch.int64))
 
 ENTRIES: list[OpEntry] = []

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from tests.torch.harness import assert_matches, to_numpy
 from tests.torch.op_db._entry import (
-    FLOAT_DTYPES,
-    INT_DTYPES,
+    ANY,
+    FLOATS,
+    NUMERIC,
     OpEntry,
     Sample,
     shapes,
@@ -21,9 +22,6 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-FLOATS = st.sampled_from(FLOAT_DTYPES)
-NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
-ANY = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES, torch.bool))
 
 ENTRIES: list[OpEntry] = []
 

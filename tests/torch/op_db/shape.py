@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
     ALL_DTYPES,
-    FLOAT_DTYPES,
-    INT_DTYPES,
+    ANY,
+    FLOATS,
+    NUMERIC,
     OpEntry,
     Sample,
     broadcastable,
@@ -23,9 +24,6 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-ANY = st.sampled_from(ALL_DTYPES)
-NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
-FLOATS = st.sampled_from(FLOAT_DTYPES)
 
 ENTRIES: list[OpEntry] = []
 
