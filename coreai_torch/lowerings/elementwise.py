@@ -9,7 +9,7 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype
+from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype, result_type
 from coreai_torch.lowerings._common import (
     ValuesMap,
     lower_binary,
@@ -340,7 +340,12 @@ def aten_log_sigmoid_forward_default(values_map: ValuesMap, node: torch.fx.Node,
     zero = scalar_like(0, x, loc)
     tail = coreai.log1p(coreai.exp(coreai.neg(coreai.abs_(x, loc=loc), loc=loc), loc=loc), loc=loc)
     out = coreai.broadcasting_sub(coreai.broadcasting_minimum(x, zero, loc=loc), tail, loc=loc)
-    return [out, coreai.constant([], dtype=x.type.element_type, loc=loc)]
+    # the buffer only feeds the backward op; give it the shape torch records, filled with 0
+    buffer_type = result_type(node, 1)
+    zero = scalar_like(0, x, loc)
+    shape = (coreai.get_shape(x, loc=loc) if buffer_type.shape == x.type.shape
+             else list(buffer_type.shape))
+    return [out, coreai.broadcast_to(zero, shape, loc=loc)]
 
 
 @reg("aten::hardsigmoid.default")
@@ -366,6 +371,7 @@ def aten_hardswish_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loca
 def aten_threshold_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
     x = _act(values_map, node, loc)
-    keep = coreai.broadcasting_greater(x, scalar_like(node.args[1], x, loc), loc=loc)
-    return coreai.broadcasting_where(keep, x, scalar_like(node.args[2], x, loc), loc=loc)
+    # torch: x <= threshold ? value : x, so NaN passes through
+    replace = coreai.broadcasting_less_equal(x, scalar_like(node.args[1], x, loc), loc=loc)
+    return coreai.broadcasting_where(replace, scalar_like(node.args[2], x, loc), x, loc=loc)
 
