@@ -56,7 +56,9 @@ class OpEntry:
     ``fn(*tensors, **kwargs)`` calls torch; tensor args of a Sample become the exported
     module's inputs, other args are baked in as constants. ``atol/rtol`` override the
     per-dtype default and need ``tol_reason``. ``compare`` replaces the value comparison
-    (e.g. for ops whose index outputs are ambiguous under ties).
+    (e.g. for ops whose index outputs are ambiguous under ties). ``reference``, called like
+    ``fn``, computes the expected values instead of ``fn`` where torch's CPU result depends on
+    the machine (see ``tests/reference.py``).
     """
 
     target: str
@@ -67,6 +69,7 @@ class OpEntry:
     tol_reason: str = ""
     compare: Callable[[Any, Any, Sample], None] | None = None
     name: str = ""
+    reference: Callable[..., Any] | None = None
 
     @property
     def id(self) -> str:
