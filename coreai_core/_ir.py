@@ -378,17 +378,19 @@ class Program:
 
     # -- behaviour (implemented in the other modules) ---------------------------------------
     def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: Mapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: Mapping[str, Any] | None = None, *,
+            seed: Any = None) -> dict[str, np.ndarray]:
         """Execute ``entrypoint`` with the numpy reference runtime.
 
         Returns a dict output name -> array, in output order. Without ``state`` the program's
         own state is read and updated (like calling a torch module with buffers); with
-        ``state`` that mapping is used and updated in place instead.
+        ``state`` that mapping is used and updated in place instead. ``seed`` (an int, a
+        numpy ``SeedSequence`` or ``Generator``) makes the random ops reproducible; None
+        draws fresh entropy.
         """
         from coreai_core.runtime import run_program
 
-        return run_program(self, inputs, entrypoint=entrypoint, state=state)
+        return run_program(self, inputs, entrypoint=entrypoint, state=state, seed=seed)
 
     def optimize(self, passes: Sequence[Any] | None = None) -> OptimizeReport:
         """Run the optimizer pipeline in place and return its per-pass report."""

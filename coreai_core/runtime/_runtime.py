@@ -11,6 +11,7 @@ import numpy as np
 
 from coreai_core._ir import Graph, Operation, Program, Value
 from coreai_core.runtime._inputs import writable
+from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
@@ -130,8 +131,8 @@ class Runtime:
 
     # -- running -----------------------------------------------------------------------------
     def run(self, program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+            seed: Seed = None) -> dict[str, np.ndarray]:
         """Run ``entrypoint``; returns a dict output name -> array in output order.
 
         ``inputs`` is a dict by name or a positional sequence of numpy arrays, torch tensors
@@ -139,13 +140,19 @@ class Runtime:
         after a successful call; with ``state`` that mapping is read and updated instead.
         Bad inputs raise one ``RuntimeInputError`` before anything runs; a failing kernel
         raises ``KernelError`` naming the op and its location.
+
+        ``seed`` (an int, a numpy ``SeedSequence`` or ``Generator``) seeds the generator the
+        random ops draw from: the same seed gives the same numbers; None draws fresh entropy.
         """
         _check_state_arg(state)
-        return self.plan(program, entrypoint).run(inputs, state)
+        plan = self.plan(program, entrypoint)
+        with seeded(seed):
+            return plan.run(inputs, state)
 
     def run_collect(self, program: Program,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                     entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                    *, seed: Seed = None,
                     ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
         """Like :meth:`run`, also returning every op result of the entrypoint graph.
 
@@ -154,7 +161,9 @@ class Runtime:
         """
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
-        outputs = self.plan(program, entrypoint).run(inputs, state, record=record)
+        plan = self.plan(program, entrypoint)
+        with seeded(seed):
+            outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
     def evaluate_op(self, op: Operation, arrays: Sequence[Any],
@@ -208,17 +217,17 @@ def default_runtime() -> Runtime:
 
 def run_program(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                 entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
-                runtime: Runtime | None = None) -> dict[str, np.ndarray]:
+                runtime: Runtime | None = None, seed: Seed = None) -> dict[str, np.ndarray]:
     """Run ``program`` with ``runtime`` (the default runtime when None). See Runtime.run."""
-    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state, seed=seed)
 
 
 def run_graph_collect(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                       entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-                      *, runtime: Runtime | None = None,
+                      *, runtime: Runtime | None = None, seed: Seed = None,
                       ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
     """Run and also return every op result, keyed by its Value. See Runtime.run_collect."""
-    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state, seed=seed)
 
 
 def evaluate_op(op: Operation, arrays: Sequence[Any], program: Program | None = None, *,
