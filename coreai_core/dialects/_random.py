@@ -48,8 +48,9 @@ def random_uniform(shape: Value, low: float = 0.0, high: float = 1.0,
     """Uniform floats in ``[low, high)`` of ``shape`` (1-d int tensor).
 
     Draws ``u`` on the dtype's grid ``k * 2**-m`` of ``[0, 1)`` and returns ``low + (high -
-    low) * u`` rounded once to ``dtype``; a value that rounds up to ``high`` becomes the next
-    value below it. ``low == high`` gives ``low`` everywhere.
+    low) * u`` rounded once to ``dtype``; a value that rounds up to ``high`` or above becomes
+    the largest dtype value below ``high``. ``low == high`` (or no dtype value in the
+    interval) gives ``low`` rounded to dtype.
     """
     _float_dtype(dtype, "random_uniform")
     expect(math.isfinite(low) and math.isfinite(high) and low <= high,

@@ -27,8 +27,10 @@ def _shape(shape: np.ndarray) -> tuple[int, ...]:
 
 
 def _below(value: float, dtype: np.dtype) -> np.ndarray:
-    """The largest ``dtype`` value strictly below ``value`` (which is finite in ``dtype``)."""
+    """The largest ``dtype`` value strictly below ``value`` (finite in ``dtype``)."""
     a = np.asarray(value, dtype=dtype)
+    if float(a) < value:
+        return a[()]
     if a == 0:
         a = -a  # -0.0: one step up in magnitude is the negative subnormal next to zero
     bits = a.reshape(1).view(np.dtype(f"u{dtype.itemsize}"))
@@ -49,7 +51,10 @@ def random_uniform(shape: np.ndarray, *, low: float = 0.0, high: float = 1.0,
     u = unit_uniform(_shape(shape), dtype, current_generator())
     out = (low + (high - low) * u).astype(dtype.numpy)
     if low < high:
-        out[out >= np.asarray(high, dtype=dtype.numpy)] = _below(high, dtype.numpy)
+        cap = _below(high, dtype.numpy)
+        if float(cap) < low:  # no dtype value in [low, high): the nearest to low it is
+            cap = np.asarray(low, dtype=dtype.numpy)[()]
+        out[out.astype(np.float64) >= high] = cap
     return out
 
 
