@@ -21,7 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from coreai_core import Dim, Program, TensorType, Value
 from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
-from coreai_torch import _utils
+from coreai_torch import utils as _utils
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import qualified_name
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError

@@ -9,7 +9,7 @@ import torch.fx
 
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
-from coreai_torch._utils import (
+from coreai_torch.utils import (
     cast_to,
     dtype_of,
     get_operand,

@@ -9,7 +9,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype, result_type
 from coreai_torch.lowerings._common import (
     ValuesMap,
     lower_binary,
@@ -17,6 +16,7 @@ from coreai_torch.lowerings._common import (
     operand_as,
     scalar_like,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
 
 LOWERINGS = LoweringSet("elementwise")
 reg = LOWERINGS.register_torch_lowering
