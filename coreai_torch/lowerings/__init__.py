@@ -20,6 +20,7 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    random,
     reduction,
     resample,
     scatter,
@@ -30,7 +31,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, random,
 )
 
 _DEFAULT: LoweringTable | None = None
