@@ -10,8 +10,9 @@ Two forms of lowering are accepted, by built-ins and users alike:
           return coreai.clip(self, min_val, max_val)
 
   ``Tensor`` arguments arrive as ``Value`` (``Tensor?`` may be None; ``Tensor[]`` is a list;
-  a Python number where the schema says Tensor becomes a 0-d constant promoted like torch's
-  wrapped numbers), ``ScalarType`` as a :class:`~coreai_core.DType`, ``int[]`` as a list of
+  a Python number where the schema says Tensor, as in ``add.Tensor(x, 2)``, stays a number:
+  :func:`coreai_torch.utils.cast_to` makes either a Value of the computation's dtype, with no
+  double rounding), ``ScalarType`` as a :class:`~coreai_core.DType`, ``int[]`` as a list of
   ints, other arguments as Python values. A symbolic argument (a SymInt/SymFloat FX node)
   arrives as its 0-d Value. Missing arguments take the schema default. A Python keyword among
   the schema names gets a trailing underscore (``lambda_``). A keyword-only parameter named
@@ -233,11 +234,11 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     return _plain(arg, values)
 
 
-def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value:
+def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool | int | float:
     if isinstance(arg, torch.fx.Node):
         return values.value(arg)
     if isinstance(arg, (bool, int, float)):
-        return utils.scalar_constant(arg, utils.peer_dtype(node))
+        return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
         return coreai.constant(utils.to_numpy(arg))
     raise TypeError(f"cannot use {arg!r} as a tensor")
