@@ -186,6 +186,20 @@ def test_type_rules_reject_bad_attributes():
             program_of(build)
 
 
+@pytest.mark.parametrize("build", [
+    lambda: coreai.random_uniform([], low=-1.0, high=1.0, dtype="float16"),
+    lambda: coreai.random_normal([], dtype="bfloat16"),
+    lambda: coreai.random_integers([], low=0, high=3, dtype="int8"),
+    lambda: coreai.random_bernoulli(coreai.constant(0.5, dtype="float32")),
+    lambda: coreai.random_uniform([0, 3]),
+    lambda: coreai.random_multinomial(coreai.constant([1.0, 2.0]), num_samples=0),
+])
+def test_zero_d_and_empty_results(build):
+    (y,) = draw(build)
+    t = program_of(build).graphs["main"].output_values["y0"].type
+    assert y.shape == t.shape and y.dtype == t.element_type.numpy
+
+
 def test_dynamic_shapes_are_drawn_at_run_time():
     p = program_of(lambda x: coreai.random_normal(coreai.get_shape(x), dtype="float32"),
                    x=((Dim("n"), 3), "float32"))

@@ -41,7 +41,7 @@ def _below(value: float, dtype: np.dtype) -> np.ndarray:
 def unit_uniform(shape: tuple[int, ...], dtype: DType, gen: np.random.Generator) -> np.ndarray:
     """Float64 draws on the grid ``k * 2**-m`` of [0, 1) (``m`` = the dtype's significand)."""
     bits = _GRID_BITS[dtype]
-    return gen.integers(0, 1 << bits, size=shape, dtype=np.int64) * (2.0 ** -bits)
+    return np.asarray(gen.integers(0, 1 << bits, size=shape, dtype=np.int64)) * (2.0 ** -bits)
 
 
 @kernel("coreai.random_uniform")
@@ -49,7 +49,7 @@ def random_uniform(shape: np.ndarray, *, low: float = 0.0, high: float = 1.0,
                    dtype: DType = DType.float32) -> np.ndarray:
     """``low + (high - low) * u`` rounded once to dtype; kept strictly below ``high``."""
     u = unit_uniform(_shape(shape), dtype, current_generator())
-    out = (low + (high - low) * u).astype(dtype.numpy)
+    out = np.asarray(low + (high - low) * u).astype(dtype.numpy)
     if low < high:
         cap = _below(high, dtype.numpy)
         if float(cap) < low:  # no dtype value in [low, high): the nearest to low it is
@@ -63,7 +63,7 @@ def random_normal(shape: np.ndarray, *, mean: float = 0.0, std: float = 1.0,
                   dtype: DType = DType.float32) -> np.ndarray:
     """``mean + std * z`` (float64 standard normals), rounded once to dtype."""
     z = current_generator().standard_normal(_shape(shape))
-    return (mean + std * z).astype(dtype.numpy)
+    return np.asarray(mean + std * z).astype(dtype.numpy)
 
 
 @kernel("coreai.random_integers")
@@ -72,7 +72,7 @@ def random_integers(shape: np.ndarray, *, low: int, high: int,
     """Uniform integers in [low, high), drawn in the integer dtype (int64 for float dtypes)."""
     draw_as = dtype.numpy if dtype.is_int else np.dtype(np.int64)
     out = current_generator().integers(low, high, size=_shape(shape), dtype=draw_as)
-    return out.astype(dtype.numpy, copy=False)
+    return np.asarray(out).astype(dtype.numpy, copy=False)
 
 
 @kernel("coreai.random_permutation")
@@ -88,7 +88,7 @@ def random_bernoulli(p: np.ndarray) -> np.ndarray:
     if not np.all((prob >= 0) & (prob <= 1)):  # NaN fails both comparisons
         bad = prob[~((prob >= 0) & (prob <= 1))].reshape(-1)[0]
         raise ValueError(f"random_bernoulli needs probabilities in [0, 1], got {bad}")
-    return current_generator().random(prob.shape) < prob
+    return np.asarray(current_generator().random(prob.shape) < prob)
 
 
 @kernel("coreai.random_multinomial")

@@ -11,13 +11,14 @@ from tests.torch.op_db import (
     elementwise,
     indexing,
     nn,
+    random,
     reduction,
     shape,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, random)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
