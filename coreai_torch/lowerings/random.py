@@ -14,8 +14,10 @@ in float64 and rounded once to the result dtype:
 - log_normal(m, s)   = exp(m + s * Z)                       (Z standard normal)
 - normal(mean, std)  = mean + std * Z                       (tensor mean/std broadcast)
 
-A ``generator=`` argument cannot reach the converter (export lifts it to an opaque input), so
-the ``*.generator`` overloads stay unsupported.
+A ``torch.Generator`` passed as ``generator=`` (export lifts it to an input of its own) is
+accepted and ignored: the program's random ops draw from the run's generator instead.
+Factory options (``dtype``, ``layout``, ``device``, ``pin_memory``, ``memory_format``) arrive
+in ``**options`` and are not read: the result type comes from torch's metadata.
 """
 
 from __future__ import annotations
@@ -81,76 +83,61 @@ def _f64(value: float) -> Value:
 
 # -- factories ------------------------------------------------------------------------------------
 
-@reg("aten::rand.default")
-def aten_rand_default(size: list[int | Value], *, dtype: DType | None = None, layout: Any = None,
-                      device: Any = None, pin_memory: bool | None = None) -> Value:
+@reg("aten::rand.default", "aten::rand.generator")
+def aten_rand_default(size: list[int | Value], **options: Any) -> Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return coreai.random_uniform(_size(size), dtype=result_dtype())
 
 
-@reg("aten::randn.default")
-def aten_randn_default(size: list[int | Value], *, dtype: DType | None = None,
-                       layout: Any = None, device: Any = None, pin_memory: bool | None = None,
-                       ) -> Value:
+@reg("aten::randn.default", "aten::randn.generator")
+def aten_randn_default(size: list[int | Value], **options: Any) -> Value:
     """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return coreai.random_normal(_size(size), dtype=result_dtype())
 
 
-@reg("aten::rand_like.default")
-def aten_rand_like_default(self: Value, *, dtype: DType | None = None, layout: Any = None,
-                           device: Any = None, pin_memory: bool | None = None,
-                           memory_format: Any = None) -> Value:
+@reg("aten::rand_like.default", "aten::rand_like.generator")
+def aten_rand_like_default(self: Value, **options: Any) -> Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     return coreai.random_uniform(shape_of(self, None), dtype=result_dtype())
 
 
-@reg("aten::randn_like.default")
-def aten_randn_like_default(self: Value, *, dtype: DType | None = None, layout: Any = None,
-                            device: Any = None, pin_memory: bool | None = None,
-                            memory_format: Any = None) -> Value:
+@reg("aten::randn_like.default", "aten::randn_like.generator")
+def aten_randn_like_default(self: Value, **options: Any) -> Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     return coreai.random_normal(shape_of(self, None), dtype=result_dtype())
 
 
-@reg("aten::randint.default")
-def aten_randint_default(high: int | Value, size: list[int | Value], *,
-                         dtype: DType | None = None, layout: Any = None, device: Any = None,
-                         pin_memory: bool | None = None) -> Value:
+@reg("aten::randint.default", "aten::randint.generator")
+def aten_randint_default(high: int | Value, size: list[int | Value], **options: Any) -> Value:
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
     return _integers(_size(size), 0, _static(high, "randint's high"), result_dtype())
 
 
-@reg("aten::randint.low")
-def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value], *,
-                     dtype: DType | None = None, layout: Any = None, device: Any = None,
-                     pin_memory: bool | None = None) -> Value:
+@reg("aten::randint.low", "aten::randint.low_generator")
+def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value],
+                     **options: Any) -> Value:
     """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=4,
     Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     return _integers(_size(size), _static(low, "randint's low"), _static(high, "randint's high"),
                      result_dtype())
 
 
-@reg("aten::randint_like.default")
-def aten_randint_like_default(self: Value, high: int | Value, *, dtype: DType | None = None,
-                              layout: Any = None, device: Any = None,
-                              pin_memory: bool | None = None, memory_format: Any = None,
-                              ) -> Value:
+@reg("aten::randint_like.default", "aten::randint_like.generator")
+def aten_randint_like_default(self: Value, high: int | Value, **options: Any) -> Value:
     """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     return _integers(shape_of(self, None), 0, _static(high, "randint_like's high"),
                      result_dtype())
 
 
-@reg("aten::randint_like.low_dtype")
-def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value, *,
-                                dtype: DType | None = None, layout: Any = None,
-                                device: Any = None, pin_memory: bool | None = None,
-                                memory_format: Any = None) -> Value:
+@reg("aten::randint_like.low_dtype", "aten::randint_like.low_generator_dtype")
+def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value,
+                                **options: Any) -> Value:
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None,
     Layout? layout=None, Device? device=None, bool? pin_memory=None,
     MemoryFormat? memory_format=None) -> Tensor"""
@@ -158,9 +145,8 @@ def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value
                      _static(high, "randint_like's high"), result_dtype())
 
 
-@reg("aten::randperm.default")
-def aten_randperm_default(n: int | Value, *, dtype: DType | None = None, layout: Any = None,
-                          device: Any = None, pin_memory: bool | None = None) -> Value:
+@reg("aten::randperm.default", "aten::randperm.generator")
+def aten_randperm_default(n: int | Value, **options: Any) -> Value:
     """randperm(SymInt n, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return coreai.random_permutation(_static(n, "randperm's n"), dtype=result_dtype())
@@ -174,13 +160,13 @@ def _bernoulli(p: Value) -> Value:
 
 
 @reg("aten::bernoulli.default")
-def aten_bernoulli_default(self: Value) -> Value:
+def aten_bernoulli_default(self: Value, generator: Any = None) -> Value:
     """bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
     return _bernoulli(self)
 
 
 @reg("aten::bernoulli.p")
-def aten_bernoulli_p(self: Value, p: float) -> Value:
+def aten_bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
     """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli expects p in [0, 1], got {p}")
@@ -188,7 +174,7 @@ def aten_bernoulli_p(self: Value, p: float) -> Value:
 
 
 @reg("aten::bernoulli.Tensor")
-def aten_bernoulli_tensor(self: Value, p: Value) -> Value:
+def aten_bernoulli_tensor(self: Value, p: Value, generator: Any = None) -> Value:
     """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
     prob = p if p.type.element_type.is_float else cast_to(p, F64)
     return _bernoulli(coreai.broadcast_to(prob, shape_of(self, None)))
@@ -217,28 +203,27 @@ def _broadcast_shape(a: Value, b: Value) -> Any:
 
 
 @reg("aten::normal.Tensor_float")
-def aten_normal_tensor_float(mean: Value, std: float = 1.0) -> Value:
+def aten_normal_tensor_float(mean: Value, std: float = 1.0, generator: Any = None) -> Value:
     """normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"""
     _check_std(std)
     return _normal(mean, std, shape_of(mean, None))
 
 
 @reg("aten::normal.float_Tensor")
-def aten_normal_float_tensor(mean: float, std: Value) -> Value:
+def aten_normal_float_tensor(mean: float, std: Value, generator: Any = None) -> Value:
     """normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
     return _normal(mean, std, shape_of(std, None))
 
 
 @reg("aten::normal.Tensor_Tensor")
-def aten_normal_tensor_tensor(mean: Value, std: Value) -> Value:
+def aten_normal_tensor_tensor(mean: Value, std: Value, generator: Any = None) -> Value:
     """normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"""
     return _normal(mean, std, _broadcast_shape(mean, std))
 
 
 @reg("aten::normal.float_float")
-def aten_normal_float_float(mean: float, std: float, size: list[int | Value], *,
-                            dtype: DType | None = None, layout: Any = None, device: Any = None,
-                            pin_memory: bool | None = None) -> Value:
+def aten_normal_float_float(mean: float, std: float, size: list[int | Value],
+                            **options: Any) -> Value:
     """normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None,
     ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None)
     -> Tensor"""
@@ -247,7 +232,8 @@ def aten_normal_float_float(mean: float, std: float, size: list[int | Value], *,
 
 
 @reg("aten::normal_functional.default")
-def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 1.0) -> Value:
+def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 1.0,
+                                   generator: Any = None) -> Value:
     """normal_functional(Tensor self, float mean=0., float std=1., *,
     Generator? generator=None) -> Tensor"""
     _check_std(std)
@@ -255,7 +241,8 @@ def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 
 
 
 @reg("aten::uniform.default")
-def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0) -> Value:
+def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0, generator: Any = None,
+                         ) -> Value:
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     if not from_ <= to:
         raise ValueError(f"uniform expects from <= to, got from={from_}, to={to}")
@@ -263,7 +250,7 @@ def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0) -> Va
 
 
 @reg("aten::exponential.default")
-def aten_exponential_default(self: Value, lambd: float = 1.0) -> Value:
+def aten_exponential_default(self: Value, lambd: float = 1.0, generator: Any = None) -> Value:
     """exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"""
     if not lambd > 0.0:
         raise ValueError(f"exponential expects lambd > 0, got {lambd}")
@@ -273,7 +260,7 @@ def aten_exponential_default(self: Value, lambd: float = 1.0) -> Value:
 
 
 @reg("aten::geometric.default")
-def aten_geometric_default(self: Value, p: float) -> Value:
+def aten_geometric_default(self: Value, p: float, generator: Any = None) -> Value:
     """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"geometric expects p in (0, 1], got {p}")
@@ -284,7 +271,8 @@ def aten_geometric_default(self: Value, p: float) -> Value:
 
 
 @reg("aten::cauchy.default")
-def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0) -> Value:
+def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0,
+                        generator: Any = None) -> Value:
     """cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None)
     -> Tensor"""
     if not sigma > 0.0:
@@ -296,7 +284,8 @@ def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0) ->
 
 
 @reg("aten::log_normal.default")
-def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0) -> Value:
+def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0,
+                            generator: Any = None) -> Value:
     """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None)
     -> Tensor"""
     if not std > 0.0:
@@ -307,7 +296,7 @@ def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0) ->
 
 @reg("aten::multinomial.default")
 def aten_multinomial_default(self: Value, num_samples: int | Value,
-                             replacement: bool = False) -> Value:
+                             replacement: bool = False, generator: Any = None) -> Value:
     """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *,
     Generator? generator=None) -> Tensor"""
     n = _static(num_samples, "multinomial's num_samples")
@@ -350,7 +339,7 @@ def aten_native_dropout_default(input: Value, p: float, train: bool | None) -> t
 @reg("aten::rrelu_with_noise_functional.default")
 def aten_rrelu_with_noise_functional_default(
         self: Value, noise: Value, lower: float = 0.125, upper: float = 1.0 / 3.0,
-        training: bool = False) -> tuple[Value, Value]:
+        training: bool = False, generator: Any = None) -> tuple[Value, Value]:
     """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125,
     Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None)
     -> (Tensor, Tensor noise_out)

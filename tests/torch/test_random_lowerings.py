@@ -223,6 +223,17 @@ def test_dynamic_shapes():
         assert set(np.unique(d)) <= {0.0, 2.0}
 
 
+def test_a_torch_generator_is_accepted_and_the_seed_decides():
+    gen = torch.Generator().manual_seed(0)
+    program = converted(lambda: (torch.rand(N, generator=gen),
+                                 torch.normal(2.0, 0.5, (N,), generator=gen)))
+    assert program.input_names == []  # the lifted generator is not an input of the program
+    u, z = program.run([], seed=4).values()
+    check_uniform(u, 0.0, 1.0, "rand(generator=)")
+    check_normal(z, 2.0, 0.5, "normal(generator=)")
+    assert np.array_equal(u, program.run([], seed=4)["rand"])
+
+
 def test_symbolic_bounds_are_reported():
     x = torch.zeros(5, 3)
     dim = torch.export.Dim("n", min=2, max=64)

@@ -508,3 +508,34 @@ ENTRIES.append(OpEntry(
     compare=lambda expected, got, s: (same_layout(expected, [np.asarray(g) for g in got],
                                                   "sdpa dropout"),
                                       _sdpa_dropout([np.asarray(g) for g in got], s))))
+
+
+# -- the generator= overloads: torch's Generator is lifted to an input the program ignores ------
+
+GEN = torch.Generator().manual_seed(0)
+
+add("aten::rand.generator", lambda size, dtype: torch.rand(size, generator=GEN, dtype=dtype),
+    factory_samples(), _uniform01)
+add("aten::randn.generator", lambda size, dtype: torch.randn(size, generator=GEN, dtype=dtype),
+    factory_samples(), _std_normal)
+add("aten::rand_like.generator",
+    lambda x, dtype: torch.rand_like(x, generator=GEN, dtype=dtype), like_samples(), _uniform01)
+add("aten::randn_like.generator",
+    lambda x, dtype: torch.randn_like(x, generator=GEN, dtype=dtype), like_samples(),
+    _std_normal)
+add("aten::randint.generator",
+    lambda high, size, dtype: torch.randint(high, size, generator=GEN,
+                                            dtype=dtype or torch.int64),
+    randint_samples(False), lambda got, s: _randint_check(s)(got, s))
+add("aten::randint.low_generator",
+    lambda low, high, size, dtype: torch.randint(low, high, size, generator=GEN,
+                                                 dtype=dtype or torch.int64),
+    randint_samples(True), lambda got, s: _randint_check(s)(got, s))
+add("aten::randint_like.generator",
+    lambda x, high: torch.randint_like(x, high, generator=GEN), randint_like_samples(False),
+    _randint_like_check)
+add("aten::randint_like.low_generator_dtype",
+    lambda x, low, high: torch.randint_like(x, low, high, generator=GEN),
+    randint_like_samples(True), _randint_like_check)
+add("aten::randperm.generator", lambda n, dtype: torch.randperm(n, generator=GEN, dtype=dtype),
+    randperm_samples(), _permutation)
