@@ -305,6 +305,17 @@ def test_ops_in_a_loop_body_draw_fresh_numbers_each_iteration():
     assert np.all(vals >= 1.0) and len(set(vals.tolist())) == 5
 
 
+def test_a_saved_program_draws_the_same_numbers(tmp_path):
+    from coreai_core import load
+
+    p = program_of(_mixed, x=((4, 3), "float32"))
+    x = {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)}
+    p.save(tmp_path / "random.coreai")
+    before, after = p.run(x, seed=3), load(tmp_path / "random.coreai").run(x, seed=3)
+    for k in before:
+        assert np.array_equal(before[k], after[k]), k
+
+
 def test_evaluate_op_on_a_random_op_draws_from_fresh_entropy():
     p = program_of(lambda: coreai.random_uniform([16], dtype="float64"))
     op = p.graphs["main"].ops[-1]
