@@ -1,4 +1,4 @@
-"""Built-in lowerings: random — rand/randn/randint/randperm factories, bernoulli, normal,
+"""Built-in lowerings: random — rand/randn/randint/randperm/random_ factories, bernoulli, normal,
 the in-place samplers export makes functional (uniform, exponential, geometric, cauchy,
 log_normal), multinomial, dropout in training mode and rrelu.
 
@@ -150,6 +150,32 @@ def aten_randperm_default(n: int | Value, **options: Any) -> Value:
     """randperm(SymInt n, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return coreai.random_permutation(_static(n, "randperm's n"), dtype=result_dtype())
+
+
+# Significand digits: random_() on a float tensor draws from [0, 2**digits], all exact.
+_DIGITS = {DType.float64: 53, DType.float32: 24, DType.float16: 11, DType.bfloat16: 8}
+
+
+def _random_top(dtype: DType) -> int:
+    """The inclusive upper bound of ``random_()`` without ``to`` (torch's random kernel)."""
+    if dtype is DType.bool:
+        return 1
+    if dtype.is_float:
+        return 1 << _DIGITS[dtype]
+    return int(np.iinfo(dtype.numpy).max)
+
+
+@reg("aten::random.default")
+def aten_random_default(self: Value, generator: Any = None) -> Value:
+    """random(Tensor self, *, Generator? generator=None) -> Tensor"""
+    dtype = result_dtype()
+    return _integers(shape_of(self, None), 0, _random_top(dtype) + 1, dtype)
+
+
+@reg("aten::random.to")
+def aten_random_to(self: Value, to: int, generator: Any = None) -> Value:
+    """random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor"""
+    return _integers(shape_of(self, None), 0, to, result_dtype())
 
 
 # -- bernoulli ------------------------------------------------------------------------------------

@@ -199,6 +199,30 @@ add("aten::randperm.default", lambda n, dtype: torch.randperm(n, dtype=dtype),
     randperm_samples(), _permutation)
 
 
+# random_(): integers in [0, to), or up to 2**digits (floats) / the dtype's max (ints) without to
+TOP = {torch.float64: 2 ** 53, torch.float32: 2 ** 24, torch.float16: 2 ** 11,
+       torch.bfloat16: 2 ** 8, torch.bool: 1}
+
+
+@st.composite
+def random_samples(draw: Any, with_to: bool) -> Sample:
+    dtype = draw(st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES, *(() if with_to else (torch.bool,)))))
+    x = draw(tensors(draw(SIZES), dtype))
+    return Sample((x, draw(st.sampled_from((1, 2, 6, 100)))) if with_to else (x,))
+
+
+def _random_check(got: list[np.ndarray], sample: Sample) -> None:
+    x = sample.args[0]
+    top = TOP.get(x.dtype) if len(sample.args) == 1 else sample.args[1] - 1
+    if top is None:
+        top = torch.iinfo(x.dtype).max
+    _integers(0, top + 1)(got, sample)
+
+
+add("aten::random.default", lambda x: x.clone().random_(), random_samples(False), _random_check)
+add("aten::random.to", lambda x, to: x.clone().random_(to), random_samples(True), _random_check)
+
+
 # -- bernoulli ------------------------------------------------------------------------------------
 
 def _bernoulli(p: np.ndarray, what: str) -> Check:
