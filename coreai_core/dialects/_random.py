@@ -7,7 +7,8 @@ contain one; a random op whose result is unused may still be removed.
 **The generator.** A run has one numpy ``Generator`` (PCG64). ``program.run(inputs,
 seed=s)`` and ``Runtime.run(..., seed=s)`` create it from ``s``: the same program, inputs and
 seed give the same numbers, different seeds give independent streams, and ``seed=None``
-(the default) draws fresh OS entropy. Random ops draw from it in execution order; a kernel
+(the default) draws fresh OS entropy (inside a ``coreai_core.runtime.seeded(s)`` block: that
+block's stream). Random ops draw from it in execution order; a kernel
 for a custom op obtains it with ``coreai_core.runtime.current_generator()``. Removing a dead
 random op (DCE) or reordering ops changes which numbers later ops receive, never their
 distribution.

@@ -38,20 +38,27 @@ def make_generator(seed: Seed) -> np.random.Generator:
 
 
 @contextlib.contextmanager
-def seeded(seed: Seed = None) -> Iterator[np.random.Generator]:
-    """Make ``make_generator(seed)`` the current generator inside the ``with`` block."""
+def seeded(seed: Seed = None) -> Iterator[np.random.Generator | None]:
+    """Make ``make_generator(seed)`` the current generator inside the ``with`` block.
+
+    ``seed=None`` changes nothing: draws use an enclosing block's generator, else fresh
+    entropy (so an unseeded run pays nothing for a generator it may not need).
+    """
+    if seed is None:
+        yield _GENERATOR.get()
+        return
     token = _GENERATOR.set(make_generator(seed))
     try:
-        yield _GENERATOR.get()  # type: ignore[misc]
+        yield _GENERATOR.get()
     finally:
         _GENERATOR.reset(token)
 
 
 def current_generator() -> np.random.Generator:
-    """The generator of the run in progress.
+    """The generator of the seeded run (or ``seeded`` block) in progress.
 
-    Outside a run (a kernel called directly, ``evaluate_op``) there is no seed to honour, so
-    a generator with fresh OS entropy is returned.
+    Without one (an unseeded run, a kernel called directly, ``evaluate_op``) there is no seed
+    to honour: each call returns a new generator with fresh OS entropy.
     """
     gen = _GENERATOR.get()
     return gen if gen is not None else np.random.default_rng()

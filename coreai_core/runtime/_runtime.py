@@ -146,6 +146,8 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
+        if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
+            return plan.run(inputs, state)
         with seeded(seed):
             return plan.run(inputs, state)
 

@@ -288,6 +288,11 @@ def test_the_generator_is_scoped_to_the_run():
             assert current_generator() is inner
         assert current_generator() is gen
     assert current_generator() is not gen  # outside any run: a fresh generator
+    assert current_generator() is not current_generator()
+    p = program_of(lambda: coreai.random_uniform([8], dtype="float64"))
+    with seeded(5):  # an unseeded run inside a seeded block draws from the block's stream
+        inside = p.run()["y0"]
+    assert np.array_equal(inside, p.run(seed=5)["y0"])
 
 
 def test_ops_in_a_loop_body_draw_fresh_numbers_each_iteration():
