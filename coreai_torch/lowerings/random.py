@@ -14,6 +14,14 @@ in float64 and rounded once to the result dtype:
 - log_normal(m, s)   = exp(m + s * Z)                       (Z standard normal)
 - normal(mean, std)  = mean + std * Z                       (tensor mean/std broadcast)
 
+What export leaves in the graph: the factories, ``bernoulli``, ``normal`` and ``multinomial``
+as themselves; the in-place samplers (``x.uniform_()``, ``normal_``, ``exponential_``, ...) as
+their functional forms; ``F.dropout`` as ``native_dropout``; ``F.rrelu`` (decomposed by
+torch's table) as ``rrelu_with_noise_functional`` with an ``empty_like`` noise; alpha and
+feature dropout as ``bernoulli.p`` plus arithmetic. ``bernoulli.default`` is in torch's default
+decomposition table (``rand < p``, with a float32 uniform); it is lowered natively instead,
+so ``p`` is compared with a float64 uniform.
+
 A ``torch.Generator`` passed as ``generator=`` (export lifts it to an input of its own) is
 accepted and ignored: the program's random ops draw from the run's generator instead.
 Factory options (``dtype``, ``layout``, ``device``, ``pin_memory``, ``memory_format``) arrive
