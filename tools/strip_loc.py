@@ -2,9 +2,10 @@
 
 import re
 import sys
+from pathlib import Path
 
 for path in sys.argv[1:]:
-    s = open(path).read()
+    s = Path(path).read_text()
     # FX-node-form signatures keep their loc parameter until they are rewritten
     s = re.sub(r"(values_map: ValuesMap, node: torch\.fx\.Node,\s*)loc: Location", r"\1LOC_KEEP", s)
     s = re.sub(r",\s*loc=loc(?=\s*[,)])", "", s)
@@ -14,4 +15,4 @@ for path in sys.argv[1:]:
     s = re.sub(r",\s*loc: Location(?: \| None)?(?: = None)?(?=[,)])", "", s)
     s = re.sub(r"\(loc: Location(?: \| None)?(?: = None)?\)", "()", s)
     s = s.replace("LOC_KEEP", "loc: Location")
-    open(path, "w").write(s)
+    Path(path).write_text(s)
