@@ -55,7 +55,7 @@ def _size(size: Sequence[int | Value]) -> Any:
     """A ``SymInt[] size`` argument (symbolic entries arrive as 0-d Values) as a shape operand."""
     pieces = [s if isinstance(s, int) else coreai.reshape(cast_to(s, DType.int64), [1])
               for s in size]
-    return shape_operand(pieces, None)
+    return shape_operand(pieces)
 
 
 def _static(value: int | Value, what: str) -> int:
@@ -109,14 +109,14 @@ def aten_randn_default(size: list[int | Value], **options: Any) -> Value:
 def aten_rand_like_default(self: Value, **options: Any) -> Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return coreai.random_uniform(shape_of(self, None), dtype=result_dtype())
+    return coreai.random_uniform(shape_of(self), dtype=result_dtype())
 
 
 @reg("aten::randn_like.default", "aten::randn_like.generator")
 def aten_randn_like_default(self: Value, **options: Any) -> Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return coreai.random_normal(shape_of(self, None), dtype=result_dtype())
+    return coreai.random_normal(shape_of(self), dtype=result_dtype())
 
 
 @reg("aten::randint.default", "aten::randint.generator")
@@ -139,7 +139,7 @@ def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value
 def aten_randint_like_default(self: Value, high: int | Value, **options: Any) -> Value:
     """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return _integers(shape_of(self, None), 0, _static(high, "randint_like's high"),
+    return _integers(shape_of(self), 0, _static(high, "randint_like's high"),
                      result_dtype())
 
 
@@ -149,7 +149,7 @@ def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None,
     Layout? layout=None, Device? device=None, bool? pin_memory=None,
     MemoryFormat? memory_format=None) -> Tensor"""
-    return _integers(shape_of(self, None), _static(low, "randint_like's low"),
+    return _integers(shape_of(self), _static(low, "randint_like's low"),
                      _static(high, "randint_like's high"), result_dtype())
 
 
@@ -177,13 +177,13 @@ def _random_top(dtype: DType) -> int:
 def aten_random_default(self: Value, generator: Any = None) -> Value:
     """random(Tensor self, *, Generator? generator=None) -> Tensor"""
     dtype = result_dtype()
-    return _integers(shape_of(self, None), 0, _random_top(dtype) + 1, dtype)
+    return _integers(shape_of(self), 0, _random_top(dtype) + 1, dtype)
 
 
 @reg("aten::random.to")
 def aten_random_to(self: Value, to: int, generator: Any = None) -> Value:
     """random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor"""
-    return _integers(shape_of(self, None), 0, to, result_dtype())
+    return _integers(shape_of(self), 0, to, result_dtype())
 
 
 # -- bernoulli ------------------------------------------------------------------------------------
@@ -204,14 +204,14 @@ def aten_bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
     """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli expects p in [0, 1], got {p}")
-    return _bernoulli(coreai.broadcast_to(_f64(p), shape_of(self, None)))
+    return _bernoulli(coreai.broadcast_to(_f64(p), shape_of(self)))
 
 
 @reg("aten::bernoulli.Tensor")
 def aten_bernoulli_tensor(self: Value, p: Value, generator: Any = None) -> Value:
     """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
     prob = p if p.type.element_type.is_float else cast_to(p, F64)
-    return _bernoulli(coreai.broadcast_to(prob, shape_of(self, None)))
+    return _bernoulli(coreai.broadcast_to(prob, shape_of(self)))
 
 
 # -- normal and the functional samplers ----------------------------------------------------------
@@ -240,13 +240,13 @@ def _broadcast_shape(a: Value, b: Value) -> Any:
 def aten_normal_tensor_float(mean: Value, std: float = 1.0, generator: Any = None) -> Value:
     """normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"""
     _check_std(std)
-    return _normal(mean, std, shape_of(mean, None))
+    return _normal(mean, std, shape_of(mean))
 
 
 @reg("aten::normal.float_Tensor")
 def aten_normal_float_tensor(mean: float, std: Value, generator: Any = None) -> Value:
     """normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
-    return _normal(mean, std, shape_of(std, None))
+    return _normal(mean, std, shape_of(std))
 
 
 @reg("aten::normal.Tensor_Tensor")
@@ -271,7 +271,7 @@ def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 
     """normal_functional(Tensor self, float mean=0., float std=1., *,
     Generator? generator=None) -> Tensor"""
     _check_std(std)
-    return coreai.random_normal(shape_of(self, None), mean=mean, std=std, dtype=result_dtype())
+    return coreai.random_normal(shape_of(self), mean=mean, std=std, dtype=result_dtype())
 
 
 @reg("aten::uniform.default")
@@ -280,7 +280,7 @@ def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0, gener
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     if not from_ <= to:
         raise ValueError(f"uniform expects from <= to, got from={from_}, to={to}")
-    return coreai.random_uniform(shape_of(self, None), low=from_, high=to, dtype=result_dtype())
+    return coreai.random_uniform(shape_of(self), low=from_, high=to, dtype=result_dtype())
 
 
 @reg("aten::exponential.default")
@@ -288,7 +288,7 @@ def aten_exponential_default(self: Value, lambd: float = 1.0, generator: Any = N
     """exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"""
     if not lambd > 0.0:
         raise ValueError(f"exponential expects lambd > 0, got {lambd}")
-    u = _unit_uniform(shape_of(self, None))
+    u = _unit_uniform(shape_of(self))
     e = coreai.broadcasting_divide(coreai.neg(coreai.log1p(coreai.neg(u))), _f64(lambd))
     return cast_to(e, result_dtype())
 
@@ -298,7 +298,7 @@ def aten_geometric_default(self: Value, p: float, generator: Any = None) -> Valu
     """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"geometric expects p in (0, 1], got {p}")
-    u = _unit_uniform(shape_of(self, None))
+    u = _unit_uniform(shape_of(self))
     k = coreai.ceil(coreai.broadcasting_divide(coreai.log1p(coreai.neg(u)),
                                                _f64(math.log1p(-p))))
     return cast_to(coreai.broadcasting_maximum(k, _f64(1.0)), result_dtype())
@@ -311,7 +311,7 @@ def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0,
     -> Tensor"""
     if not sigma > 0.0:
         raise ValueError(f"cauchy expects sigma > 0, got {sigma}")
-    u = _unit_uniform(shape_of(self, None))
+    u = _unit_uniform(shape_of(self))
     t = coreai.tan(coreai.broadcasting_mul(coreai.broadcasting_sub(u, _f64(0.5)), _f64(math.pi)))
     c = coreai.broadcasting_add(_f64(median), coreai.broadcasting_mul(_f64(sigma), t))
     return cast_to(c, result_dtype())
@@ -324,7 +324,7 @@ def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0,
     -> Tensor"""
     if not std > 0.0:
         raise ValueError(f"log_normal expects std > 0, got {std}")
-    z = coreai.random_normal(shape_of(self, None), mean=mean, std=std, dtype=F64)
+    z = coreai.random_normal(shape_of(self), mean=mean, std=std, dtype=F64)
     return cast_to(coreai.exp(z), result_dtype())
 
 
@@ -344,7 +344,7 @@ def dropout(x: Value, p: float) -> tuple[Value, Value]:
     1/(1-p) in opmath (so NaN and inf stay NaN where dropped, like torch). Returns (out, keep)."""
     dtype = x.type.element_type
     compute = opmath(dtype)
-    keep = coreai.random_bernoulli(coreai.broadcast_to(_f64(1.0 - p), shape_of(x, None)))
+    keep = coreai.random_bernoulli(coreai.broadcast_to(_f64(1.0 - p), shape_of(x)))
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     kept = coreai.broadcasting_mul(cast_to(x, compute), cast_to(keep, compute))
     out = coreai.broadcasting_mul(kept, coreai.constant(scale, dtype=compute))
@@ -359,12 +359,12 @@ def aten_native_dropout_default(input: Value, p: float, train: bool | None) -> t
     like torch) drops each element with probability ``p`` and scales the rest by 1/(1-p).
     """
     if train is False:
-        shape = shape_of(input, None)
+        shape = shape_of(input)
         return input, coreai.broadcast_to(coreai.constant(True, dtype=DType.bool), shape)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
     if p == 0.0:  # keeps everything: no draw needed
-        shape = shape_of(input, None)
+        shape = shape_of(input)
         return input, coreai.broadcast_to(coreai.constant(True, dtype=DType.bool), shape)
     out, keep = dropout(input, p)
     return out, cast_to(keep, result_dtype(index=1))
@@ -390,7 +390,7 @@ def aten_rrelu_with_noise_functional_default(
         neg = coreai.broadcasting_less(x, coreai.constant(0, dtype=compute))
         out = coreai.broadcasting_where(neg, coreai.broadcasting_mul(x, slope), x)
         return cast_to(out, dtype), noise
-    r = coreai.random_uniform(shape_of(self, None), low=lower, high=upper, dtype=compute)
+    r = coreai.random_uniform(shape_of(self), low=lower, high=upper, dtype=compute)
     hit = coreai.broadcasting_less_equal(x, coreai.constant(0, dtype=compute))
     out = coreai.broadcasting_where(hit, coreai.broadcasting_mul(x, r), x)
     new_noise = coreai.broadcasting_where(hit, r, coreai.constant(1, dtype=compute))
