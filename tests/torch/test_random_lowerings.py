@@ -176,6 +176,25 @@ def test_dropout_module_in_a_training_model():
     np.testing.assert_allclose(y[~zero], dense[~zero] / 0.75, rtol=1e-5, atol=1e-6)
 
 
+def test_feature_and_alpha_dropout_in_training_mode():
+    x = torch.rand(2, 4000, 3, 3) + 1.0  # positive: a zero in the output means dropped
+    channel, alpha = sample(lambda t: (F.dropout2d(t, 0.3, training=True),
+                                       F.alpha_dropout(t, 0.2, training=True)), x)
+    dropped = np.all(channel == 0, axis=(2, 3))
+    assert np.all(dropped | np.all(channel != 0, axis=(2, 3)))  # whole channels, or none
+    check_mean(dropped, 0.3, 0.21, "dropout2d channel rate")
+    xs = to_numpy(x)
+    np.testing.assert_allclose(channel[~dropped], (xs / 0.7)[~dropped], rtol=1e-6)
+    # alpha dropout (torch's formula): kept x -> a * x + b, dropped -> a * alpha' + b
+    p, alpha_p = 0.2, -1.7580993408473766
+    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
+    b = -a * alpha_p * p
+    dropped_value = a * alpha_p + b
+    is_dropped = np.isclose(alpha, dropped_value, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(alpha[~is_dropped], (a * xs + b)[~is_dropped], rtol=1e-5)
+    check_mean(is_dropped, p, p * (1 - p), "alpha dropout rate")
+
+
 def test_rrelu_in_training_mode():
     x = torch.linspace(-4, 4, N)
     (out,) = sample(lambda t: F.rrelu(t, 0.1, 0.4, training=True), x)
