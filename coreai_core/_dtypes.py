@@ -40,6 +40,7 @@ class DType(enum.Enum):
     @property
     def torch(self) -> Any:
         """The torch dtype of this element type."""
+        # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
         return getattr(torch, self.value)

@@ -18,6 +18,13 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
+from coreai_core._builder import (
+    INLINE_LIMIT,
+    current,
+    current_program,
+    default_dtype_of,
+    insertion_point,
+)
 from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, Location, Operation, TensorType, Value, WeightRef
 from coreai_core.errors import TypeRuleError
@@ -31,6 +38,7 @@ class Array:
 
 
 OPS: dict[str, OpDef] = {}
+_BUILDERS: dict[str, Callable[..., Any]] = {}  # op name -> its builder function
 
 
 @attrs.frozen
@@ -168,8 +176,6 @@ def constant_data(v: Value) -> np.ndarray | None:
         return None
     data = op.attributes["value"]
     if isinstance(data, WeightRef):
-        from coreai_core._builder import current_program
-
         prog = current_program()
         return None if prog is None else prog.weights.get(data.name)
     return data
@@ -269,8 +275,6 @@ def _scalar_dtype(value: Any, peer: DType | None) -> DType | None:
 
 
 def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -> Graph:
-    from coreai_core._builder import current_program, insertion_point
-
     if isinstance(fn, Graph):
         return fn
     if not callable(fn):
@@ -280,7 +284,7 @@ def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -
     with insertion_point(g):
         out = fn(*args)
         outs = [out] if isinstance(out, Value) or not isinstance(out, (list, tuple)) else out
-        g.outputs(list(outs))
+        g.outputs([as_value(v) for v in outs])
     return g
 
 
@@ -320,8 +324,6 @@ def _make_builder(opdef: OpDef) -> Callable[..., Any]:
     bind = _binder(sig)
 
     def builder(*args: Any, loc: Location | None = None, **kwargs: Any) -> Any:
-        from coreai_core._builder import as_value, current
-
         ip = current()
         try:
             raw = bind(args, kwargs)
@@ -376,8 +378,44 @@ def _make_builder(opdef: OpDef) -> Callable[..., Any]:
         *sig.parameters.values(),
         inspect.Parameter("loc", inspect.Parameter.KEYWORD_ONLY, default=None),
     ])
-    builder.opdef = opdef
+    builder.opdef = opdef  # type: ignore[attr-defined]
+    _BUILDERS[opdef.name] = builder
     return builder
+
+
+def as_value(v: Any, dtype: DType | None = None) -> Value:
+    """Return ``v`` if it is a Value, otherwise build a ``coreai.constant`` from it."""
+    if isinstance(v, Value):
+        return v
+    return build_constant(v, dtype)
+
+
+def build_constant(value: Any, dtype: Any = None, *, name: str | None = None,
+                   loc: Location | None = None) -> Value:
+    """Build a ``coreai.constant`` from a Python scalar/list, a numpy array or a WeightRef.
+
+    The logic behind :func:`coreai.constant <coreai_core.dialects.coreai.constant>`; it lives
+    here because every builder turns non-Value operands into constants.
+    """
+    constant = _BUILDERS.get("coreai.constant")
+    if constant is None:  # pragma: no cover - the dialect package defines it on import
+        raise RuntimeError("coreai.constant is not defined; import coreai_core.dialects")
+    if isinstance(value, WeightRef):
+        return constant(value, loc=loc)
+    if isinstance(value, Value):
+        raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")
+    target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
+    arr = np.asarray(value)
+    if arr.dtype != target.numpy:
+        arr = arr.astype(target.numpy)
+    if arr.size > INLINE_LIMIT or name is not None:
+        program = current().graph.program
+        if program is None:
+            raise RuntimeError("large constants need a graph that belongs to a Program")
+        ref = program.add_weight(program.unique_weight_name(name or current().weight_prefix),
+                                 arr)
+        return constant(ref, loc=loc)
+    return constant(arr, loc=loc)
 
 
 def build_operation(opdef: OpDef, operands: list[Value], attributes: dict[str, Any],

@@ -30,11 +30,14 @@ from typing import Any
 import numpy as np
 
 from coreai_core._dtypes import DType
-from coreai_core._ir import Program, TensorType
+from coreai_core._ir import ProgramData, TensorType
+from coreai_core._text_parser import parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
+from coreai_core.text import print_program
+from coreai_core.verifier import verify
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load", "read_safetensors",
-           "save"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
+           "read_safetensors", "save"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 1
@@ -62,15 +65,13 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def save(program: Program, path: str | os.PathLike[str]) -> Path:
+def save(program: ProgramData, path: str | os.PathLike[str]) -> Path:
     """Write ``program`` as a directory artifact at ``path`` and return the path.
 
     An existing artifact at ``path`` is replaced; any other existing file or non-empty
     directory is left alone and raises ``FileExistsError``. The artifact is written to a
     temporary sibling directory first, so a failed save never leaves a half-written one.
     """
-    from coreai_core.text import print_program
-
     target = Path(path)
     if target.exists() and not _is_replaceable(target):
         raise FileExistsError(f"{target} exists and is not a coreai artifact; not overwriting")
@@ -241,14 +242,13 @@ def _load_array(files: dict[str, Path], rel: Any, dtype: DType, shape: tuple[int
     return arr.view(dtype.numpy) if dtype is DType.bfloat16 else arr
 
 
-def load(path: str | os.PathLike[str]) -> Program:
-    """Load an artifact written by :func:`save`, verifying it completely first.
+def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
+    """Load an artifact written by :func:`save` into the empty ``program``, verifying it
+    completely first (``coreai_core.load`` makes the program).
 
     Raises :class:`ArtifactError` (naming the file) for a missing, extra, truncated, modified
     or inconsistent file, a path escaping the artifact folder, or a symlink.
     """
-    from coreai_core.text import parse_program
-
     root = Path(os.path.realpath(path))
     if not root.is_dir():
         raise _fail(f"{path}: not a coreai artifact directory")
@@ -268,14 +268,13 @@ def load(path: str | os.PathLike[str]) -> Program:
         state[name] = _load_array(files, entry.get("file"), dtype, shape, f"state {name!r}")
     try:
         text = files[PROGRAM_FILE].read_bytes().decode("utf-8")
-        program = parse_program(text, weights=weights)
-        program.verify()
+        parse_into(program, text, weights=weights)
+        verify(program)
     except UnicodeDecodeError as e:
         raise _fail(f"{PROGRAM_FILE}: not UTF-8 text ({e})") from None
     except CoreAIError as e:
         raise _fail(f"{PROGRAM_FILE}: {e}") from None
     _reconcile(program, weights, state)
-    return program
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -284,7 +283,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
         np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
 
-def _reconcile(program: Program, weights: dict[str, Any], state: dict[str, np.ndarray]) -> None:
+def _reconcile(program: ProgramData, weights: dict[str, Any], state: dict[str, np.ndarray]) -> None:
     """Check the manifest's weights and state against the text's, then install the arrays."""
     for kind, listed, declared in (("weight", weights, program.weight_types),
                                    ("state", state, program.initial_state)):
@@ -380,6 +379,7 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 def _to_numpy(value: Any) -> np.ndarray:
     if type(value).__module__.startswith("torch"):
+        # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
         t = value.detach().cpu()
@@ -404,7 +404,7 @@ def _source_arrays(source: Any) -> Mapping[str, Any]:
                     f"or .safetensors file, got {type(source).__name__}")
 
 
-def bind_weights(program: Program, source: Any, *, strict: bool = True) -> None:
+def bind_weights(program: ProgramData, source: Any, *, strict: bool = True) -> None:
     """Fill ``program.weights`` from ``source``: a mapping name -> numpy array or torch
     tensor (e.g. a state dict), or the path of an ``.npz`` or ``.safetensors`` file.
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
-
-from coreai_core._builder import INLINE_LIMIT, current, default_dtype_of
+from coreai_core._builder import current
 from coreai_core._dtypes import DType
 from coreai_core._ir import Location, TensorType, Value, WeightRef
-from coreai_core._opdef import Array, defop
-from coreai_core._shapes import broadcast_shapes, expect, fail, same_dtype
+from coreai_core._opdef import Array, build_constant, defop
+from coreai_core._shapes import broadcast_shapes, expect, fail, norm_axis, same_dtype
 
 # Which element types an elementwise op accepts.
 FLOAT = "float"
@@ -59,22 +57,7 @@ def constant(value: Any, dtype: Any = None, *, name: str | None = None,
     float32, ints int64 and bools bool. Arrays with more than ``INLINE_LIMIT`` elements (or any
     array given a ``name``) are stored in the program's weights under ``name``.
     """
-    if isinstance(value, WeightRef):
-        return _constant(value, loc=loc)
-    target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
-    if isinstance(value, Value):
-        raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")
-    arr = np.asarray(value)
-    if arr.dtype != target.numpy:
-        arr = arr.astype(target.numpy)
-    if arr.size > INLINE_LIMIT or name is not None:
-        program = current().graph.program
-        if program is None:
-            raise RuntimeError("large constants need a graph that belongs to a Program")
-        ref = program.add_weight(program.unique_weight_name(name or current().weight_prefix),
-                                 arr)
-        return _constant(ref, loc=loc)
-    return _constant(arr, loc=loc)
+    return build_constant(value, dtype, name=name, loc=loc)
 
 
 @defop(traits=("elementwise",))
@@ -145,8 +128,6 @@ def gelu(x: Value, approximate: Literal["none", "tanh"] = "none") -> TensorType:
 
 
 def _softmax_rule(x: Value, axis: int = -1) -> TensorType:
-    from coreai_core._shapes import norm_axis
-
     _check(FLOAT, x=x)
     norm_axis(axis, x.type.rank)
     return x.type

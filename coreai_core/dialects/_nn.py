@@ -8,6 +8,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
 from coreai_core._opdef import Floats, Ints, defop
 from coreai_core._shapes import broadcast_shapes, expect, norm_axis, same_dtype, window_out
+from coreai_core.errors import TypeRuleError
 
 
 @defop()
@@ -212,8 +213,6 @@ def dequantize(x: Value, scale: Value, zero_point: Value, axis: int | None = Non
 
 def _rank_checked(x: Any, n: int, name: str) -> None:
     if isinstance(x, Value) and x.type.rank != n + 2:
-        from coreai_core.errors import TypeRuleError
-
         raise TypeRuleError(f"{name} expects a rank-{n + 2} input, got {x.type}", op=name)
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
-from coreai_core._opdef import Ints, defop
+from coreai_core._opdef import Ints, constant_data, defop
 from coreai_core._shapes import (
     broadcast_shapes,
     const_ints,
@@ -313,14 +314,10 @@ def range_(start: Value, end: Value, step: Value) -> TensorType:
     dtype = same_dtype(start, end, step)
     for v in (start, end, step):
         expect(v.type.rank == 0, f"range bounds must be 0-d, got {v.type}")
-    from coreai_core._opdef import constant_data
-
     s, e, st = (constant_data(v) for v in (start, end, step))
     if s is None or e is None or st is None:
         return TensorType([Dim()], dtype)
     expect(st.item() != 0, "range step must be nonzero")
-    import math
-
     n = max(0, math.ceil((e.item() - s.item()) / st.item()))
     return TensorType([n], dtype)
 

@@ -6,6 +6,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 
+from coreai_core.runtime.kernels import default_kernels
 from coreai_core.runtime.kernels._registry import Kernel
 
 __all__ = ["DEFAULT_TABLE", "KernelTable", "register_default_kernel"]
@@ -88,13 +89,7 @@ class KernelTable:
         return wrap
 
 
-def _build_default() -> KernelTable:
-    from coreai_core.runtime.kernels import default_kernels
-
-    return KernelTable(default_kernels())
-
-
-DEFAULT_TABLE: KernelTable = _build_default()
+DEFAULT_TABLE: KernelTable = KernelTable(default_kernels())
 
 
 def register_default_kernel(op_name: str, fn: Kernel | None = None, *,
