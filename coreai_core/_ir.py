@@ -60,6 +60,10 @@ def _to_dim(d: Any) -> int | Dim:
     return i
 
 
+def _to_dtype(dtype: Any) -> DType:
+    return DType.of(dtype)
+
+
 def _to_shape(shape: Any) -> tuple[int | Dim, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
@@ -75,7 +79,7 @@ class TensorType:
     """Type of a tensor value: a shape (ints or :class:`Dim`) and an element type."""
 
     shape: tuple[int | Dim, ...] = attrs.field(converter=_to_shape)
-    element_type: DType = attrs.field(converter=DType.of)
+    element_type: DType = attrs.field(converter=_to_dtype)
 
     @property
     def rank(self) -> int:
@@ -86,11 +90,16 @@ class TensorType:
         return all(isinstance(d, int) for d in self.shape)
 
     @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None when a dimension is dynamic."""
+        dims = tuple(d for d in self.shape if isinstance(d, int))
+        return dims if len(dims) == len(self.shape) else None
+
+    @property
     def numel(self) -> int | None:
         """Number of elements, or None when a dimension is dynamic."""
-        if not self.is_static:
-            return None
-        return int(np.prod(self.shape, dtype=np.int64))
+        shape = self.static_shape
+        return None if shape is None else int(np.prod(shape, dtype=np.int64))
 
     @property
     def dtype(self) -> DType:

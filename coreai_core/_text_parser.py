@@ -294,7 +294,7 @@ class Parser:
 
     def rectangular(self, lst: list[Any], out: list[str], at: int) -> tuple[int, ...]:
         """Flatten a nested list of tokens into ``out``; its shape, checking it is regular."""
-        shapes = set()
+        shapes: set[tuple[int, ...]] = set()
         for item in lst:
             if isinstance(item, str):
                 out.append(item)
@@ -306,20 +306,21 @@ class Parser:
         return (len(lst), *(shapes.pop() if shapes else ()))
 
     def materialize(self, raw: _Dense, t: TensorType) -> np.ndarray:
-        if not t.is_static:
+        shape = t.static_shape
+        if shape is None:
             raise self.error(f"dense data needs a static type, got {format_type(t)}", raw.pos)
-        numel = math.prod(t.shape)
+        numel = math.prod(shape)
         if raw.shape is None:
             if numel > MAX_SPLAT:
                 raise self.error(f"splat of {numel} elements is too large", raw.pos)
                 # broadcast + copy keeps the element's exact bits (NaN payloads included)
             # broadcast + copy keeps the element's exact bits (NaN payloads included)
             one = self.elements(raw, t.element_type).reshape(())
-            return np.broadcast_to(one, t.shape).copy()
+            return np.broadcast_to(one, shape).copy()
         if raw.shape != t.shape and not (numel == 0 and not raw.tokens):
             raise self.error(f"dense data of shape {list(raw.shape)} does not match "
                              f"{format_type(t)}", raw.pos)
-        return self.elements(raw, t.element_type).reshape(t.shape)
+        return self.elements(raw, t.element_type).reshape(shape)
 
     def elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
         toks = raw.tokens
@@ -562,10 +563,10 @@ class Parser:
             raise self.error(f"{opname}: {e.message}", at) from None
         except Exception as e:  # a type rule tripped over odd input: still a parse error
             raise self.error(f"{opname}: invalid operands or attributes ({e!r})", at) from e
-        for (key, key_at), r in zip(results, op.results):
-            if key in scope.values:
-                raise self.error(f"value %{key[1]} is defined twice", key_at)
-            scope.values[key] = r
+        for (value_key, key_at), r in zip(results, op.results, strict=True):
+            if value_key in scope.values:
+                raise self.error(f"value %{value_key[1]} is defined twice", key_at)
+            scope.values[value_key] = r
         g.ops.append(op)
 
     def normalize(self, opdef: OpDef, raw: dict[str, tuple[Any, int]], at: int) -> dict[str, Any]:

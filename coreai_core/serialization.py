@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -123,9 +123,10 @@ def _is_replaceable(target: Path) -> bool:
 
 
 def _shape_list(t: TensorType) -> list[int]:
-    if not t.is_static:
+    shape = t.static_shape
+    if shape is None:
         raise ValueError(f"weight type {t} is not static")
-    return [int(d) for d in t.shape]
+    return list(shape)
 
 
 def _write_array(root: Path, rel: str, data: np.ndarray, dtype: DType, add: Any) -> str:
@@ -228,7 +229,7 @@ def _load_array(files: dict[str, Path], rel: Any, dtype: DType, shape: tuple[int
     if rel not in files:
         raise _fail(f"{what}: file {rel!r} is not listed with a checksum in {MANIFEST}")
     path = files[rel]
-    mmap = "r" if path.stat().st_size > MMAP_BYTES else None
+    mmap: Literal["r"] | None = "r" if path.stat().st_size > MMAP_BYTES else None
     try:
         arr = np.load(path, mmap_mode=mmap, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -357,7 +358,7 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         what = f"{path.name}: tensor {name!r}"
         if not isinstance(info, dict):
             raise _fail(f"{what}: entry must be an object")
-        dtype = _SAFETENSORS_DTYPES.get(info.get("dtype"))
+        dtype = _SAFETENSORS_DTYPES.get(str(info.get("dtype")))
         if dtype is None:
             raise _fail(f"{what}: unsupported dtype {info.get('dtype')!r}")
         shape, offsets = info.get("shape"), info.get("data_offsets")

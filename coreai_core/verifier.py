@@ -15,9 +15,8 @@ def verify(program: ProgramData) -> None:
     problems: list[str] = []
     for name, t in program.weight_types.items():
         data = program.weights.get(name)
-        mismatch = data is not None and (
-            tuple(data.shape) != t.shape or data.dtype != t.element_type.numpy)
-        if mismatch:
+        if data is not None and (
+                tuple(data.shape) != t.shape or data.dtype != t.element_type.numpy):
             problems.append(f"weight @{name}: data {data.dtype}{list(data.shape)} != type {t}")
     for g in program.graphs.values():
         problems.extend(verify_graph(g))

@@ -9,7 +9,7 @@ from coreai_core._builder import current
 from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, TensorType, Value
 from coreai_core._opdef import as_value, defop
-from coreai_core._shapes import expect
+from coreai_core._shapes import expect, fail
 
 
 def _types(g: Graph) -> list[TensorType]:
@@ -57,8 +57,8 @@ def while_(init: Sequence[Value], cond: Graph, body: Graph) -> list[TensorType]:
 def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
     """Call entrypoint graph ``callee`` of the same program with ``args``."""
     program = current().graph.program
-    expect(program is not None and callee in program.graphs,
-           f"callee @{callee} is not a graph of this program")
+    if program is None or callee not in program.graphs:
+        fail(f"callee @{callee} is not a graph of this program")
     g = program.graphs[callee]
     expect(not g.state_inputs, f"callee @{callee} has state; only stateless graphs are invoked")
     _expect_inputs(g, args, f"@{callee}")

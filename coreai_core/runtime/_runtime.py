@@ -216,8 +216,7 @@ class Runtime:
         """
         graph = Graph("evaluate_op", program=program)
         operands = [Value(v.type, name=f"arg{i}") for i, v in enumerate(op.operands)]
-        for v in operands:
-            graph.inputs[v.name] = v
+        graph.inputs = {f"arg{i}": v for i, v in enumerate(operands)}
         copy = Operation(op.name, operands, op.attributes, [], op.location)
         copy.results = [Value(r.type, copy, i) for i, r in enumerate(op.results)]
         graph.ops.append(copy)

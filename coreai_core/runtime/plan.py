@@ -336,8 +336,15 @@ class Plan:
         arrays = bind_named(self.graph.name, self.input_types, inputs)
         state_map: MutableMapping[str, Any] | None = None
         if self._state_inputs:
-            state_map = state if state is not None else self.program.state
-            known = self.program.state_names if self.program is not None else ()
+            program = self.program
+            if state is not None:
+                state_map = state
+            elif program is not None:
+                state_map = program.state
+            else:
+                raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the "
+                                   "plan's program no longer exists")
+            known = program.state_names if program is not None else ()
             bound_state = bind_state(self.graph.name, self.state_types, state_map, known)
         env = self._template.copy()
         for s, a in zip(self._input_slots, arrays, strict=True):
