@@ -18,9 +18,9 @@ from coreai_torch import (
     get_decomp_table,
     verify,
 )
-from coreai_torch._utils import get_operand
 from coreai_torch.cli import TORCH_EXPORT_NOISE, main
 from coreai_torch.examples import example
+from coreai_torch.utils import get_operand
 from tests.torch.harness import export
 
 
