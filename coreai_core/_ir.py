@@ -245,6 +245,18 @@ class Graph:
     def program(self, program: ProgramData | None) -> None:
         self._program_ref = _weak_program(program)
 
+    # copy.deepcopy and pickle carry the owning program itself (a weak reference cannot be
+    # copied into the copy's world), so a copied program's graphs point to the copy
+    def __getstate__(self) -> dict[str, Any]:
+        state = {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
+        state["_program_ref"] = self.program
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._program_ref = _weak_program(state["_program_ref"])
+
     def __repr__(self) -> str:
         return f"Graph({self.name}, {len(self.ops)} ops)"
 

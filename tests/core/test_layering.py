@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import copy
 import gc
+import pickle
 import weakref
 from pathlib import Path
 
@@ -76,3 +78,19 @@ def test_programs_users_get_have_the_user_methods(tmp_path: Path) -> None:
         np.testing.assert_array_equal(program.run({"x": np.zeros(2, np.float32)})["y"],
                                       np.ones(2, np.float32))
     assert q == p == r
+
+
+def test_copied_and_pickled_programs_own_their_graphs() -> None:
+    """Graphs point to their program weakly; a copy's graphs (regions too) point to the copy."""
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((2,), "float32")}) as g:
+        (y,) = coreai.if_(coreai.constant(True), [g["x"]], then_branch=coreai.neg,
+                          else_branch=lambda a: a)
+        g.outputs({"y": y})
+    x = np.array([1.0, -2.0], np.float32)
+    for q in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert q == p and q is not p
+        graphs = [gr for top in q.graphs.values()
+                  for gr in (top, *(r for op in top.walk() for r in op.regions.values()))]
+        assert len(graphs) == 3 and all(gr.program is q for gr in graphs)
+        np.testing.assert_array_equal(q.run({"x": x})["y"], -x)
