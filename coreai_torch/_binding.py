@@ -232,6 +232,14 @@ _SCALAR_TYPE_CODES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.in
                       11: torch.bool, 15: torch.bfloat16}
 
 
+def _torch_dtype(arg: Any) -> torch.dtype:
+    if not isinstance(arg, int):
+        return arg
+    if arg not in _SCALAR_TYPE_CODES:
+        raise TypeError(f"ScalarType code {arg} has no Core AI element type")
+    return _SCALAR_TYPE_CODES[arg]
+
+
 def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> Any:
     if arg is None:
         return None
@@ -240,7 +248,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     if spec.kind == TENSORS:
         return [None if a is None else _tensor(a, values, node) for a in arg]
     if spec.kind == DTYPE:
-        return utils.dtype_of(_SCALAR_TYPE_CODES.get(arg, arg) if isinstance(arg, int) else arg)
+        return utils.dtype_of(_torch_dtype(arg))
     if spec.kind == INTS and isinstance(arg, (int, torch.fx.Node)):
         arg = [arg] * (spec.length or 1)
     return _plain(arg, values)
