@@ -60,8 +60,14 @@ _CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.Context
 
 
 def current_context() -> ConversionContext:
+    """The running conversion's context (an empty one outside a conversion)."""
     ctx = _CONTEXT.get()
     return ctx if ctx is not None else ConversionContext()
+
+
+def active_context() -> ConversionContext | None:
+    """The running conversion's context, or None outside a conversion."""
+    return _CONTEXT.get()
 
 
 def set_context(ctx: ConversionContext) -> contextvars.Token:
