@@ -55,6 +55,7 @@ TERMINATORS = ("coreai.output", "coreai.yield")  # graph terminators (not ops of
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
 _DIM_NAME = re.compile(r"[A-Za-wyz_][A-Za-wyz0-9_]*")  # no 'x': it separates dimensions
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_NUMPY_FLOATS = frozenset({DType.float16, DType.float32, DType.float64})
 
 
 # ============================================================================== printing
@@ -136,8 +137,9 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
     if dtype.is_int:
         return [str(x) for x in flat.tolist()]
     # the shortest decimal that reads back to the same value in its own width; bfloat16 goes
-    # through float32, which holds it exactly (numpy has no bfloat16 formatting)
-    shown = flat.astype(np.float32) if dtype is DType.bfloat16 else flat
+    # through float32, which holds it exactly (numpy has no bfloat16 formatting); so do the
+    # ml_dtypes float8/float4 types
+    shown = flat if dtype in _NUMPY_FLOATS else flat.astype(np.float32)
     canonical = _canonical_nan(dtype)
     bits = flat.view(_UINT_OF_SIZE[flat.itemsize]).tolist()
     out = []

@@ -6,6 +6,8 @@ insertion context appends the op to the current graph and returns its result Val
 """
 
 from coreai_core._opdef import OPS
+from coreai_core.dialects._compression import *  # noqa: F403
+from coreai_core.dialects._compression import __all__ as _compression_all
 from coreai_core.dialects._control import if_, invoke, output, while_, yield_
 from coreai_core.dialects._elementwise import *  # noqa: F403
 from coreai_core.dialects._elementwise import __all__ as _elementwise_all
@@ -16,5 +18,5 @@ from coreai_core.dialects._tensor import __all__ as _tensor_all
 
 __all__ = [
     "OPS", "if_", "invoke", "output", "while_", "yield_",
-    *_elementwise_all, *_nn_all, *_tensor_all,
+    *_elementwise_all, *_nn_all, *_tensor_all, *_compression_all,
 ]
