@@ -70,11 +70,13 @@ def quantized_decomposed_dequantize_per_tensor(
         quant_max: Value | int, dtype: DType, out_dtype: DType | None = None) -> Value:
     """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""  # noqa: E501
     out = out_dtype or F32
-    # (input.to(out) - zero_point) * scale; float16/bfloat16 round after each op like torch
     if out in (F32, F64):
         return coreai.dequantize(input, _scalar(scale, out), _scalar(zero_point, out))
-    y = coreai.broadcasting_sub(cast_to(input, out), _scalar(zero_point, out))
-    return coreai.broadcasting_mul(y, _scalar(scale, out))
+    # (input.to(out) - zero_point) * scale for float16/bfloat16: torch applies the Python
+    # numbers in float32 (its CPU opmath) and rounds each result to ``out``
+    y = cast_to(cast_to(input, out), F32)
+    y = cast_to(coreai.broadcasting_sub(y, _scalar(zero_point, F32)), out)
+    return cast_to(coreai.broadcasting_mul(cast_to(y, F32), _scalar(scale, F32)), out)
 
 
 def _channel(v: Value, axis: int, rank: int) -> Value:
