@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed ops
+import torch.ao.quantization.fx._decomposed
 from hypothesis import strategies as st
 
 from coreai_core.packing import pack_bits
