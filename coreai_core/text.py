@@ -285,6 +285,7 @@ def parse_program(text: str, weights: Mapping[str, Any] | None = None) -> Progra
     ``weights`` binds the data of weights printed as declarations (a mapping name -> array;
     extra names are ignored). Malformed text raises :class:`ParseError` with line and column.
     """
+    import coreai_core.dialects.coreai  # noqa: F401  the op definitions the parser reads
     from coreai_core._text_parser import Parser
 
     if isinstance(text, bytes):
