@@ -68,7 +68,7 @@ def quantized_decomposed_quantize_per_tensor(input: Value, scale: Value | float,
 def quantized_decomposed_dequantize_per_tensor(
         input: Value, scale: Value | float, zero_point: Value | int, quant_min: Value | int,
         quant_max: Value | int, dtype: DType, out_dtype: DType | None = None) -> Value:
-    """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""  # noqa: E501
+    """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor; .tensor/.tensor2 take tensors"""  # noqa: E501
     out = out_dtype or F32
     if out in (F32, F64):
         return coreai.dequantize(input, _scalar(scale, out), _scalar(zero_point, out))
