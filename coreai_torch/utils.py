@@ -66,7 +66,7 @@ def reset_context(token: contextvars.Token) -> None:
 
 # -- dtypes and types ------------------------------------------------------------------------------
 
-_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType}
+_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:
