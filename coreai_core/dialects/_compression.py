@@ -34,7 +34,7 @@ QUANTIZED_TYPES = frozenset({DType.int4, DType.uint4, DType.int8, DType.uint8,
 
 def _static(t: TensorType, what: str) -> tuple[int, ...]:
     expect(t.is_static, f"{what} must have a static shape, got {t}")
-    return tuple(int(d) for d in t.shape)
+    return tuple(d for d in t.shape if isinstance(d, int))  # all of them, once static
 
 
 def _check_shape_attr(shape: Ints) -> int:
