@@ -206,3 +206,29 @@ def test_int4_llama_artifact_is_small_and_matches_the_quantized_torch_model(
     assert packed_bytes <= 0.3 * dense_bytes, (packed_bytes, dense_bytes)
     got = next(iter(load(tmp_path / "int4").run([ids.numpy()]).values()))
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+def test_helpers_reject_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="nbits must be an int from 1 to 8"):
+        palettize(Small(), 9)
+    with pytest.raises(ValueError, match="group_size must be a positive int"):
+        palettize(Small(), 4, group_size=0)
+    with pytest.raises(ValueError, match="sparsity must be in"):
+        prune(Small(), 1.5)
+    with pytest.raises(ValueError, match="unsupported dtype 'int3'"):
+        quantize_weights(Small(), "int3")
+
+
+def test_four_bit_data_computed_in_the_graph_is_reported() -> None:
+    from coreai_torch import LoweringError
+
+    class Computed(nn.Module):
+        def forward(self, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            return torch.ops.coreai.constexpr_blockwise_shift_scale(packed, scale, None, "int4",
+                                                                    [2, 4])
+
+    args = [torch.tensor([0x21, 0x43, 0x65, 0x87], dtype=torch.uint8), torch.ones(2, 1)]
+    with pytest.raises(LoweringError, match="int4 data must be a constant"):
+        convert(export(Computed(), args))
