@@ -242,7 +242,6 @@ class GraphLowerer:
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
-        outer, self.ctx.node = self.ctx.node, node
         with default_location(loc):
             try:
                 result = call_lowering(fn, values, node, loc)
@@ -251,8 +250,6 @@ class GraphLowerer:
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
-            finally:
-                self.ctx.node = outer
         self._store(node, qn, fn, result, values)
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
