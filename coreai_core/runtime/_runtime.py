@@ -51,14 +51,17 @@ class Runtime:
 
     ``kernels`` registers several kernels at once (overriding defaults needs
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
+    Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
+    interprets them step by step instead (for debugging; both give identical results).
     Plans are built once per (program, entrypoint, runtime) and cached in the program;
     ``program.invalidate()`` drops them after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 ) -> None:
+                 compiled: bool = True) -> None:
         self.kernels = KernelTable(parent=base)
+        self.compiled = compiled
         self._token = next(_TOKENS)
         self._building = threading.local()
         for name, fn in (kernels or {}).items():
@@ -109,7 +112,8 @@ class Runtime:
         try:
             return Plan(graph, self.kernels, program,
                         resolve_callee=lambda name, problems: self._callee(program, name,
-                                                                           problems))
+                                                                           problems),
+                        compiled=self.compiled)
         finally:
             building.discard(entrypoint)
 
@@ -127,6 +131,12 @@ class Runtime:
         if not plan.problems:
             program._plans[(name, self._token)] = plan
         return plan
+
+    def explain_plan(self, program: Program, entrypoint: str = "main") -> str:
+        """The generated Python source ``entrypoint`` runs as, with that of its regions and
+        ``invoke`` callees, each headed by its stats (steps, direct ufunc calls, buffers
+        reused, peak intermediate bytes)."""
+        return self.plan(program, entrypoint).explain()
 
     # -- running -----------------------------------------------------------------------------
     def run(self, program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
@@ -174,7 +184,8 @@ class Runtime:
         graph.output_values = {f"out{i}": r for i, r in enumerate(copy.results)}
         plan = Plan(graph, self.kernels, program,
                     resolve_callee=lambda name, problems: self._callee(program, name, problems)
-                    if program is not None else _missing_program(name, problems))
+                    if program is not None else _missing_program(name, problems),
+                    compiled=False)
         plan.problems.raise_if_any()
         converted = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in arrays]
         if len(converted) != len(operands):

@@ -26,6 +26,12 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 HALF = frozenset({np.dtype(np.float16), DType.bfloat16.numpy})
 
+# Op name -> (ufunc, dtype kinds, extra operand): for operands of one of these kinds (never
+# float16/bfloat16) the kernel computes exactly ``ufunc(*operands, *extra)``, so a compiled
+# plan may call the ufunc directly (and with ``out=``); the extra operand is a 0-d array of
+# the operands' dtype, or None.
+UFUNCS: dict[str, tuple[np.ufunc, str, float | None]] = {}
+
 
 def up(x: np.ndarray) -> np.ndarray:
     """float16/bfloat16 widened to float32 (the compute type); other dtypes unchanged."""
@@ -72,6 +78,8 @@ def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
         return fn(x)
 
     kernel(op)(_named(k, op, doc))
+    if isinstance(fn, np.ufunc):
+        UFUNCS[op] = (fn, "fiubc", None)
 
 
 def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
@@ -138,6 +146,10 @@ for _op, _fn, _doc in [
 ]:
     _unary(_op, _fn, _doc)
 
+UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
+               "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
+               "coreai.relu": (np.maximum, "fi", 0)})
+
 for _op, _fn, _doc in [
     ("coreai.erf", _special.erf, "Gauss error function (float64 series, rounded)."),
     ("coreai.erfinv", _special.erfinv, "Inverse error function (float64, rounded)."),
@@ -198,6 +210,8 @@ def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndar
 
     for op in ops:
         kernel(op)(_named(k, op, doc))
+        if isinstance(fn, np.ufunc):
+            UFUNCS[op] = (fn, "fc" if int_fn is not None else "fiubc", None)
 
 
 def _both(name: str) -> tuple[str, str]:
