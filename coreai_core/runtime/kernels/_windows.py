@@ -12,18 +12,21 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from coreai_core._dtypes import DType
 from coreai_core._shapes import window_out
 from coreai_core.dialects._nn import _fill, _pads
 
 Ints = Sequence[int]
 
 
+_F32 = np.dtype(np.float32)
+_HALF = frozenset({np.dtype(np.float16), np.dtype(DType.bfloat16.numpy)})
+
+
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype arithmetic runs in: float32 for float16/bfloat16 (like torch's CPU opmath)."""
     dtype = np.dtype(dtype)
-    if dtype == np.float16 or dtype.name == "bfloat16":
-        return np.dtype(np.float32)
-    return dtype
+    return _F32 if dtype in _HALF else dtype
 
 
 def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Ints | None,

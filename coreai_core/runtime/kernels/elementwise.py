@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import scipy.special
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _special
@@ -102,8 +103,11 @@ def _sign(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))  # never overflows
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    if x.dtype != F64:  # float64 logistic, rounded once: the correctly rounded result
+        return scipy.special.expit(x.astype(F64)).astype(x.dtype)
+    e = np.exp(-np.abs(x))  # never overflows (so tiny results keep their subnormal value)
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e))
 
 
 for _op, _fn, _doc in [
@@ -151,7 +155,7 @@ UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "
                "coreai.relu": (np.maximum, "fi", 0)})
 
 for _op, _fn, _doc in [
-    ("coreai.erf", _special.erf, "Gauss error function (float64 series, rounded)."),
+    ("coreai.erf", scipy.special.erf, "Gauss error function (float64, rounded)."),
     ("coreai.erfinv", _special.erfinv, "Inverse error function (float64, rounded)."),
     ("coreai.lgamma", _special.lgamma, "log|Gamma(x)| (float64 Lanczos, rounded)."),
     ("coreai.digamma", _special.digamma, "Digamma (float64 series, rounded)."),
@@ -166,9 +170,12 @@ def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
         y = up(x)
         inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
         return (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
-    y = x.astype(F64).reshape(-1)
-    r = 0.5 * y * (1 + _special.erf(y * math.sqrt(0.5)))
-    return r.reshape(x.shape).astype(x.dtype)
+    y = x.astype(F64)
+    e = scipy.special.erf(y * math.sqrt(0.5))
+    e += 1.0
+    r = y * 0.5
+    r *= e
+    return r.astype(x.dtype)
 
 
 @kernel("coreai.softmax")

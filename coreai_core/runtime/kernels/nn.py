@@ -28,6 +28,8 @@ def _acc(x: np.ndarray) -> np.ndarray:
 @KERNELS.kernel("coreai.batch_matmul")
 def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``numpy.matmul`` with float32 accumulation for half types."""
+    if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
+        return np.matmul(lhs, rhs)
     return np.asarray(np.matmul(_acc(lhs), _acc(rhs))).astype(lhs.dtype, copy=False)
 
 
