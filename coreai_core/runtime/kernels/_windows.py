@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -17,6 +18,10 @@ from coreai_core._shapes import window_out
 from coreai_core.dialects._nn import _fill, _pads
 
 Ints = Sequence[int]
+
+# Above this many bytes of windows, convolutions avoid the im2col copy (flat-shift matmuls
+# for stride 1, a tap-by-tap copy otherwise).
+_IM2COL_BYTES = 1 << 24
 
 
 _F32 = np.dtype(np.float32)
@@ -87,19 +92,42 @@ def conv(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
     o, cg = w.shape[:2]
     g, og = groups, o // groups
     k, s, d, p, out = geometry(x.shape, w.shape[2:], strides, pads, dilation)
+    kk, npix = math.prod(k), math.prod(out)
+    if cg > 1 and n_batch * c * kk * npix * x.dtype.itemsize <= _IM2COL_BYTES:
+        return _conv_im2col(x, w, k, s, d, p, out, g, og)
     if all(v == 1 for v in s):
         return _conv_flat_shift(x, w, k, d, p, out, g, og)
     if cg == 1:
         return _conv_depthwise(x, w, k, s, d, p, out, g, og)
-    # im2col: one copy of the windows into [N, g, Cg*K, out], then one batched matmul.
+    # im2col, one tap at a time: [N, g, Cg*K, out], then one batched matmul.
     xp = pad(x, p, out, k, s, d, 0.0)
-    kk, npix = int(np.prod(k)), int(np.prod(out))
     cols = np.empty((n_batch, c, kk, *out), x.dtype)
     for i, pos in enumerate(taps(k)):
         cols[:, :, i] = tap(xp, pos, s, d, out)
     cols = cols.reshape(n_batch, g, cg * kk, npix)
     y = np.matmul(w.reshape(g, og, cg * kk), cols)
     return y.reshape(n_batch, o, *out)
+
+
+def _windows_view(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out: Ints) -> np.ndarray:
+    """[N, C, *k, *out] strided view of every window of padded ``xp`` (no copy)."""
+    n = len(k)
+    strides = xp.strides[2:]
+    return np.lib.stride_tricks.as_strided(
+        xp, (*xp.shape[:2], *k, *out),
+        (*xp.strides[:2], *(strides[i] * d[i] for i in range(n)),
+         *(strides[i] * s[i] for i in range(n))), writeable=False)
+
+
+def _conv_im2col(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: Ints,
+                 out: Ints, g: int, og: int) -> np.ndarray:
+    """im2col in one copy of the windows view, then one batched matmul (small convs)."""
+    n_batch, c = x.shape[:2]
+    cg, kk, npix = c // g, math.prod(k), math.prod(out)
+    xp = pad(x, p, out, k, s, d, 0.0)
+    cols = _windows_view(xp, k, s, d, out).reshape(n_batch, g, cg * kk, npix)
+    y = np.matmul(w.reshape(g, og, cg * kk), cols)
+    return y.reshape(n_batch, g * og, *out)
 
 
 def _conv_flat_shift(x: np.ndarray, w: np.ndarray, k: Ints, d: Ints, p: Ints, out: Ints,
@@ -191,6 +219,9 @@ def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints 
     """Max pooling with torch's NaN rule; optional flat int64 indices into each (N, C) plane."""
     k, s, d, p, out = geometry(x.shape, kernel_size, strides, pads, dilation, ceil_mode,
                                pool=True)
+    if not return_indices and _tiles(x.shape, k, s, d, p, out):
+        # Non-overlapping windows: the same maxima in the same order, one reduction.
+        return np.maximum.accumulate(_tile_taps(x, k, out), axis=0)[-1].copy(), None
     xp = pad(x, p, out, k, s, d, _lowest(x.dtype))
     if not return_indices:
         # -inf padding never wins and np.maximum propagates NaN, like torch.
@@ -230,11 +261,30 @@ def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints 
     return y, idx
 
 
+def _tiles(shape: Sequence[int], k: Ints, s: Ints, d: Ints, p: Ints, out: Ints) -> bool:
+    """The windows tile the input: stride = kernel, no padding or dilation, no overhang."""
+    return (tuple(s) == tuple(k) and not any(p) and all(v == 1 for v in d)
+            and all(o * kv <= size for o, kv, size in zip(out, k, shape[2:], strict=True))
+            and math.prod(k) > 1)
+
+
+def _tile_taps(x: np.ndarray, k: Ints, out: Ints) -> np.ndarray:
+    """[K, N, C, *out]: the taps of tiling windows in row-major kernel order (one copy)."""
+    n = len(k)
+    x = x[(..., *(slice(0, o * kv) for o, kv in zip(out, k, strict=True)))]
+    split = x.reshape(*x.shape[:2], *(v for o, kv in zip(out, k, strict=True) for v in (o, kv)))
+    order = [3 + 2 * i for i in range(n)] + [0, 1] + [2 + 2 * i for i in range(n)]
+    return split.transpose(order).reshape(math.prod(k), *x.shape[:2], *out)
+
+
 def sum_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
              dilation: Ints | None, ceil_mode: bool) -> np.ndarray:
     """Window sums (zero padding) in ``x``'s (accumulation) dtype."""
     k, s, d, p, out = geometry(x.shape, kernel_size, strides, pads, dilation, ceil_mode,
                                pool=True)
+    if _tiles(x.shape, k, s, d, p, out):
+        # Non-overlapping windows: accumulate runs the same additions in the same tap order.
+        return np.add.accumulate(_tile_taps(x, k, out), axis=0)[-1].copy()
     xp = pad(x, p, out, k, s, d, 0)
     y = tap(xp, next(taps(k)), s, d, out).copy()
     for pos in itertools.islice(taps(k), 1, None):

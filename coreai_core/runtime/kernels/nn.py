@@ -107,16 +107,9 @@ def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
     for i, out_size in enumerate(sizes):
         axis, in_size = 2 + i, x.shape[2 + i]
         scale = scales[i] if scales is not None else None
-        if mode.startswith("nearest"):
-            exact = mode == "nearest_exact"
-            idx = (_resize.nearest_legacy(in_size, out_size, scale, exact) if legacy
-                   else _resize.nearest(in_size, out_size, scale, exact, ft))
-            y = _resize.resize_axis(y, axis, idx, None)
-            continue
-        fn = _resize.linear if mode == "linear" else _resize.cubic
-        idx, w = fn(in_size, out_size, align_corners, scale, ft)
-        # torch stores the weights in the data's dtype (rounded for float16/bfloat16).
-        y = _resize.resize_axis(y, axis, idx, w.astype(x.dtype).astype(y.dtype))
+        idx, w = _resize.axis_plan(mode, in_size, out_size, align_corners, scale, ft, legacy,
+                                   x.dtype, y.dtype)
+        y = _resize.resize_axis(y, axis, idx, w)
     return y.astype(x.dtype, copy=False)
 
 
