@@ -189,6 +189,9 @@ class Plan:
         self._output_slots = [s for _, s in self._outputs]
         self._release_after_last_use()
         self.input_types = {k: v.type for k, v in graph.inputs.items()}
+        static = all(t.is_static for t in self.input_types.values())
+        self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
+                               for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
         self.output_names = [k for k, _ in self._outputs]
 
@@ -333,7 +336,9 @@ class Plan:
         ``state`` defaults to ``program.state``. With ``record`` (a dict), every op result of
         this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
         """
-        arrays = bind_named(self.graph.name, self.input_types, inputs)
+        arrays = self._exact_inputs(inputs)
+        if arrays is None:
+            arrays = bind_named(self.graph.name, self.input_types, inputs)
         state_map: MutableMapping[str, Any] | None = None
         if self._state_inputs:
             state_map = state if state is not None else self.program.state
@@ -358,6 +363,19 @@ class Plan:
             for (k, _), a in zip(self._state_outputs, results[n:], strict=True):
                 state_map[k] = writable(a)
         return outputs
+
+    def _exact_inputs(self, inputs: Any) -> list[np.ndarray] | None:
+        """The arrays of a dict giving every input with exactly its static type (the common
+        case, checked cheaply), else None: ``bind_named`` then converts or explains."""
+        if inputs.__class__ is not dict or len(inputs) != len(self._static_inputs):
+            return None
+        arrays = []
+        for name, dtype, shape in self._static_inputs:
+            a = inputs.get(name)
+            if a.__class__ is not _ndarray or a.dtype is not dtype or a.shape != shape:
+                return None
+            arrays.append(a)
+        return arrays
 
     def run_arrays(self, arrays: Sequence[np.ndarray],
                    captured: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
