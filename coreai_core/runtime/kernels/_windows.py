@@ -221,7 +221,7 @@ def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints 
                                pool=True)
     if not return_indices and _tiles(x.shape, k, s, d, p, out):
         # Non-overlapping windows: the same maxima in the same order, one reduction.
-        return np.maximum.accumulate(_tile_taps(x, k, out), axis=0)[-1].copy(), None
+        return _fold_tiles(np.maximum, x, k, out), None
     xp = pad(x, p, out, k, s, d, _lowest(x.dtype))
     if not return_indices:
         # -inf padding never wins and np.maximum propagates NaN, like torch.
@@ -277,14 +277,29 @@ def _tile_taps(x: np.ndarray, k: Ints, out: Ints) -> np.ndarray:
     return split.transpose(order).reshape(math.prod(k), *x.shape[:2], *out)
 
 
+def _fold_tiles(ufunc: np.ufunc, x: np.ndarray, k: Ints, out: Ints) -> np.ndarray:
+    """``ufunc`` folded over the taps of tiling windows in kernel order, left to right.
+
+    Both forms below apply the ufunc in exactly that order; ``accumulate`` makes one call
+    per output element, the loop one call per tap, so the cheaper one is picked.
+    """
+    tiles = _tile_taps(x, k, out)
+    if tiles.shape[0] > tiles[0].size:
+        return ufunc.accumulate(tiles, axis=0)[-1].copy()
+    y = tiles[0].copy()
+    for t in tiles[1:]:
+        ufunc(y, t, out=y)
+    return y
+
+
 def sum_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
              dilation: Ints | None, ceil_mode: bool) -> np.ndarray:
     """Window sums (zero padding) in ``x``'s (accumulation) dtype."""
     k, s, d, p, out = geometry(x.shape, kernel_size, strides, pads, dilation, ceil_mode,
                                pool=True)
     if _tiles(x.shape, k, s, d, p, out):
-        # Non-overlapping windows: accumulate runs the same additions in the same tap order.
-        return np.add.accumulate(_tile_taps(x, k, out), axis=0)[-1].copy()
+        # Non-overlapping windows: the same additions in the same tap order, fewer calls.
+        return _fold_tiles(np.add, x, k, out)
     xp = pad(x, p, out, k, s, d, 0)
     y = tap(xp, next(taps(k)), s, d, out).copy()
     for pos in itertools.islice(taps(k), 1, None):
