@@ -81,9 +81,8 @@ class _Direct:
 
 
 def _static_nbytes(t: Any) -> int | None:
-    if not isinstance(t, TensorType) or not t.is_static:
-        return None
-    return math.prod(t.shape) * t.element_type.numpy.itemsize
+    numel = t.numel if isinstance(t, TensorType) else None
+    return None if numel is None else numel * t.element_type.numpy.itemsize
 
 
 def _direct_call(op: Operation, fn: Any, layout_plain: bool) -> _Direct | None:
@@ -265,10 +264,10 @@ def compile_plan(plan: Plan) -> CompiledPlan:
     name = f"plan_{_ident(plan.graph.name)}"
     body = [f"def {name}({', '.join(f'v{s}' for s in params)}):"]
     line_steps: dict[int, int] = {}
-    for text, step in lines:
+    for text, at in lines:
         body.append("    " + text)
-        if step is not None:
-            line_steps[len(body)] = step
+        if at is not None:
+            line_steps[len(body)] = at
     source = "\n".join(body) + "\n"
     exec(compile(source, f"<coreai plan @{plan.graph.name}>", "exec"), em.namespace)
     fn = em.namespace[name]

@@ -356,7 +356,7 @@ class Plan:
                 env[s] = a
             with np.errstate(all="ignore"):
                 self._execute(env, record)
-            results = [env[s] for _, s in self._outputs + self._state_outputs]
+            results = tuple(env[s] for _, s in self._outputs + self._state_outputs)
         n = len(self._outputs)
         outputs = {k: writable(a) for (k, _), a in zip(self._outputs, results)}
         if state_map is not None:

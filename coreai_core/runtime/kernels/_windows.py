@@ -10,6 +10,7 @@ import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -229,36 +230,62 @@ def max_pool(x: np.ndarray, kernel_size: Ints, strides: Ints | None, pads: Ints 
         for pos in itertools.islice(taps(k), 1, None):
             np.maximum(y, tap(xp, pos, s, d, out), out=y)
         return y, None
+    first, scan = _argmax_scan(tuple(x.shape[2:]), tuple(k), tuple(s), tuple(d), tuple(p),
+                               tuple(out))
+    y = np.full((*x.shape[:2], *out), _lowest(x.dtype), x.dtype)
+    idx = np.broadcast_to(first, y.shape).copy()
+    is_float = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    for window, flat, valid in scan:
+        v = xp[window]
+        # torch scans the window in order and takes a value that is greater, or NaN.
+        take = v > y
+        if is_float:
+            take |= np.isnan(v)
+        if valid is not None:
+            take &= valid
+        np.copyto(y, v, where=take)
+        np.copyto(idx, flat, where=take)
+    return y, idx
+
+
+@functools.lru_cache(maxsize=128)
+def _argmax_scan(size: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...],
+                 d: tuple[int, ...], p: tuple[int, ...], out: tuple[int, ...],
+                 ) -> tuple[np.ndarray, tuple[tuple[tuple[Any, ...], np.ndarray,
+                                                   np.ndarray | None], ...]]:
+    """The shape-only part of max pooling with indices, memoized (read-only arrays).
+
+    Returns the initial flat index of every window and, per kernel position in scan order,
+    its padded-input view index, the flat input index it reads and where that is inside the
+    input (None: everywhere), all broadcasting over the output grid.
+    """
     n = len(k)
-    size = x.shape[2:]
-    inner = [int(np.prod(size[i + 1:])) for i in range(n)]
+    inner = [math.prod(size[i + 1:]) for i in range(n)]
 
     def grid(values: list[np.ndarray]) -> list[np.ndarray]:
         """Per-axis vectors shaped to broadcast over the output grid."""
         return [v.reshape([-1 if j == i else 1 for j in range(n)]) for i, v in enumerate(values)]
+
+    def frozen(a: np.ndarray) -> np.ndarray:
+        a.flags.writeable = False
+        return a
 
     # torch starts each window at its first in-bounds position on the dilated grid, with
     # value -inf; a window that sees no input at all keeps that (out of range) position.
     start = [np.arange(out[i]) * s[i] - p[2 * i] for i in range(n)]
     first = grid([np.where(st < 0, st + (-st + d[i] - 1) // d[i] * d[i], st)
                   for i, st in enumerate(start)])
-    y = np.full((*x.shape[:2], *out), _lowest(x.dtype), x.dtype)
-    idx = np.broadcast_to(sum(f * inner[i] for i, f in enumerate(first)), y.shape).copy()
-    is_float = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    scan = []
     for pos in taps(k):
         coords = grid([st + pos[i] * d[i] for i, st in enumerate(start)])
         valid = functools.reduce(np.logical_and,
                                  [(c >= 0) & (c < size[i]) for i, c in enumerate(coords)])
         flat = sum(c * inner[i] for i, c in enumerate(coords))
-        v = tap(xp, pos, s, d, out)
-        # torch scans the window in order and takes a value that is greater, or NaN.
-        take = v > y
-        if is_float:
-            take |= np.isnan(v)
-        take &= valid
-        np.copyto(y, v, where=take)
-        np.copyto(idx, np.broadcast_to(flat, y.shape), where=take)
-    return y, idx
+        window = (..., *(slice(q * di, q * di + (o - 1) * si + 1, si)
+                         for q, si, di, o in zip(pos, s, d, out, strict=True)))
+        scan.append((window, frozen(np.asarray(flat)),
+                     None if valid.all() else frozen(np.asarray(valid))))
+    return frozen(np.asarray(sum(f * inner[i] for i, f in enumerate(first)))), tuple(scan)
 
 
 def _tiles(shape: Sequence[int], k: Ints, s: Ints, d: Ints, p: Ints, out: Ints) -> bool:
@@ -271,7 +298,8 @@ def _tiles(shape: Sequence[int], k: Ints, s: Ints, d: Ints, p: Ints, out: Ints) 
 def _tile_taps(x: np.ndarray, k: Ints, out: Ints) -> np.ndarray:
     """[K, N, C, *out]: the taps of tiling windows in row-major kernel order (one copy)."""
     n = len(k)
-    x = x[(..., *(slice(0, o * kv) for o, kv in zip(out, k, strict=True)))]
+    crop: tuple[Any, ...] = (..., *(slice(0, o * kv) for o, kv in zip(out, k, strict=True)))
+    x = x[crop]
     split = x.reshape(*x.shape[:2], *(v for o, kv in zip(out, k, strict=True) for v in (o, kv)))
     order = [3 + 2 * i for i in range(n)] + [0, 1] + [2 + 2 * i for i in range(n)]
     return split.transpose(order).reshape(math.prod(k), *x.shape[:2], *out)
