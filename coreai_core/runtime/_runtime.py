@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from coreai_core._ir import Graph, Operation, Program, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime._threads import using_pool
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -53,15 +55,22 @@ class Runtime:
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
+    ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
+    threads, with results identical to one thread; the default is 1.
     Plans are built once per (program, entrypoint, runtime) and cached in the program;
     ``program.invalidate()`` drops them after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 compiled: bool = True) -> None:
+                 compiled: bool = True, threads: int = 1) -> None:
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
         self.kernels = KernelTable(parent=base)
         self.compiled = compiled
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._token = next(_TOKENS)
         self._building = threading.local()
         for name, fn in (kernels or {}).items():
@@ -132,6 +141,14 @@ class Runtime:
             program._plans[(name, self._token)] = plan
         return plan
 
+    def _thread_pool(self) -> ThreadPoolExecutor | None:
+        if self.threads <= 1:
+            return None
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="coreai")
+            return self._pool
+
     def explain_plan(self, program: Program, entrypoint: str = "main") -> str:
         """The generated Python source ``entrypoint`` runs as, with that of its regions and
         ``invoke`` callees, each headed by its stats (steps, direct ufunc calls, buffers
@@ -151,7 +168,9 @@ class Runtime:
         raises ``KernelError`` naming the op and its location.
         """
         _check_state_arg(state)
-        return self.plan(program, entrypoint).run(inputs, state)
+        plan = self.plan(program, entrypoint)
+        with using_pool(self._thread_pool(), self.threads):
+            return plan.run(inputs, state)
 
     def run_collect(self, program: Program,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
@@ -164,7 +183,9 @@ class Runtime:
         """
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
-        outputs = self.plan(program, entrypoint).run(inputs, state, record=record)
+        plan = self.plan(program, entrypoint)
+        with using_pool(self._thread_pool(), self.threads):
+            outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
     def evaluate_op(self, op: Operation, arrays: Sequence[Any],

@@ -151,3 +151,47 @@ def test_regions_and_callees_are_compiled_too():
     np.testing.assert_array_equal(out["y"], np.exp(-np.sin(x)))
     text = rt.explain_plan(p)
     assert text.count("def plan_") == 4  # main, the two branches and the callee
+
+
+def _batched_program(batch: int) -> Program:
+    rng = np.random.default_rng(3)
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((batch, 6, 20, 20), F32),
+                                 "a": TensorType((batch, 64, 96), F32)}) as g:
+        w = coreai.constant(rng.standard_normal((8, 6, 3, 3), np.float32), name="w")
+        y = coreai.conv(g["x"], w, None, pads=[1, 1])
+        m = coreai.batch_matmul(g["a"], coreai.constant(
+            rng.standard_normal((96, 200), np.float32), name="m"))
+        g.outputs({"y": y, "m": m})
+    return p
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_threads_split_batched_kernels_with_identical_bits(batch, monkeypatch):
+    from coreai_core.runtime import _threads
+
+    monkeypatch.setattr(_threads, "MIN_PARALLEL_WORK", 0)  # split even these small kernels
+    p = _batched_program(batch)
+    rng = np.random.default_rng(4)
+    inputs = {"x": rng.standard_normal((batch, 6, 20, 20), np.float32),
+              "a": rng.standard_normal((batch, 64, 96), np.float32)}
+    split = []
+    real = _threads.parallel_rows
+
+    def spy(*args):
+        result = real(*args)
+        split.append(result is not None)
+        return result
+
+    monkeypatch.setattr(_threads, "parallel_rows", spy)
+    one = Runtime().run(p, inputs)
+    assert split == [False]  # the convolution asked; there was no pool
+    split.clear()
+    three = Runtime(threads=3).run(p, inputs)
+    assert all(_same_bits(one[k], three[k]) for k in one)
+    assert split == [batch > 1, batch > 1]  # conv, then the matmul stack
+
+
+def test_threads_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="threads"):
+        Runtime(threads=0)

@@ -20,9 +20,10 @@ from coreai_core.dialects._nn import _fill, _pads
 
 Ints = Sequence[int]
 
-# Above this many bytes of windows, convolutions avoid the im2col copy (flat-shift matmuls
-# for stride 1, a tap-by-tap copy otherwise).
-_IM2COL_BYTES = 1 << 24
+# Above this many bytes of windows per sample, convolutions avoid the im2col copy (flat-shift
+# matmuls for stride 1, a tap-by-tap copy otherwise). Per sample, so that the method (and the
+# bits) of a sample never depend on the batch it is in.
+_IM2COL_BYTES = 1 << 22
 
 
 _F32 = np.dtype(np.float32)
@@ -94,7 +95,7 @@ def conv(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
     g, og = groups, o // groups
     k, s, d, p, out = geometry(x.shape, w.shape[2:], strides, pads, dilation)
     kk, npix = math.prod(k), math.prod(out)
-    if cg > 1 and n_batch * c * kk * npix * x.dtype.itemsize <= _IM2COL_BYTES:
+    if cg > 1 and c * kk * npix * x.dtype.itemsize <= _IM2COL_BYTES:
         return _conv_im2col(x, w, k, s, d, p, out, g, og)
     if all(v == 1 for v in s):
         return _conv_flat_shift(x, w, k, d, p, out, g, og)
