@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 from typing import Any
 
@@ -40,21 +41,22 @@ class DType(enum.Enum):
     @property
     def torch(self) -> Any:
         """The torch dtype of this element type."""
+        # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
         return getattr(torch, self.value)
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:
         return self in _FLOATS
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         """True for signed and unsigned integers (not bool)."""
         return self in _INTS
 
     @property
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:
         return self in _FLOATS or self.value.startswith("int")
 
     @property

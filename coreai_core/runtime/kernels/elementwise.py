@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import scipy.special
+import scipy.special  # type: ignore[import-untyped]
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _special
@@ -125,7 +125,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, one / (one + e), e / (one + e))
 
 
-for _op, _fn, _doc in [
+_UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
     ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer)."),
     ("coreai.neg", np.negative, "Negation."),
     ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
@@ -162,7 +162,8 @@ for _op, _fn, _doc in [
     ("coreai.bitwise_not", np.invert, "Bitwise not (logical not for bool)."),
     ("coreai.isnan", np.isnan, "x is NaN."),
     ("coreai.isinf", np.isinf, "x is +-inf."),
-]:
+]
+for _op, _fn, _doc in _UNARY:
     _unary(_op, _fn, _doc)
 
 UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
