@@ -72,6 +72,7 @@ def test_an_elementwise_chain_runs_in_place_and_reports_its_peak():
     assert plan.stats.peak_intermediate_bytes == 3 * 5 * 4
     text = rt.explain_plan(p)
     assert "def plan_main(" in text and "out=" in text and "peak intermediate bytes 60" in text
+    assert p.explain_plan() == Runtime().explain_plan(p)  # the default runtime's plan
 
 
 def test_a_value_another_op_views_is_never_overwritten():
