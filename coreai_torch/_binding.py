@@ -71,8 +71,10 @@ class NodeValues(Mapping[str, Value]):
         return (node if index is None else (node, index)) in self._values
 
     def _key(self, key: object) -> ValueKey:
-        if isinstance(key, (torch.fx.Node, tuple)):
-            return key  # type: ignore[return-value]
+        if isinstance(key, torch.fx.Node):
+            return key
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], torch.fx.Node):
+            return (key[0], int(key[1]))
         if not isinstance(key, str):
             raise KeyError(key)
         name, sep, index = key.rpartition("#")
@@ -244,7 +246,7 @@ def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool |
     if isinstance(arg, (bool, int, float)):
         return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
-        return coreai.constant(utils.to_numpy(arg))
+        return coreai.constant(utils.tensor_data(arg))
     raise TypeError(f"cannot use {arg!r} as a tensor")
 
 
@@ -279,7 +281,8 @@ def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Nod
         close = difflib.get_close_matches(p, list(by_name), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise TypeError(
-            f"lowering parameter {p!r} is not an argument of {node.target._schema}{hint}; "
+            f"lowering parameter {p!r} is not an argument of "
+            f"{getattr(node.target, '_schema', node.target)}{hint}; "
             "name the parameters after the schema, or write the lowering in the FX-node "
             "form fn(values_map, node, loc)")
     kwargs: dict[str, Any] = {}
