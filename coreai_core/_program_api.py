@@ -28,7 +28,7 @@ from coreai_core._builder import insertion_point
 from coreai_core._ir import Graph, ProgramData
 from coreai_core._text_parser import parse_into
 from coreai_core.optimizer import OptimizeReport, Pass, optimize
-from coreai_core.runtime import default_runtime, run_program
+from coreai_core.runtime import Seed, default_runtime, run_program
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
 
@@ -64,15 +64,17 @@ class Program(ProgramData):
 
     # -- behaviour (implemented in the layers below) ----------------------------------------
     def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+            seed: Seed = None) -> dict[str, np.ndarray]:
         """Execute ``entrypoint`` with the numpy reference runtime.
 
         Returns a dict output name -> array, in output order. Without ``state`` the program's
         own state is read and updated (like calling a torch module with buffers); with
-        ``state`` that mapping is used and updated in place instead.
+        ``state`` that mapping is used and updated in place instead. ``seed`` (an int, a
+        numpy ``SeedSequence`` or ``Generator``) makes the random ops reproducible; None
+        draws fresh entropy.
         """
-        return run_program(self, inputs, entrypoint=entrypoint, state=state)
+        return run_program(self, inputs, entrypoint=entrypoint, state=state, seed=seed)
 
     def explain_plan(self, entrypoint: str = "main") -> str:
         """The Python source ``run`` executes for ``entrypoint`` (and its regions and callees),

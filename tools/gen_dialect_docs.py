@@ -19,6 +19,12 @@ def _one_line(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
+def _paragraphs(doc: str) -> list[str]:
+    """Every paragraph of a docstring, each on one line, separated by blank lines."""
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n") if p.strip()]
+    return [line for p in paragraphs for line in (p, "")][:-1]
+
+
 def render() -> str:
     """The text of docs/dialect.md: every op grouped by the module defining it."""
     from coreai_core._opdef import OPS
@@ -46,8 +52,11 @@ def render() -> str:
     for module, opdefs in families.items():
         mod = sys.modules[module]
         title = module.rsplit(".", 1)[-1].strip("_").replace("_", " ").capitalize()
-        lines += ["", f"## {title}", "", _one_line(mod.__doc__ or ""),
-                  f"Defined in `{module.replace('.', '/')}.py`.", ""]
+        # a family's first docstring paragraph introduces it; further ones document semantics
+        # shared by its ops (e.g. how random ops are seeded)
+        intro, *rest = _paragraphs(mod.__doc__ or "") or [""]
+        lines += ["", f"## {title}", "", intro, f"Defined in `{module.replace('.', '/')}.py`.",
+                  *(["", *rest[1:]] if rest else []), ""]
         for opdef in opdefs:
             names = builders.get(opdef.name) or [opdef.rule.__name__.lstrip("_")]
             traits = f" *[{', '.join(sorted(opdef.traits))}]*" if opdef.traits else ""

@@ -13,6 +13,7 @@ import numpy as np
 
 from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
+from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
 from coreai_core.runtime._threads import using_pool
 from coreai_core.runtime.kernels._registry import Kernel
@@ -207,8 +208,8 @@ class Runtime:
 
     # -- running -----------------------------------------------------------------------------
     def run(self, program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+            seed: Seed = None) -> dict[str, np.ndarray]:
         """Run ``entrypoint``; returns a dict output name -> array in output order.
 
         ``inputs`` is a dict by name or a positional sequence of numpy arrays, torch tensors
@@ -216,15 +217,22 @@ class Runtime:
         after a successful call; with ``state`` that mapping is read and updated instead.
         Bad inputs raise one ``RuntimeInputError`` before anything runs; a failing kernel
         raises ``KernelError`` naming the op and its location.
+
+        ``seed`` (an int, a numpy ``SeedSequence`` or ``Generator``) seeds the generator the
+        random ops draw from: the same seed gives the same numbers; None draws fresh entropy.
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
         with using_pool(self._thread_pool(), self.threads):
-            return plan.run(inputs, state)
+            if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
+                return plan.run(inputs, state)
+            with seeded(seed):
+                return plan.run(inputs, state)
 
     def run_collect(self, program: ProgramData,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                     entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                    *, seed: Seed = None,
                     ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
         """Like :meth:`run`, also returning every op result of the entrypoint graph.
 
@@ -234,7 +242,7 @@ class Runtime:
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads):
+        with using_pool(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
@@ -289,18 +297,18 @@ def default_runtime() -> Runtime:
 
 def run_program(program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                 entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
-                runtime: Runtime | None = None) -> dict[str, np.ndarray]:
+                runtime: Runtime | None = None, seed: Seed = None) -> dict[str, np.ndarray]:
     """Run ``program`` with ``runtime`` (the default runtime when None). See Runtime.run."""
-    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state, seed=seed)
 
 
 def run_graph_collect(program: ProgramData,
                       inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                       entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-                      *, runtime: Runtime | None = None,
+                      *, runtime: Runtime | None = None, seed: Seed = None,
                       ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
     """Run and also return every op result, keyed by its Value. See Runtime.run_collect."""
-    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state, seed=seed)
 
 
 def evaluate_op(op: Operation, arrays: Sequence[Any], program: ProgramData | None = None, *,

@@ -12,6 +12,7 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    compression,
     control,
     creation,
     elementwise,
@@ -20,6 +21,8 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    quantized,
+    random,
     reduction,
     resample,
     scatter,
@@ -30,7 +33,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -3,7 +3,9 @@
 Follows torch's math backend (``_scaled_dot_product_attention_math``): float16/bfloat16 are
 computed in float32; q and k^T are each scaled by sqrt(scale); boolean and causal masks
 become additive 0/-inf masks; the softmax is ``_safe_softmax`` (rows that are entirely -inf
-give zeros instead of NaN). Merged into ``coreai_torch.lowerings.nn.LOWERINGS``.
+give zeros instead of NaN); ``dropout_p > 0`` applies training-mode dropout to the attention
+weights (``coreai_torch.lowerings.random.dropout``), like ``F.scaled_dot_product_attention``
+called with a dropout probability.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath
+from coreai_torch.lowerings.random import dropout
 from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype
 
 LOWERINGS = LoweringSet("attention")
@@ -61,8 +64,12 @@ def _repeat_heads(x: Value, heads: int) -> Value:
 
 
 def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_index: int | None,
-            causal_index: int, gqa: bool) -> tuple[Value, Value, DType]:
-    """Masked attention logits [..., L, S] and the value tensor, in opmath."""
+            causal_index: int, gqa: bool, dropout_ok: bool = False,
+            ) -> tuple[Value, Value, DType]:
+    """Masked attention logits [..., L, S] and the value tensor, in opmath.
+
+    ``dropout_ok``: the caller applies ``dropout_p`` itself (else a nonzero one is refused).
+    """
     dtype = result_dtype(node, 0) if isinstance(node.meta["val"], (list, tuple)) else \
         result_dtype(node)
     compute = opmath(dtype)
@@ -72,9 +79,9 @@ def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_i
     dropout = float(get_arg(node, mask_index + 1 if mask_index is not None else 3, "dropout_p",
                             0.0))
     causal = bool(get_arg(node, causal_index, "is_causal", False))
-    if dropout != 0.0:
-        raise NotImplementedError("scaled_dot_product_attention with dropout_p > 0 is random; "
-                                  "export the model in eval mode (dropout_p=0)")
+    if dropout != 0.0 and not dropout_ok:
+        raise NotImplementedError(f"{node.target} with dropout_p > 0 is not supported; export "
+                                  "the model in eval mode (dropout_p=0)")
     if causal and mask_arg is not None:
         raise NotImplementedError("is_causal=True together with attn_mask")
     scale = node.kwargs.get("scale")
@@ -114,8 +121,13 @@ def aten_scaled_dot_product_attention_default(values_map: ValuesMap, node: torch
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
     bool enable_gqa=False) -> Tensor"""
     gqa = bool(node.kwargs.get("enable_gqa", False))
-    attn, v, _ = _scores(values_map, node, loc, mask_index=3, causal_index=5, gqa=gqa)
-    out = coreai.batch_matmul(_safe_softmax(attn), v)
+    attn, v, _ = _scores(values_map, node, loc, mask_index=3, causal_index=5, gqa=gqa,
+                         dropout_ok=True)
+    weights = _safe_softmax(attn)
+    p = float(get_arg(node, 4, "dropout_p", 0.0))
+    if p != 0.0:  # torch's math path: dropout (training mode) on the attention weights
+        weights, _ = dropout(weights, p)
+    out = coreai.batch_matmul(weights, v)
     return cast_to(out, result_dtype(node))
 
 
