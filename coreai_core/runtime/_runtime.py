@@ -6,6 +6,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime._threads import using_pool
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -96,14 +98,24 @@ class Runtime:
 
     ``kernels`` registers several kernels at once (overriding defaults needs
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
+    Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
+    interprets them step by step instead (for debugging; both give identical results).
+    ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
+    threads, with results identical to one thread; the default is 1.
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; ``program.invalidate()`` makes them stale after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 ) -> None:
+                 compiled: bool = True, threads: int = 1) -> None:
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
         self.kernels = KernelTable(parent=base)
+        self.compiled = compiled
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
         self._building = threading.local()
@@ -160,7 +172,8 @@ class Runtime:
             return self._callee(p, name, problems)
 
         try:
-            return Plan(graph, self.kernels, program, resolve_callee=resolve_callee)
+            return Plan(graph, self.kernels, program, resolve_callee=resolve_callee,
+                        compiled=self.compiled)
         finally:
             building.discard(entrypoint)
 
@@ -179,6 +192,20 @@ class Runtime:
             self._plans.put(program, name, plan)
         return plan
 
+    def _thread_pool(self) -> ThreadPoolExecutor | None:
+        if self.threads <= 1:
+            return None
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="coreai")
+            return self._pool
+
+    def explain_plan(self, program: ProgramData, entrypoint: str = "main") -> str:
+        """The generated Python source ``entrypoint`` runs as, with that of its regions and
+        ``invoke`` callees, each headed by its stats (steps, direct ufunc calls, buffers
+        reused, peak intermediate bytes)."""
+        return self.plan(program, entrypoint).explain()
+
     # -- running -----------------------------------------------------------------------------
     def run(self, program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
             entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
@@ -196,10 +223,11 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
-        if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
-            return plan.run(inputs, state)
-        with seeded(seed):
-            return plan.run(inputs, state)
+        with using_pool(self._thread_pool(), self.threads):
+            if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
+                return plan.run(inputs, state)
+            with seeded(seed):
+                return plan.run(inputs, state)
 
     def run_collect(self, program: ProgramData,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
@@ -214,7 +242,7 @@ class Runtime:
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
         plan = self.plan(program, entrypoint)
-        with seeded(seed):
+        with using_pool(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
@@ -234,7 +262,8 @@ class Runtime:
         graph.output_values = {f"out{i}": r for i, r in enumerate(copy.results)}
         plan = Plan(graph, self.kernels, program,
                     resolve_callee=lambda name, problems: self._callee(program, name, problems)
-                    if program is not None else _missing_program(name, problems))
+                    if program is not None else _missing_program(name, problems),
+                    compiled=False)
         plan.problems.raise_if_any()
         converted = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in arrays]
         if len(converted) != len(operands):
