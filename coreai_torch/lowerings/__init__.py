@@ -25,6 +25,7 @@ from coreai_torch.lowerings import (
     random,
     reduction,
     resample,
+    resample_ext,
     scatter,
     shape,
     sorting,
@@ -34,6 +35,7 @@ from coreai_torch.lowerings import (
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
+    resample_ext,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -14,13 +14,14 @@ from tests.torch.op_db import (
     nn,
     random,
     reduction,
+    resample_ext,
     shape,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random)
+            compression, random, resample_ext)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
