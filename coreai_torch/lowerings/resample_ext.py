@@ -1,4 +1,5 @@
-"""Built-in lowerings (resample_ext family): ``grid_sampler_3d`` and an N-d grid sampler.
+"""Built-in lowerings (resample_ext family): ``grid_sampler_3d`` (an N-d grid sampler) and the
+antialiased ``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa``.
 
 ``grid_sample`` over ``n`` spatial axes: the grid's last axis holds one normalized coordinate
 per spatial axis in reverse order (x = the last spatial axis). Each coordinate is unnormalized
@@ -6,19 +7,30 @@ and padded per axis with :class:`coreai_torch.lowerings.resample._Coords` (torch
 ComputeLocation), then the ``2**n`` corner taps (bilinear/trilinear) or the nearest tap are
 gathered from the input flattened over its spatial axes; a tap outside the input reads zero,
 which is torch's ``zeros`` padding and harmless for the clipped modes.
+
+The antialiased upsamples are separable: each resized axis is one constant ``[out, in]``
+weight matrix applied with ``batch_matmul`` (width first, like torch). The matrix is torch's
+(``_compute_indices_min_size_weights_aa``): with ``scale`` = in/out (or 1/scale_factor, or
+(in-1)/(out-1) with align_corners), output ``i`` centres at ``scale * (i + 0.5)``, the filter
+(triangle, or Keys cubic with a = -0.5) is stretched by ``max(scale, 1)`` so that its support
+grows with the downscale factor, taps are the inputs within that support, and the weights of a
+row are normalized to sum to one. They are computed in the input's dtype, as torch does. An
+axis whose size does not change is left alone (torch skips it, whatever the scale factor).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
 from coreai_torch.lowerings.resample import _BILINEAR, _NEAREST, _Coords
-from coreai_torch.utils import cast_to, result_dtype
+from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("resample_ext")
 reg = LOWERINGS.register_torch_lowering
@@ -123,4 +135,102 @@ def aten_grid_sampler_3d_default(input: Value, grid: Value, interpolation_mode: 
     return cast_to(out, result_dtype())
 
 
-__all__ = ["LOWERINGS", "GridTaps", "grid_sample"]
+# -- antialiased upsampling ----------------------------------------------------------------------
+
+def _triangle(x: np.ndarray) -> np.ndarray:
+    x = np.abs(x)
+    return np.where(x < 1, 1 - x, 0).astype(x.dtype)
+
+
+def _keys_cubic(x: np.ndarray) -> np.ndarray:
+    """Keys' cubic convolution kernel with a = -0.5 (torch's antialiased bicubic filter)."""
+    x = np.abs(x)
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0)).astype(x.dtype)
+
+
+_AA_FILTERS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], int]] = {
+    "bilinear": (_triangle, 2), "bicubic": (_keys_cubic, 4)}
+
+
+def aa_weights(mode: str, size_in: int, size_out: int, align_corners: bool,
+               scale_factor: float | None, dtype: np.dtype) -> np.ndarray:
+    """torch's antialiased resampling matrix [size_out, size_in] of one axis, in ``dtype``."""
+    filter_fn, taps = _AA_FILTERS[mode]
+    t = dtype.type
+    if align_corners:
+        scale = t(size_in - 1) / t(size_out - 1) if size_out > 1 else t(0)
+    elif scale_factor is not None and scale_factor > 0:
+        scale = t(1) / t(scale_factor)
+    else:
+        scale = t(size_in) / t(size_out)
+    support = t(taps * 0.5) * scale if scale >= 1 else t(taps * 0.5)
+    stretch = t(1) / scale if scale >= 1 else t(1)
+    weights = np.zeros((size_out, size_in), dtype)
+    for i in range(size_out):
+        center = scale * t(i + 0.5)
+        first = max(int(center - support + t(0.5)), 0)  # int(): C++'s truncating cast
+        stop = min(int(center + support + t(0.5)), size_in)
+        row = filter_fn((np.arange(first, stop).astype(dtype) - center + t(0.5)) * stretch)
+        total = row.sum(dtype=dtype)
+        weights[i, first:stop] = row / total if total != 0 else row
+    return weights
+
+
+def _upsample_aa(mode: str, self: Value, output_size: list[int] | None, align_corners: bool,
+                 scales: Sequence[float | None]) -> Value:
+    what = f"_upsample_{mode}2d_aa"
+    dtype = self.type.element_type
+    if dtype not in (DType.float32, DType.float64):
+        raise NotImplementedError(
+            f"{what} on {dtype}: torch computes the antialiased resize in float32/float64 "
+            "(uint8 uses a fixed-point path); cast the input to float first")
+    if self.type.rank != 4:
+        raise NotImplementedError(f"{what} expects a [N, C, H, W] input, got {self.type}")
+    sizes = static_sizes(self, [2, 3], f"{what} input")
+    out_type = result_type()
+    outs = [d for d in out_type.shape[2:] if isinstance(d, int)]
+    if len(outs) != 2:
+        raise NotImplementedError(f"{what} with a dynamic output size ({out_type})")
+    y = self
+    for axis in (3, 2):  # width first, like torch
+        n_in, n_out = sizes[axis - 2], outs[axis - 2]
+        if n_in == n_out:
+            continue
+        m = aa_weights(mode, n_in, n_out, align_corners, scales[axis - 2], dtype.numpy)
+        if axis == 3:
+            y = coreai.batch_matmul(y, const(np.ascontiguousarray(m.T), dtype))
+        else:
+            y = coreai.batch_matmul(const(m, dtype), y)
+    return y
+
+
+def _register_aa(mode: str) -> None:
+    name = f"_upsample_{mode}2d_aa"
+
+    def default(self: Value, output_size: list[int], align_corners: bool,
+                scales_h: float | None = None, scales_w: float | None = None) -> Value:
+        return _upsample_aa(mode, self, output_size, align_corners, [scales_h, scales_w])
+
+    def vec(input: Value, output_size: list[int] | None, align_corners: bool,
+            scale_factors: list[float] | None) -> Value:
+        scales = [None, None] if output_size is not None or scale_factors is None else \
+            list(scale_factors)
+        return _upsample_aa(mode, input, output_size, align_corners, scales)
+
+    default.__doc__ = (f"{name}(Tensor self, SymInt[2] output_size, bool align_corners, "
+                       "float? scales_h=None, float? scales_w=None) -> Tensor")
+    vec.__doc__ = (f"{name}.vec(Tensor input, SymInt[]? output_size, bool align_corners, "
+                   "float[]? scale_factors) -> Tensor")
+    default.__name__, vec.__name__ = f"aten_{name}_default", f"aten_{name}_vec"
+    reg(f"aten::{name}.default")(default)
+    reg(f"aten::{name}.vec")(vec)
+
+
+for _mode in _AA_FILTERS:
+    _register_aa(_mode)
+
+
+__all__ = ["LOWERINGS", "GridTaps", "aa_weights", "grid_sample"]
