@@ -21,6 +21,7 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    pooling_ext,
     quantized,
     random,
     reduction,
@@ -35,7 +36,7 @@ from coreai_torch.lowerings import (
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
-    resample_ext,
+    resample_ext, pooling_ext,
 )
 
 _DEFAULT: LoweringTable | None = None

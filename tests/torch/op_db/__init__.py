@@ -12,6 +12,7 @@ from tests.torch.op_db import (
     elementwise,
     indexing,
     nn,
+    pooling_ext,
     random,
     reduction,
     resample_ext,
@@ -21,7 +22,7 @@ from tests.torch.op_db import (
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random, resample_ext)
+            compression, random, resample_ext, pooling_ext)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
