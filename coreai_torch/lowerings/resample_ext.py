@@ -38,6 +38,11 @@ reg = LOWERINGS.register_torch_lowering
 _MODE_NAMES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 
 
+def _shape_part(x: Value, start: int, stop: int) -> Value:
+    """``x``'s sizes ``start:stop`` as a 1-d int64 Value."""
+    return coreai.slice_(coreai.get_shape(x), [start], [stop], axes=[0], strides=[1])
+
+
 class GridTaps:
     """Reads ``input[n, :, i_0, ..., i_{k-1}]`` for int64 index maps ``[N, *out]`` (zero
     outside the input) from an input ``[N, C, *sizes]``."""
@@ -63,14 +68,26 @@ class GridTaps:
             pos = clamped if pos is None else coreai.broadcasting_add(
                 coreai.broadcasting_mul(pos, const64(size)), clamped)
         assert pos is not None and valid is not None
-        out = static_sizes(pos, list(range(1, pos.type.rank)), "grid_sample grid")
-        count = 1
-        for d in out:
-            count *= d
-        pos = coreai.reshape(pos, leading_shape(pos, 1, [1, count]))
-        pos = coreai.broadcast_to(pos, leading_shape(self.flat, 2, [count]))
-        got = coreai.gather_along_axis(self.flat, pos, axis=2)
-        got = coreai.reshape(got, leading_shape(self.flat, 2, out))
+        out = [d for d in pos.type.shape[1:] if isinstance(d, int)]
+        if len(out) == pos.type.rank - 1:
+            count = 1
+            for d in out:
+                count *= d
+            flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, count]))
+            flat_pos = coreai.broadcast_to(flat_pos, leading_shape(self.flat, 2, [count]))
+            got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
+            return self._masked(coreai.reshape(got, leading_shape(self.flat, 2, out)), valid)
+        # dynamic grid sizes: the same with run-time shapes
+        flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, -1]))
+        flat_pos = coreai.broadcast_to(flat_pos, coreai.concat(
+            [_shape_part(self.flat, 0, 2), _shape_part(flat_pos, 2, 3)], axis=0))
+        got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
+        got = coreai.reshape(got, coreai.concat(
+            [_shape_part(self.flat, 0, 2), _shape_part(pos, 1, pos.type.rank)], axis=0))
+        return self._masked(got, valid)
+
+    @staticmethod
+    def _masked(got: Value, valid: Value) -> Value:
         mask = coreai.expand_dims(valid, [1])
         return coreai.broadcasting_where(mask, got, const(0, got.type.element_type))
 
@@ -80,11 +97,10 @@ def grid_sample(x: Value, grid: Value, mode: int, padding: int, align_corners: b
     """torch's ``grid_sampler_{n}d`` for ``mode`` bilinear (multilinear) or nearest.
 
     ``x`` is [N, C, *sizes] and ``grid`` [N, *out, n] in the compute dtype; the result is
-    [N, C, *out] in that dtype.
+    [N, C, *out] in that dtype. ``N`` and ``out`` may be dynamic; ``sizes`` must be static.
     """
     n = x.type.rank - 2
     sizes = static_sizes(x, list(range(2, n + 2)), f"{what} input")
-    static_sizes(grid, list(range(1, n + 1)), f"{what} grid")
     compute = x.type.element_type
     taps = GridTaps(x, sizes)
     coords, points = [], []
@@ -179,7 +195,7 @@ def aa_weights(mode: str, size_in: int, size_out: int, align_corners: bool,
     return weights
 
 
-def _upsample_aa(mode: str, self: Value, output_size: list[int] | None, align_corners: bool,
+def _upsample_aa(mode: str, self: Value, align_corners: bool,
                  scales: Sequence[float | None]) -> Value:
     what = f"_upsample_{mode}2d_aa"
     dtype = self.type.element_type
@@ -212,13 +228,13 @@ def _register_aa(mode: str) -> None:
 
     def default(self: Value, output_size: list[int], align_corners: bool,
                 scales_h: float | None = None, scales_w: float | None = None) -> Value:
-        return _upsample_aa(mode, self, output_size, align_corners, [scales_h, scales_w])
+        return _upsample_aa(mode, self, align_corners, [scales_h, scales_w])
 
     def vec(input: Value, output_size: list[int] | None, align_corners: bool,
             scale_factors: list[float] | None) -> Value:
         scales = [None, None] if output_size is not None or scale_factors is None else \
             list(scale_factors)
-        return _upsample_aa(mode, input, output_size, align_corners, scales)
+        return _upsample_aa(mode, input, align_corners, scales)
 
     default.__doc__ = (f"{name}(Tensor self, SymInt[2] output_size, bool align_corners, "
                        "float? scales_h=None, float? scales_w=None) -> Tensor")
