@@ -242,13 +242,37 @@ def aten_expand_default(self: Value, size: list[int | Value], implicit: bool = F
 def aten_repeat_default(self: Value, repeats: list[int | Value]) -> Value:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     x = self
-    reps = _static_ints(repeats, "repeats")
-    lead = len(reps) - x.type.rank
+    lead = len(repeats) - x.type.rank
     if lead:
         x = coreai.expand_dims(x, list(range(lead)))
+    if any(isinstance(r, Value) for r in repeats):
+        return _repeat_symbolic(x, repeats)
+    reps = _static_ints(repeats, "repeats")
     if all(r == 1 for r in reps):
         return x
     return coreai.tile(x, reps)
+
+
+def _piece_value(piece: Piece) -> Value:
+    return piece if isinstance(piece, Value) else coreai.constant(np.asarray([piece], np.int64))
+
+
+def _repeat_symbolic(x: Value, repeats: list[int | Value]) -> Value:
+    """``repeat`` with symbolic counts: [d0, d1, ...] -> broadcast [r0, d0, r1, d1, ...]
+    -> reshape [r0 * d0, r1 * d1, ...] (tile's layout: whole copies along each axis)."""
+    n = len(repeats)
+    spread = coreai.expand_dims(x, [2 * i for i in range(n)])
+    pieces: list[Piece] = []
+    products: list[Piece] = []
+    for i, r in enumerate(repeats):
+        count, size = size_piece(r), dim_piece(x, i)
+        pieces += [count, size]
+        if isinstance(count, int) and isinstance(size, int):
+            products.append(count * size)
+        else:
+            products.append(coreai.broadcasting_mul(_piece_value(count), _piece_value(size)))
+    wide = coreai.broadcast_to(spread, shape_operand(pieces))
+    return coreai.reshape(wide, shape_operand(products))
 
 
 # -- slicing --------------------------------------------------------------------------------------

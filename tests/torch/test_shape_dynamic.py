@@ -44,6 +44,8 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], Any], tuple[int, ...], torch.dty
                      torch.float32),
     "copy": (lambda x: aten.copy(x, x[:1] + 1), (3,), torch.float32),
     "repeat": (lambda x: x.repeat(2, 1), (3,), torch.float32),
+    "repeat_symbolic": (lambda x: x.repeat(x.shape[0] - 2, 2), (3,), torch.float32),
+    "repeat_symbolic_lead": (lambda x: x.repeat(2, x.shape[0], 1, 3), (2, 3), torch.int32),
 }
 
 
