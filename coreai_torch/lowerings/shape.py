@@ -514,14 +514,43 @@ def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
                                  value: float | Value = 0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
     x = self
-    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
     if isinstance(value, Value):
         raise NotImplementedError("constant_pad_nd with a symbolic pad value")
     if isinstance(value, int) and abs(value) > 2**53:
         raise NotImplementedError(f"pad value {value} is not exactly representable as float")
-    if not any(pads):
-        return x
-    return coreai.pad(x, pads, mode="constant", value=float(value))
+    symbolic: list[tuple[int, Value | int, Value | int]] = []
+    if any(isinstance(p, Value) for p in pad):
+        # an axis with a symbolic width is padded by concatenating filled blocks below
+        static_pad: list[int | Value] = list(pad)
+        for i in range(0, len(pad), 2):
+            if isinstance(pad[i], Value) or isinstance(pad[i + 1], Value):
+                symbolic.append((x.type.rank - 1 - i // 2, pad[i], pad[i + 1]))
+                static_pad[i] = static_pad[i + 1] = 0
+        pad = static_pad
+    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
+    if any(pads):
+        x = coreai.pad(x, pads, mode="constant", value=float(value))
+    for axis, before, after in symbolic:
+        x = _pad_by_concat(x, axis, before, after, value)
+    return x
+
+
+def _pad_by_concat(x: Value, axis: int, before: Value | int, after: Value | int,
+                   value: float) -> Value:
+    """``x`` with blocks of ``value`` of widths ``before``/``after`` (non-negative at run
+    time; a symbolic negative width, i.e. a crop, fails when run) on ``axis``."""
+    parts: list[Value | None] = []
+    for width in (before, after):
+        if isinstance(width, int) and width == 0:
+            parts.append(None)
+            continue
+        pieces = [dim_piece(x, a) for a in range(x.type.rank)]
+        pieces[axis] = size_piece(width)
+        block = coreai.broadcast_to(coreai.constant(value, dtype=x.type.element_type),
+                                    shape_operand(pieces))
+        parts.append(block)
+    blocks = [b for b in (parts[0], x, parts[1]) if b is not None]
+    return coreai.concat(blocks, axis=axis)
 
 
 def _mode_pad(mode: str) -> Any:
