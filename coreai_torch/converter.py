@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -224,9 +225,20 @@ def _torch_decomposition(target: Any) -> Callable | None:
     fn = decomposition_table.get(target)
     if fn is not None:
         return fn
-    if target.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
-        return target.decompose
-    return None
+    composite = torch._C.DispatchKey.CompositeImplicitAutograd
+    if not target.has_kernel_for_dispatch_key(composite):
+        return None
+    kernel = target.py_kernels.get(composite)
+    if kernel is not None and not isinstance(kernel, torch._C.DispatchKey):
+        return kernel
+    return functools.partial(_run_composite_kernel, target)
+
+
+def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    # Not ``op.decompose``: run_decompositions installs each table entry as the op's Python
+    # CompositeImplicitAutograd kernel, and ``decompose`` calls that kernel, i.e. itself again
+    # (RecursionError, e.g. on aten::instance_norm). The C++ composite kernel is what we want.
+    return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
 def _opt_list(names: Sequence[str] | None) -> list[str] | None:
