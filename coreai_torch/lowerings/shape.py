@@ -88,18 +88,28 @@ def aten_view_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location)
     return coreai.reshape(x, shape_value(values_map, node, sizes, loc), loc=loc)
 
 
-def _reshape_lead(x: Value, lead: int, tail: list[int], loc: Location) -> Value:
+def _reshape_lead(x: Value, lead: int, tail: list[Piece], loc: Location) -> Value:
     """Reshape to ``x.shape[:lead] + tail`` (leading dims may be dynamic)."""
     return coreai.reshape(x, shape_operand(
         [*(dim_piece(x, i, loc) for i in range(lead)), *tail], loc), loc=loc)
 
 
-def _static_tail(x: Value, n: int, what: str) -> list[int]:
-    tail = list(x.type.shape[x.type.rank - n:])
-    if not all(isinstance(d, int) for d in tail):
-        raise NotImplementedError(f"{what} needs static sizes for the last {n} dims, got "
-                                  f"{x.type}")
-    return tail
+def _scaled(p: Piece, loc: Location, mul: int = 1, div: int = 1) -> Piece:
+    """``p * mul // div`` for a static or dynamic size."""
+    if isinstance(p, int):
+        return p * mul // div
+    if mul != 1:
+        p = coreai.broadcasting_mul(p, coreai.constant(np.asarray([mul], np.int64), loc=loc),
+                                    loc=loc)
+    if div != 1:
+        p = coreai.broadcasting_floor_divide(
+            p, coreai.constant(np.asarray([div], np.int64), loc=loc), loc=loc)
+    return p
+
+
+def _pixel_tail(x: Value, loc: Location) -> list[Piece]:
+    """Channels, height and width of ``x`` (static or dynamic)."""
+    return [dim_piece(x, x.type.rank - i, loc) for i in (3, 2, 1)]
 
 
 @reg("aten::pixel_shuffle.default")
@@ -108,12 +118,13 @@ def aten_pixel_shuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: 
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
     x = _x(values_map, node, loc)
     r = int(get_arg(node, 1, "upscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_shuffle")
+    c, h, w = _pixel_tail(x, loc)
     lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c // (r * r), r, r, h, w], loc)
+    y = _reshape_lead(x, lead, [_scaled(c, loc, div=r * r), r, r, h, w], loc)
     perm = [*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2]
     y = coreai.transpose(y, perm, loc=loc)
-    return _reshape_lead(y, lead, [c // (r * r), h * r, w * r], loc)
+    return _reshape_lead(y, lead, [_scaled(c, loc, div=r * r), _scaled(h, loc, mul=r),
+                                   _scaled(w, loc, mul=r)], loc)
 
 
 @reg("aten::pixel_unshuffle.default")
@@ -122,12 +133,13 @@ def aten_pixel_unshuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
     x = _x(values_map, node, loc)
     r = int(get_arg(node, 1, "downscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_unshuffle")
+    c, h, w = _pixel_tail(x, loc)
     lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c, h // r, r, w // r, r], loc)
+    y = _reshape_lead(x, lead, [c, _scaled(h, loc, div=r), r, _scaled(w, loc, div=r), r], loc)
     perm = [*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3]
     y = coreai.transpose(y, perm, loc=loc)
-    return _reshape_lead(y, lead, [c * r * r, h // r, w // r], loc)
+    return _reshape_lead(y, lead, [_scaled(c, loc, mul=r * r), _scaled(h, loc, div=r),
+                                   _scaled(w, loc, div=r)], loc)
 
 
 @reg("aten::unsqueeze.default")
