@@ -182,6 +182,16 @@ class TorchConverter:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
+        counts, examples = self._unsupported(ep)
+        mutating = sorted(qn for qn, node in examples.items() if _mutates(node.target))
+        if mutating:
+            # torch.export keeps in-place ops (copy_ into a select view, x[:, 1] = y) until the
+            # program is decomposed; an empty table functionalizes it and decomposes nothing
+            ep = ep.run_decompositions({})
+            self.conversion_log.append(
+                f"{name}: functionalized the program on the fly: it calls the in-place "
+                f"op(s) {', '.join(mutating)}, which become functional writes")
+            _LOG.info(self.conversion_log[-1])
         for _ in range(_MAX_DECOMPOSITION_ROUNDS):
             counts, examples = self._unsupported(ep)
             table = {}
@@ -214,6 +224,11 @@ class TorchConverter:
 
 _MAX_DECOMPOSITION_ROUNDS = 8
 _LOG = logging.getLogger("coreai_torch")
+
+
+def _mutates(target: Any) -> bool:
+    """Whether ``target`` is an aten op that writes into one of its arguments."""
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
 
 
 def _torch_decomposition(target: Any) -> Callable | None:
