@@ -18,6 +18,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
+from coreai_torch.lowerings.creation import Piece, dim_piece, shape_operand, size_piece
 from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
 
 LOWERINGS = LoweringSet("resample")
@@ -47,8 +48,7 @@ def _upsample(name: str, overload: str) -> Callable:
         x = get_operand(values_map, node, 0, loc)
         out_type = result_type(node)
         sizes = list(out_type.shape[2:])
-        if not all(isinstance(s, int) for s in sizes):
-            raise NotImplementedError(f"{name} with a dynamic output size")
+        dynamic = not all(isinstance(s, int) for s in sizes)
         if mode != "nearest" and mode != "nearest_exact" and not x.type.element_type.is_float:
             raise NotImplementedError(f"{name} on {x.type.element_type} (torch rounds integer "
                                       "interpolation differently)")
@@ -64,10 +64,16 @@ def _upsample(name: str, overload: str) -> Callable:
             scales = None
             if any(s is not None for s in per_axis):
                 # an axis without a scale uses in/out, which is what out/in as a scale gives
-                scales = [float(s) if s is not None else sizes[i] / in_sizes[i]
+                # (or -1, "not given", when the sizes are dynamic)
+                scales = [float(s) if s is not None else
+                          -1.0 if dynamic else sizes[i] / in_sizes[i]
                           for i, s in enumerate(per_axis)]
+        output_size = None
+        if dynamic:
+            output_size = _output_size(values_map, node, x, overload, first, loc)
+            sizes = [s if isinstance(s, int) else -1 for s in sizes]
         y = coreai.interpolate(x, sizes=sizes, mode=mode, align_corners=corners, scales=scales,
-                               loc=loc)
+                               output_size=output_size, loc=loc)
         return cast_to(y, out_type.element_type, loc)
 
     args = ("SymInt[]? output_size" + (", bool align_corners" if has_corners else "")
@@ -77,6 +83,27 @@ def _upsample(name: str, overload: str) -> Callable:
     lowering.__doc__ = f"{name}.{overload}(Tensor input, {args}) -> Tensor"
     lowering.__name__ = f"aten_{name}_{overload}"
     return lowering
+
+
+def _output_size(values_map: ValuesMap, node: torch.fx.Node, x: Value, overload: str,
+                 first: int, loc: Location) -> Value:
+    """The spatial output sizes as a 1-d int64 operand: the given (symbolic) sizes, or
+    ``int(in * scale)`` computed in double like ATen's ``compute_output_size``."""
+    given = get_arg(node, 1, "output_size")
+    if given is not None:
+        return shape_operand([size_piece(values_map, s, loc) for s in given], loc)
+    if overload != "vec":
+        raise NotImplementedError(f"{node.target} without an output size")
+    pieces: list[Piece] = []
+    for i, scale in enumerate(get_arg(node, first, "scale_factors")):
+        size = dim_piece(x, 2 + i, loc)
+        if isinstance(size, int):
+            pieces.append(int(size * float(scale)))
+            continue
+        real = coreai.broadcasting_mul(cast_to(size, DType.float64, loc),
+                                       const(float(scale), DType.float64, loc), loc=loc)
+        pieces.append(cast_to(coreai.trunc(real, loc=loc), DType.int64, loc))
+    return shape_operand(pieces, loc)
 
 
 for _name in _MODES:
