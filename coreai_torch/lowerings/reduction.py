@@ -72,7 +72,11 @@ def aten_mean_dim(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> 
     x = get_operand(values_map, node, 0, loc)
     out = result_dtype(node)
     axes = reduced_axes(node, 1, x.type.rank)
-    x = cast_to(cast_to(x, out, loc), acc_dtype(out), loc)
+    if x.type.element_type.is_float:
+        x = cast_to(x, out, loc)
+    # integers go straight to the accumulation type: torch sums them in float32 for a
+    # float16/bfloat16 dtype (no overflow or rounding of each element to the half type)
+    x = cast_to(x, acc_dtype(out), loc)
     return cast_to(reduce(coreai.reduce_mean, x, axes, keepdim_arg(node, 2), loc), out, loc)
 
 
