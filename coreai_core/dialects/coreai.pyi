@@ -523,6 +523,7 @@ def interpolate(
     mode: Literal['nearest', 'nearest_exact', 'linear', 'cubic'] = ...,
     align_corners: bool = ...,
     scales: FloatsLike | None = ...,
+    output_size: ValueLike | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
@@ -530,7 +531,8 @@ def interpolate(
 
     ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
     (output/input, one per spatial dim; a value <= 0 means "not given") and change the
-    coordinate mapping exactly like torch does.
+    coordinate mapping exactly like torch does. ``output_size`` (1-d int64, one entry per
+    spatial dim) gives sizes known only at run time; ``sizes`` then holds -1 for each of them.
     """
 
 

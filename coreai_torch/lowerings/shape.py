@@ -31,7 +31,6 @@ from coreai_torch.lowerings.creation import (
 )
 from coreai_torch.utils import (
     cast_to,
-    get_arg,
     get_operand,
     normalize_dim,
     result_dtype,
@@ -103,46 +102,50 @@ def aten_view_default(self: Value, size: list[int | Value]) -> Value:
     return coreai.reshape(x, sizes_operand(sizes))
 
 
-def _reshape_lead(x: Value, lead: int, tail: list[int]) -> Value:
+def _reshape_lead(x: Value, lead: int, tail: list[Piece]) -> Value:
     """Reshape to ``x.shape[:lead] + tail`` (leading dims may be dynamic)."""
     return coreai.reshape(x, shape_operand(
         [*(dim_piece(x, i) for i in range(lead)), *tail]))
 
 
-def _static_tail(x: Value, n: int, what: str) -> list[int]:
-    tail = list(x.type.shape[x.type.rank - n:])
-    if not all(isinstance(d, int) for d in tail):
-        raise NotImplementedError(f"{what} needs static sizes for the last {n} dims, got "
-                                  f"{x.type}")
-    return tail
+def _scaled(p: Piece, mul: int = 1, div: int = 1) -> Piece:
+    """``p * mul // div`` for a static or dynamic size."""
+    if isinstance(p, int):
+        return p * mul // div
+    if mul != 1:
+        p = coreai.broadcasting_mul(p, coreai.constant(np.asarray([mul], np.int64)))
+    if div != 1:
+        p = coreai.broadcasting_floor_divide(p, coreai.constant(np.asarray([div], np.int64)))
+    return p
+
+
+def _pixel_tail(x: Value) -> list[Piece]:
+    """Channels, height and width of ``x`` (static or dynamic)."""
+    return [dim_piece(x, x.type.rank - i) for i in (3, 2, 1)]
 
 
 @reg("aten::pixel_shuffle.default")
-def aten_pixel_shuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                               ) -> Value:
+def aten_pixel_shuffle_default(self: Value, upscale_factor: int) -> Value:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    x = _x(values_map, node)
-    r = int(get_arg(node, 1, "upscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_shuffle")
-    lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c // (r * r), r, r, h, w])
+    r = upscale_factor
+    c, h, w = _pixel_tail(self)
+    lead = self.type.rank - 3
+    y = _reshape_lead(self, lead, [_scaled(c, div=r * r), r, r, h, w])
     perm = [*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2]
     y = coreai.transpose(y, perm)
-    return _reshape_lead(y, lead, [c // (r * r), h * r, w * r])
+    return _reshape_lead(y, lead, [_scaled(c, div=r * r), _scaled(h, mul=r), _scaled(w, mul=r)])
 
 
 @reg("aten::pixel_unshuffle.default")
-def aten_pixel_unshuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                 ) -> Value:
+def aten_pixel_unshuffle_default(self: Value, downscale_factor: int) -> Value:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    x = _x(values_map, node)
-    r = int(get_arg(node, 1, "downscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_unshuffle")
-    lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c, h // r, r, w // r, r])
+    r = downscale_factor
+    c, h, w = _pixel_tail(self)
+    lead = self.type.rank - 3
+    y = _reshape_lead(self, lead, [c, _scaled(h, div=r), r, _scaled(w, div=r), r])
     perm = [*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3]
     y = coreai.transpose(y, perm)
-    return _reshape_lead(y, lead, [c * r * r, h // r, w // r])
+    return _reshape_lead(y, lead, [_scaled(c, mul=r * r), _scaled(h, div=r), _scaled(w, div=r)])
 
 
 @reg("aten::unsqueeze.default")
