@@ -17,10 +17,9 @@ from typing import Any, Literal
 import numpy as np
 import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -31,7 +30,6 @@ from coreai_torch.lowerings.creation import (
 )
 from coreai_torch.utils import (
     cast_to,
-    get_operand,
     normalize_dim,
     result_dtype,
 )
@@ -40,10 +38,6 @@ LOWERINGS = LoweringSet("shape")
 reg = LOWERINGS.register_torch_lowering
 
 _INT64_MAX = 2**63 - 1
-
-
-def _x(values_map: ValuesMap, node: torch.fx.Node) -> Value:
-    return get_operand(values_map, node, 0)
 
 
 def _in_shape(node: torch.fx.Node) -> list[Any]:
@@ -76,13 +70,12 @@ def aten__to_copy_default(self: Value, dtype: DType | None = None, layout: objec
 
 
 @reg("aten::copy.default")
-def aten_copy_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_copy_default(self: Value, src: Value, non_blocking: bool = False) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor: src broadcast to self"""
-    x = _x(values_map, node)
-    src = cast_to(get_operand(values_map, node, 1), result_dtype(node))
-    if src.type.shape == x.type.shape:
+    src = cast_to(src, result_dtype())
+    if src.type.shape == self.type.shape:
         return src
-    return coreai.broadcast_to(src, shape_of(x))
+    return coreai.broadcast_to(src, shape_of(self))
 
 
 # -- reshapes -------------------------------------------------------------------------------------
