@@ -120,6 +120,10 @@ _TABLE: dict[str, Sample] = {
         lambda a: coreai.broadcasting_add(a, 1.0))),
     "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
                             setup=_helper_graph),
+    "coreai.special": Sample((t(2, 3),), lambda x: coreai.special(x, fn="i0e")),
+    "coreai.special_binary": Sample((t(2, 3), t(3)), lambda x, n: coreai.special_binary(
+        x, n, fn="chebyshev_polynomial_t")),
+    "coreai.frexp": Sample((t(2, 3, dtype="float16"),), coreai.frexp),
 }
 
 
