@@ -75,12 +75,6 @@ def _ints(**operands: Value) -> None:
             fail(f"operand {name!r} must be an integer tensor, got {v.type}")
 
 
-def _not_bool(**operands: Value) -> None:
-    for name, v in operands.items():
-        if v.type.element_type is DType.bool:
-            fail(f"operand {name!r} must be a numeric tensor, got {v.type}")
-
-
 def _broadcast(lhs: Value, rhs: Value) -> TensorType:
     return TensorType(broadcast_shapes(lhs.type.shape, rhs.type.shape), same_dtype(lhs, rhs))
 
@@ -112,14 +106,12 @@ def special_binary(lhs: Value, rhs: Value, fn: BinaryFn) -> TensorType:
 @defop(traits=("elementwise", "binary", "commutative"))
 def broadcasting_fmax(lhs: Value, rhs: Value) -> TensorType:
     """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax."""
-    _not_bool(lhs=lhs, rhs=rhs)
     return _broadcast(lhs, rhs)
 
 
 @defop(traits=("elementwise", "binary", "commutative"))
 def broadcasting_fmin(lhs: Value, rhs: Value) -> TensorType:
     """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin."""
-    _not_bool(lhs=lhs, rhs=rhs)
     return _broadcast(lhs, rhs)
 
 

@@ -25,12 +25,13 @@ from coreai_torch.lowerings import (
     scatter,
     shape,
     sorting,
+    special,
     symbolic,
 )
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, special,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -13,11 +13,12 @@ from tests.torch.op_db import (
     nn,
     reduction,
     shape,
+    special,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, special)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
