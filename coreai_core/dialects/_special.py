@@ -138,7 +138,11 @@ def broadcasting_nextafter(lhs: Value, rhs: Value) -> TensorType:
 
 @defop(traits=("elementwise", "binary", "commutative"))
 def broadcasting_gcd(lhs: Value, rhs: Value) -> TensorType:
-    """Greatest common divisor, >= 0 (gcd(0, 0) = 0; the minimum integer wraps like torch)."""
+    """Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) = 0).
+
+    The minimum integer's absolute value wraps to itself, so results involving it can be
+    negative, exactly as in torch.
+    """
     _ints(lhs=lhs, rhs=rhs)
     return _broadcast(lhs, rhs)
 

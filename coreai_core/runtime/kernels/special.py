@@ -99,14 +99,15 @@ def _polynomial(name: str, x: np.ndarray, n: np.ndarray) -> np.ndarray:
     evaluate, lead_sign = _POLYNOMIALS[name.removeprefix("shifted_")]
     x, n = np.broadcast_arrays(x, n)
     finite_n = np.isfinite(n)
-    k = np.where(finite_n & (n >= 0), np.trunc(np.where(finite_n, n, 0)), 0).astype(np.int64)
+    degree = np.trunc(np.where(finite_n, n, 0.0))
+    k = np.maximum(degree, 0).astype(np.int64)
     arg = 2.0 * x - 1.0 if shifted else x
     finite_x = np.isfinite(arg)
     value = evaluate(k, np.where(finite_x, arg, 0.0))
     limit = lead_sign(k) * np.where((arg < 0) & (k % 2 == 1), -1.0, 1.0) * np.inf
     value = np.where(finite_x, value, np.where(np.isnan(arg), np.nan, limit))
     value = np.where(k == 0, 1.0, value)
-    value = np.where(finite_n & (n < 0), 0.0, value)
+    value = np.where(degree < 0, 0.0, value)
     return np.where(finite_n, value, np.nan)
 
 
@@ -176,10 +177,29 @@ def broadcasting_nextafter(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return np.nextafter(lhs, rhs)
 
 
+def _gcd(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """torch's Euclid: a, b = |a|, |b|; while a: a, b = b % a, a (C remainder).
+
+    It equals np.gcd except where |minimum integer| wraps to itself: the C remainder then
+    keeps signs, so e.g. gcd(5, -128) is -1 in int8 (numpy: 1).
+    """
+    with np.errstate(over="ignore"):
+        a, b = np.abs(lhs), np.abs(rhs)
+    a, b = np.broadcast_arrays(a, b)
+    a, b = a.copy(), b.copy()
+    live = a != 0
+    while np.any(live):  # at most ~93 rounds for 64-bit operands
+        c = a[live]
+        a[live] = np.fmod(b[live], c)
+        b[live] = c
+        live = a != 0
+    return b
+
+
 @kernel("coreai.broadcasting_gcd")
 def broadcasting_gcd(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """np.gcd (|minimum integer| wraps to itself, as in torch)."""
-    return np.gcd(lhs, rhs)
+    """Greatest common divisor by torch's algorithm (see ``_gcd``)."""
+    return _gcd(lhs, rhs)
 
 
 @kernel("coreai.broadcasting_lcm")
@@ -188,8 +208,8 @@ def broadcasting_lcm(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     before the product (then truncated back), 32/64-bit types wrap in their own width."""
     dtype = lhs.dtype
     wide = np.dtype(np.int32) if dtype.itemsize < 4 else dtype
+    g = _gcd(lhs, rhs).astype(wide)  # in the operands' own width, as torch's calc_gcd<T>
     a, b = lhs.astype(wide), rhs.astype(wide)
-    g = np.gcd(a, b)
     safe = np.where(g == 0, wide.type(1), g)
     with np.errstate(over="ignore"):
         out = np.abs((a // safe) * b)
