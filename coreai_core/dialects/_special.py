@@ -21,9 +21,9 @@ SPECIAL_UNARY: dict[str, str] = {
     "erfc": "complementary error function 1 - erf(x)",
     "erfcx": "scaled complementary error function exp(x**2) * erfc(x)",
     "i0": "modified Bessel function of the first kind, order 0",
-    "i0e": "exponentially scaled i0: exp(-|x|) * i0(x)",
+    "i0e": "exponentially scaled i0: exp(-abs(x)) * i0(x)",
     "i1": "modified Bessel function of the first kind, order 1",
-    "i1e": "exponentially scaled i1: exp(-|x|) * i1(x)",
+    "i1e": "exponentially scaled i1: exp(-abs(x)) * i1(x)",
     "bessel_j0": "Bessel function of the first kind, order 0",
     "bessel_j1": "Bessel function of the first kind, order 1",
     "bessel_y0": "Bessel function of the second kind, order 0 (NaN for x < 0, -inf at 0)",
@@ -39,12 +39,15 @@ SPECIAL_UNARY: dict[str, str] = {
 }
 
 # fn name -> definition of fn(lhs, rhs). The polynomials take (x, n): n is truncated toward
-# zero; a negative n gives 0 (like torch); at x = +-inf they give the polynomial's limit.
+# zero; a negative n gives 0 (like torch); P_0 = 1 for every x (NaN included); at x = +-inf
+# they give the polynomial's limit.
 SPECIAL_BINARY: dict[str, str] = {
-    "polygamma": "polygamma(n, x): the n-th derivative of digamma; lhs is n (an integer >= 0)",
-    "igamma": "regularized lower incomplete gamma P(a, x), lhs is a",
-    "igammac": "regularized upper incomplete gamma Q(a, x) = 1 - P(a, x), lhs is a",
-    "zeta": "Hurwitz zeta function zeta(x, q) = sum_k (k + q)**-x, lhs is x",
+    "polygamma": "polygamma(n, x), the n-th derivative of digamma; lhs is n (an integer >= 0); "
+                 "0 at x = +inf, NaN at x = -inf for n >= 1",
+    "igamma": "regularized lower incomplete gamma P(a, x), lhs is a; NaN if either is NaN",
+    "igammac": "regularized upper incomplete gamma Q(a, x) = 1 - P(a, x), lhs is a; NaN if "
+               "either is NaN",
+    "zeta": "Hurwitz zeta function zeta(x, q) = sum_k (k + q)**-x, lhs is x; 0 at q = +inf",
     "chebyshev_polynomial_t": "Chebyshev polynomial of the first kind T_n(x)",
     "chebyshev_polynomial_u": "Chebyshev polynomial of the second kind U_n(x)",
     "chebyshev_polynomial_v": "Chebyshev polynomial of the third kind V_n(x)",
@@ -57,6 +60,13 @@ SPECIAL_BINARY: dict[str, str] = {
     "hermite_polynomial_he": "probabilists' Hermite polynomial He_n(x)",
     "laguerre_polynomial_l": "Laguerre polynomial L_n(x)",
     "legendre_polynomial_p": "Legendre polynomial P_n(x)",
+}
+
+DOC_TABLES = {  # rendered into docs/dialect.md
+    "`fn` of `coreai.special`:": SPECIAL_UNARY,
+    "`fn` of `coreai.special_binary` (for the polynomials, `lhs` is x and `rhs` is n, "
+    "truncated toward zero; n < 0 gives 0 and x = +-inf the polynomial's limit):":
+        SPECIAL_BINARY,
 }
 
 UnaryFn = Literal[tuple(SPECIAL_UNARY)]  # type: ignore[valid-type]
@@ -83,7 +93,7 @@ def _broadcast(lhs: Value, rhs: Value) -> TensorType:
 
 @defop(traits=("elementwise", "unary"))
 def special(x: Value, fn: UnaryFn) -> TensorType:
-    """Elementwise special function ``fn`` of a float tensor (names: ``SPECIAL_UNARY``).
+    """Elementwise special function ``fn`` of a float tensor (``fn`` values: table below).
 
     Computed in float64 with scipy.special and rounded once to the dtype.
     """
@@ -93,7 +103,7 @@ def special(x: Value, fn: UnaryFn) -> TensorType:
 
 @defop(traits=("elementwise", "binary"))
 def special_binary(lhs: Value, rhs: Value, fn: BinaryFn) -> TensorType:
-    """Elementwise two-argument special function ``fn`` (names: ``SPECIAL_BINARY``), broadcast.
+    """Elementwise two-argument special function ``fn`` (values: table below), broadcast.
 
     Both operands are float tensors of one dtype; computed in float64 and rounded once.
     """
