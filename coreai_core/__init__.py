@@ -3,6 +3,7 @@
 from coreai_core._dtypes import DType, promote_types
 from coreai_core._ir import Dim, Graph, Location, Operation, Program, TensorType, Value, WeightRef
 from coreai_core._opdef import Floats, Ints, defop
+from coreai_core._shapes import broadcast_shapes
 from coreai_core.errors import (
     ArtifactError,
     CoreAIError,
@@ -32,5 +33,6 @@ __all__ = [
     "ArtifactError", "CoreAIError", "DType", "Dim", "Floats", "Graph", "Ints", "Location",
     "MissingKernelError", "defop",
     "Operation", "ParseError", "Program", "RuntimeInputError", "TensorType", "TypeRuleError",
-    "Value", "VerificationError", "WeightRef", "load", "parse", "promote_types",
+    "Value", "VerificationError", "WeightRef", "broadcast_shapes", "load", "parse",
+    "promote_types",
 ]
