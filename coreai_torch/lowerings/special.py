@@ -1,27 +1,25 @@
 """Built-in lowerings: special functions, orthogonal polynomials and the elementwise long tail.
 
 Special functions lower onto ``coreai.special`` / ``coreai.special_binary`` named by ``fn``
-(see ``coreai_core.dialects._special``). Integer inputs are promoted to torch's result dtype
-(the default float type) first. ``sinc``, ``special_entr`` and ``special_ndtr`` reach the
-converter already decomposed by torch into ops lowered elsewhere.
+(see ``coreai_core.dialects._special``), with the operands in torch's result dtype (integer
+inputs compute in the default float type). ``sinc``, ``special_entr`` and ``special_ndtr``
+reach the converter already decomposed by torch into ops lowered elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch.fx
-
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap, lower_binary, operand_as, scalar_like
-from coreai_torch.utils import cast_to, get_operand, result_dtype
+from coreai_torch.lowerings._common import lower_binary
+from coreai_torch.utils import cast_to, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("special")
 reg = LOWERINGS.register_torch_lowering
 
-Lowering = Callable[[ValuesMap, torch.fx.Node, Location], Value]
+Number = bool | int | float
 
 # -- special functions of one argument -------------------------------------------------------------
 
@@ -41,12 +39,11 @@ _UNARY = {
 }
 
 
-def _special_unary(fn: str) -> Lowering:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = operand_as(values_map, node, 0, result_dtype(node), loc)
-        return coreai.special(x, fn=fn, loc=loc)
+def _special_unary(fn: str) -> Callable[[Value], Value]:
+    def lowering(self: Value) -> Value:
+        return coreai.special(cast_to(self, result_dtype()), fn=fn)
 
-    lowering.__doc__ = f"coreai.special(x, fn={fn!r}) in the result dtype."
+    lowering.__doc__ = f"coreai.special(self, fn={fn!r}) in the result dtype."
     return lowering
 
 
@@ -56,14 +53,12 @@ for _aten, _fn in _UNARY.items():
 
 # -- special functions of two arguments ------------------------------------------------------------
 
-def _special_binary(fn: str) -> Lowering:
-    """Both arguments (tensors or Python numbers, either side) in the result dtype."""
+def _special_binary(fn: str) -> Callable[..., Value]:
+    """Both schema arguments (tensors or Python numbers, either side) in the result dtype."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        dtype = result_dtype(node)
-        lhs = operand_as(values_map, node, 0, dtype, loc)
-        rhs = operand_as(values_map, node, 1, dtype, loc)
-        return coreai.special_binary(lhs, rhs, fn=fn, loc=loc)
+    def lowering(**operands: Value | Number) -> Value:
+        lhs, rhs = (cast_to(v, result_dtype()) for v in operands.values())
+        return coreai.special_binary(lhs, rhs, fn=fn)
 
     lowering.__doc__ = f"coreai.special_binary(lhs, rhs, fn={fn!r}) in the result dtype."
     return lowering
@@ -88,36 +83,31 @@ for _name in _POLYNOMIALS:
 
 
 @reg("aten::polygamma.default")
-def aten_polygamma_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_polygamma_default(n: int, self: Value) -> Value:
     """polygamma(int n, Tensor self) -> Tensor"""
-    n = node.args[0]
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"polygamma needs a constant integer order n >= 0, got {n!r}")
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 1, dtype, loc)
-    return coreai.special_binary(coreai.constant(n, dtype=dtype, loc=loc), x, fn="polygamma",
-                                 loc=loc)
+    if n < 0:
+        raise ValueError(f"polygamma needs an order n >= 0, got {n}")
+    dtype = result_dtype()
+    return coreai.special_binary(cast_to(n, dtype), cast_to(self, dtype), fn="polygamma")
 
 
-def _xlog(log_fn: Callable[..., Value]) -> Lowering:
-    """x * log_fn(y) with torch's conventions: NaN where y is NaN, else 0 where x == 0."""
+def _xlog(log_fn: Callable[[Value], Value]) -> Callable[..., Value]:
+    """self * log_fn(other) with torch's conventions: NaN where other is NaN, else 0 where
+    self == 0 (so xlogy(0, 0) = 0 and xlogy(0, inf) = 0)."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        dtype = result_dtype(node)
-        x = operand_as(values_map, node, 0, dtype, loc)
-        y = operand_as(values_map, node, 1, dtype, loc)
-        prod = coreai.broadcasting_mul(x, log_fn(y, loc=loc), loc=loc)
-        zero = scalar_like(0, x, loc)
-        out = coreai.broadcasting_where(coreai.broadcasting_equal(x, zero, loc=loc), zero, prod,
-                                        loc=loc)
-        return coreai.broadcasting_where(coreai.isnan(y, loc=loc), y, out, loc=loc)
+    def lowering(**operands: Value | Number) -> Value:
+        x, y = (cast_to(v, result_dtype()) for v in operands.values())
+        zero = scalar_like(0, x)
+        prod = coreai.broadcasting_mul(x, log_fn(y))
+        out = coreai.broadcasting_where(coreai.broadcasting_equal(x, zero), zero, prod)
+        return coreai.broadcasting_where(coreai.isnan(y), y, out)
 
-    lowering.__doc__ = f"x * {log_fn.__name__}(y), 0 where x == 0, NaN where y is NaN."
+    lowering.__doc__ = f"self * {log_fn.__name__}(other), 0 where self == 0, NaN where other is."
     return lowering
 
 
-# Lowered natively (not through torch's decomposition) because the decompositions of the
-# Python-number overloads call prims::scalar_tensor.
+# Lowered natively rather than through torch's decomposition, whose Python-number overloads
+# call prims::scalar_tensor.
 reg("aten::special_xlog1py.default", "aten::special_xlog1py.self_scalar",
     "aten::special_xlog1py.other_scalar")(_xlog(coreai.log1p))
 reg("aten::xlogy.Tensor", "aten::xlogy.Scalar_Self", "aten::xlogy.Scalar_Other")(
@@ -134,7 +124,7 @@ for _name, _builder in [
     reg(f"aten::{_name}.default")(lower_binary(_builder))
 reg("aten::copysign.Tensor", "aten::copysign.Scalar")(lower_binary(coreai.broadcasting_copysign))
 
-# Overloads of the bitwise ops not registered by the elementwise family: a Python number on
+# Overloads of the bitwise ops the elementwise family does not register: a Python number on
 # either side (cast to the tensor's dtype, wrapping like torch) and the operator forms.
 for _name, _builder in [
     ("bitwise_and", coreai.broadcasting_bitwise_and),
@@ -151,30 +141,26 @@ for _name, _op, _builder in [
 
 
 @reg("aten::frexp.Tensor")
-def aten_frexp_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                      ) -> list[Value]:
+def aten_frexp_tensor(self: Value) -> tuple[Value, Value]:
     """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    mantissa, exponent = coreai.frexp(get_operand(values_map, node, 0, loc), loc=loc)
-    return [mantissa, exponent]
+    mantissa, exponent = coreai.frexp(self)
+    return mantissa, exponent
 
 
 @reg("aten::ldexp.Tensor")
-def aten_ldexp_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_ldexp_tensor(self: Value, other: Value) -> Value:
     """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: self * 2**other, as torch computes it"""
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 0, dtype, loc)
-    e = operand_as(values_map, node, 1, dtype, loc)
+    dtype = result_dtype()
+    exponent = cast_to(other, dtype)
     return coreai.broadcasting_mul(
-        x, coreai.broadcasting_pow(scalar_like(2.0, e, loc), e, loc=loc), loc=loc)
+        cast_to(self, dtype), coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent))
 
 
 @reg("aten::signbit.default")
-def aten_signbit_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_signbit_default(self: Value) -> Value:
     """signbit(Tensor self) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    dtype = x.type.element_type
+    dtype = self.type.element_type
     if dtype.is_float:
-        return coreai.signbit(x, loc=loc)
-    if dtype is DType.bool:
-        x = cast_to(x, DType.uint8, loc)
-    return coreai.broadcasting_less(x, scalar_like(0, x, loc), loc=loc)
+        return coreai.signbit(self)
+    x = cast_to(self, DType.uint8) if dtype is DType.bool else self
+    return coreai.broadcasting_less(x, scalar_like(0, x))
