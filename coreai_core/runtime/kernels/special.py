@@ -136,9 +136,7 @@ def _half_via_float32(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
     """fn on float16/bfloat16 widened to float32 (exact for these ops), rounded back."""
     def k(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         dt = lhs.dtype
-        if dt.kind == "f" and dt.itemsize >= 4:
-            return fn(lhs, rhs)
-        if dt.kind in "iub":
+        if dt.kind != "f" or dt.itemsize >= 4:
             return fn(lhs, rhs)
         return fn(lhs.astype(F32), rhs.astype(F32)).astype(dt)
 
