@@ -39,11 +39,12 @@ _UNARY = {
 }
 
 
-def _special_unary(fn: str) -> Callable[[Value], Value]:
-    def lowering(self: Value) -> Value:
-        return coreai.special(cast_to(self, result_dtype()), fn=fn)
+def _special_unary(fn: str) -> Callable[..., Value]:
+    def lowering(**operand: Value) -> Value:  # the schema names it self or x
+        (x,) = operand.values()
+        return coreai.special(cast_to(x, result_dtype()), fn=fn)
 
-    lowering.__doc__ = f"coreai.special(self, fn={fn!r}) in the result dtype."
+    lowering.__doc__ = f"coreai.special(x, fn={fn!r}) in the result dtype."
     return lowering
 
 
