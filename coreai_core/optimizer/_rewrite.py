@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 
 from coreai_core._builder import INLINE_LIMIT, insertion_point
-from coreai_core._ir import Graph, Location, Operation, Program, TensorType, Value, WeightRef
+from coreai_core._ir import Graph, Location, Operation, ProgramData, TensorType, Value, WeightRef
 from coreai_core._opdef import OPS, build_operation
 from coreai_core.errors import TypeRuleError
 
@@ -30,6 +30,11 @@ from coreai_core.errors import TypeRuleError
 # merged or deleted. No dialect op has one today; the check keeps the passes honest when one
 # (or a custom op) does.
 IMPURE_TRAITS = frozenset({"impure", "side_effects"})
+
+# Traits of ops whose results differ from one execution to the next (random draws): such an op
+# may be removed when dead, but never folded or merged, and neither may an op whose regions
+# or callee contain one.
+NONDETERMINISTIC_TRAITS = frozenset({"random"})
 
 
 @attrs.define
@@ -58,7 +63,39 @@ def is_pure(op: Operation) -> bool:
     return opdef is not None and not (opdef.traits & IMPURE_TRAITS)
 
 
-def all_graphs(program: Program) -> list[Graph]:
+def is_deterministic(op: Operation, program: ProgramData | None = None,
+                     memo: dict[int, bool] | None = None) -> bool:
+    """True when ``op`` is pure and gives the same results for the same operands.
+
+    Random ops are not, nor is an op with a random op anywhere in its regions or, for
+    ``invoke``, in its callee graph (resolved in ``program``). ``memo`` caches the answer per
+    graph across calls of one pass.
+    """
+    if not is_pure(op):
+        return False
+    if OPS[op.name].traits & NONDETERMINISTIC_TRAITS:
+        return False
+    memo = {} if memo is None else memo
+    graphs = list(op.regions.values())
+    if op.name == "coreai.invoke":
+        callee = program.graphs.get(op.attributes["callee"]) if program is not None else None
+        if callee is None:
+            return False  # unknown callee: assume the worst
+        graphs.append(callee)
+    return all(_graph_is_deterministic(g, program, memo) for g in graphs)
+
+
+def _graph_is_deterministic(graph: Graph, program: ProgramData | None,
+                            memo: dict[int, bool]) -> bool:
+    known = memo.get(id(graph))
+    if known is None:
+        memo[id(graph)] = True  # a recursive invoke adds nothing new while we look
+        known = all(is_deterministic(o, program, memo) for o in graph.ops)
+        memo[id(graph)] = known
+    return known
+
+
+def all_graphs(program: ProgramData) -> list[Graph]:
     """Every graph of ``program``: entrypoints and, recursively, the regions of their ops."""
     out: list[Graph] = []
 
@@ -73,7 +110,7 @@ def all_graphs(program: Program) -> list[Graph]:
     return out
 
 
-def weight_refs(program: Program) -> Counter[str]:
+def weight_refs(program: ProgramData) -> Counter[str]:
     """How many constant ops (in all graphs and regions) reference each weight."""
     refs: Counter[str] = Counter()
     for g in all_graphs(program):
@@ -83,11 +120,11 @@ def weight_refs(program: Program) -> Counter[str]:
     return refs
 
 
-def count_ops(program: Program) -> int:
+def count_ops(program: ProgramData) -> int:
     return sum(len(g.ops) for g in all_graphs(program))
 
 
-def drop_unreferenced_weights(program: Program, refs: Counter[str]) -> int:
+def drop_unreferenced_weights(program: ProgramData, refs: Counter[str]) -> int:
     """Delete the weights that no constant references; return how many."""
     dropped = 0
     for name in list(program.weights):
@@ -108,7 +145,7 @@ def weight_hint(name: str, suffix: str) -> str:
 class PassContext:
     """Program-wide bookkeeping of one pass run: statistics and weight reference counts."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: ProgramData) -> None:
         self.program = program
         self.stats = PassStats()
         self.refs = weight_refs(program)
@@ -371,7 +408,7 @@ class RewritePass:
 
     name = "rewrite"
 
-    def run(self, program: Program) -> PassStats:
+    def run(self, program: ProgramData) -> PassStats:
         """Sweep every graph (regions included) and return what changed."""
         ctx = PassContext(program)
         self.begin(ctx)

@@ -12,6 +12,7 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    compression,
     control,
     creation,
     elementwise,
@@ -20,6 +21,8 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    quantized,
+    random,
     reduction,
     resample,
     scatter,
@@ -31,7 +34,8 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward, special,
+    pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
+    special,
 )
 
 _DEFAULT: LoweringTable | None = None
@@ -41,11 +45,14 @@ _LOCK = threading.Lock()
 def default_table() -> LoweringTable:
     """The frozen table of built-in lowerings (built once, shared read-only)."""
     global _DEFAULT
-    if _DEFAULT is None:
+    table = _DEFAULT
+    if table is None:
         with _LOCK:
-            if _DEFAULT is None:
+            table = _DEFAULT
+            if table is None:
                 table = LoweringTable(owner="the built-in lowerings")
                 for family in FAMILIES:
                     table.update(family.LOWERINGS)
-                _DEFAULT = table.freeze()
-    return _DEFAULT
+                table.freeze()
+                _DEFAULT = table
+    return table

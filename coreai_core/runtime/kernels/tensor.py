@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -239,8 +240,12 @@ def concat(values: list[np.ndarray], *, axis: int) -> np.ndarray:
 @kernel("coreai.split")
 def split(x: np.ndarray, *, split_sizes: Ints, axis: int) -> list[np.ndarray]:
     """Pieces of the given sizes along axis (views)."""
-    cuts = np.cumsum(split_sizes)[:-1]
-    return np.split(x, cuts, axis=axis)
+    head = (slice(None),) * (axis % x.ndim)
+    pieces, start = [], 0
+    for n in split_sizes:
+        pieces.append(x[(*head, slice(start, start + n))])
+        start += n
+    return pieces
 
 
 def _window(x: np.ndarray, begin: np.ndarray, end: np.ndarray, axes: Ints,
@@ -267,7 +272,8 @@ def slice_update(x: np.ndarray, update: np.ndarray, begin: np.ndarray, end: np.n
     return out
 
 
-_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
+    "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 @kernel("coreai.pad")
@@ -319,7 +325,7 @@ def gather(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
 
 def _coords(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """Full index arrays addressing x at every position of ``indices`` along ``axis``."""
-    grid = np.indices(indices.shape, sparse=True)
+    grid: tuple[np.ndarray, ...] = np.indices(indices.shape, sparse=True)
     return tuple(indices if d == axis else g for d, g in enumerate(grid))
 
 

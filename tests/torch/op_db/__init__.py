@@ -7,10 +7,12 @@ module and are tested by the named test instead.
 
 from tests.torch.op_db import (
     backward,
+    compression,
     control,
     elementwise,
     indexing,
     nn,
+    random,
     reduction,
     shape,
     special,
@@ -18,7 +20,8 @@ from tests.torch.op_db import (
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, special)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
+            compression, random, special)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
