@@ -64,6 +64,10 @@ def render() -> str:
             traits = f" *[{', '.join(sorted(opdef.traits))}]*" if opdef.traits else ""
             lines.append(f"- `{opdef.signature_text()}` — builder "
                          f"{', '.join(f'`{n}`' for n in names)}{traits}. {_one_line(opdef.doc)}")
+        # a family may document attribute values in tables: {title: {value: meaning}}
+        for caption, table in getattr(mod, "DOC_TABLES", {}).items():
+            lines += ["", caption, "", "| value | meaning |", "|---|---|"]
+            lines += [f"| `{k}` | {v} |" for k, v in table.items()]
     helpers = [(n, fn) for n, fn in vars(coreai).items() if callable(fn)
                and not hasattr(fn, "opdef") and n in coreai.__all__ and n != "OPS"]
     lines += ["", "## Other builders", "",

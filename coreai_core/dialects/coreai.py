@@ -121,6 +121,19 @@ from coreai_core.dialects._random import (
     random_permutation,
     random_uniform,
 )
+from coreai_core.dialects._special import (
+    broadcasting_copysign,
+    broadcasting_fmax,
+    broadcasting_fmin,
+    broadcasting_gcd,
+    broadcasting_hypot,
+    broadcasting_lcm,
+    broadcasting_nextafter,
+    frexp,
+    signbit,
+    special,
+    special_binary,
+)
 from coreai_core.dialects._tensor import (
     all_,
     any_,
@@ -180,4 +193,7 @@ __all__ = [
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
     "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
     "random_integers", "random_permutation", "random_bernoulli", "random_multinomial",
+    "special", "special_binary", "broadcasting_fmax", "broadcasting_fmin",
+    "broadcasting_copysign", "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd",
+    "broadcasting_lcm", "frexp", "signbit",
 ]

@@ -50,7 +50,10 @@ __all__ = [
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
     "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
-    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial"
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial", "special",
+    "special_binary", "broadcasting_fmax", "broadcasting_fmin", "broadcasting_copysign",
+    "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd", "broadcasting_lcm",
+    "frexp", "signbit"
 ]
 
 def if_(
@@ -959,3 +962,71 @@ def random_multinomial(
     categories already drawn (weights renormalized), so a row needs at least ``num_samples``
     positive weights. Indices are in draw order.
     """
+
+
+def special(
+    x: ValueLike,
+    fn: Literal['erfc', 'erfcx', 'i0', 'i0e', 'i1', 'i1e', 'bessel_j0', 'bessel_j1', 'bessel_y0', 'bessel_y1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0', 'scaled_modified_bessel_k1', 'spherical_bessel_j0', 'airy_ai', 'ndtri', 'log_ndtr'],
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Elementwise special function ``fn`` of a float tensor (``fn`` values: table below).
+
+    Computed in float64 with scipy.special and rounded once to the dtype.
+    """
+
+
+def special_binary(
+    lhs: ValueLike,
+    rhs: ValueLike,
+    fn: Literal['polygamma', 'igamma', 'igammac', 'zeta', 'chebyshev_polynomial_t', 'chebyshev_polynomial_u', 'chebyshev_polynomial_v', 'chebyshev_polynomial_w', 'shifted_chebyshev_polynomial_t', 'shifted_chebyshev_polynomial_u', 'shifted_chebyshev_polynomial_v', 'shifted_chebyshev_polynomial_w', 'hermite_polynomial_h', 'hermite_polynomial_he', 'laguerre_polynomial_l', 'legendre_polynomial_p'],
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Elementwise two-argument special function ``fn`` (values: table below), broadcast.
+
+    Both operands are float tensors of one dtype; computed in float64 and rounded once.
+    """
+
+
+def broadcasting_fmax(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax."""
+
+
+def broadcasting_fmin(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin."""
+
+
+def broadcasting_copysign(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative)."""
+
+
+def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either is +-inf."""
+
+
+def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """The next representable value after lhs in the direction of rhs (in lhs's dtype)."""
+
+
+def broadcasting_gcd(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) = 0).
+
+    The minimum integer's absolute value wraps to itself, so results involving it can be
+    negative, exactly as in torch.
+    """
+
+
+def broadcasting_lcm(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0)."""
+
+
+def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; exponent is int32.
+
+    Zero, +-inf and NaN give themselves as mantissa and exponent 0.
+    """
+
+
+def signbit(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """True where the sign bit is set (-0.0 and negative NaN included)."""

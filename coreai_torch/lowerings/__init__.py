@@ -28,12 +28,14 @@ from coreai_torch.lowerings import (
     scatter,
     shape,
     sorting,
+    special,
     symbolic,
 )
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
+    special,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -137,6 +137,10 @@ _TABLE: dict[str, Sample] = {
     "coreai.random_bernoulli": Sample((t(2, 3),), coreai.random_bernoulli),
     "coreai.random_multinomial": Sample((t(2, 4),), lambda w: coreai.random_multinomial(
         w, num_samples=3, replacement=True)),
+    "coreai.special": Sample((t(2, 3),), lambda x: coreai.special(x, fn="i0e")),
+    "coreai.special_binary": Sample((t(2, 3), t(3)), lambda x, n: coreai.special_binary(
+        x, n, fn="chebyshev_polynomial_t")),
+    "coreai.frexp": Sample((t(2, 3, dtype="float16"),), coreai.frexp),
 }
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import scipy.special  # type: ignore[import-untyped]
+import scipy.special
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _special

@@ -15,12 +15,13 @@ from tests.torch.op_db import (
     random,
     reduction,
     shape,
+    special,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random)
+            compression, random, special)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
