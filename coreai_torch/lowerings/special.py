@@ -78,10 +78,10 @@ _POLYNOMIALS: tuple[BinaryFn, ...] = (
     "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
     "laguerre_polynomial_l", "legendre_polynomial_p",
 )
-for _name in _POLYNOMIALS:
+for _poly in _POLYNOMIALS:
     # (Tensor x, Tensor n); x_scalar / n_scalar take a Python number for x or n
-    reg(f"aten::special_{_name}.default", f"aten::special_{_name}.x_scalar",
-        f"aten::special_{_name}.n_scalar")(_special_binary(_name))
+    reg(f"aten::special_{_poly}.default", f"aten::special_{_poly}.x_scalar",
+        f"aten::special_{_poly}.n_scalar")(_special_binary(_poly))
 
 
 @reg("aten::polygamma.default")
