@@ -28,6 +28,7 @@ from coreai_torch._table import qualified_name
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
 
 if TYPE_CHECKING:
+    from coreai_torch.composites import CompositeBuilder
     from coreai_torch.converter import TorchConverter
 
 # Nodes that only assert facts torch already checked at export time.
@@ -103,8 +104,10 @@ class GraphLowerer:
     """Lowers one exported program into one entrypoint graph."""
 
     def __init__(self, converter: TorchConverter, program: Program, weights: WeightStore,
-                 entrypoint: str, staged: Staged) -> None:
+                 entrypoint: str, staged: Staged, *,
+                 composites: CompositeBuilder | None = None) -> None:
         self.converter = converter
+        self.composites = composites
         self.program = program
         self.weights = weights
         self.entrypoint = entrypoint
@@ -239,13 +242,22 @@ class GraphLowerer:
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
         with default_location(loc):
             try:
-                result = call_lowering(fn, values, node, loc)
+                if self.composites is not None and self._as_composite(qn):
+                    result = self.composites.lower(qn, fn, values, node, loc)
+                else:
+                    result = call_lowering(fn, values, node, loc)
             except (LoweringError, UnsupportedOpsError):
                 raise
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
         self._store(node, qn, fn, result, values)
+
+    def _as_composite(self, qn: str) -> bool:
+        from coreai_torch.composites import COMPOSITE_OPS
+
+        # a user's own lowering for the op wins: it is lowered as the user wrote it
+        return qn in COMPOSITE_OPS and qn not in self.table.own_names()
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
                values: NodeValues) -> None:

@@ -26,6 +26,7 @@ from coreai_torch._lowerer import (
     mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
+from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
 from coreai_torch.lowerings import default_table
 
@@ -38,10 +39,13 @@ class TorchConverter:
     with :meth:`register_torch_lowering` apply to this converter only and win over built-ins.
 
     ``progress`` shows a progress bar on large graphs (``None``: only when stderr is a
-    terminal). Weights keep their dtypes exactly; nothing is narrowed.
+    terminal). Weights keep their dtypes exactly; nothing is narrowed. ``composites=True``
+    lowers the ops of :data:`coreai_torch.composites.COMPOSITE_OPS` (layer_norm, tanh gelu,
+    sdpa) into composite graphs called with ``coreai.invoke``; by default everything is flat.
     """
 
-    def __init__(self, *, progress: bool | None = None) -> None:
+    def __init__(self, *, progress: bool | None = None, composites: bool = False) -> None:
+        self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
         self.progress = progress
@@ -162,8 +166,9 @@ class TorchConverter:
         self._preflight([s.program for s in staged.values()])
         program = Program()
         weights = WeightStore(program)
+        builder = CompositeBuilder(program) if self.composites else None
         for n in names:
-            GraphLowerer(self, program, weights, n, staged[n]).run()
+            GraphLowerer(self, program, weights, n, staged[n], composites=builder).run()
         return program
 
     def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:

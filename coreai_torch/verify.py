@@ -21,6 +21,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from coreai_core import Program, Value
+from coreai_core.optimizer import InlineCompositesPass
 from coreai_core.runtime import run_graph_collect
 from coreai_torch._locations import describe
 from coreai_torch._table import qualified_name
@@ -296,10 +297,25 @@ def torch_intermediates(ep: ExportedProgram, inputs: Any) -> dict[str, torch.Ten
     return rec.values
 
 
+def _inlined(program: Program) -> Program:
+    """``program`` itself when it has no composites, else a copy with every one inlined."""
+    if not program.composites:
+        return program
+    flat = copy.deepcopy(program)
+    InlineCompositesPass().run(flat)
+    return flat
+
+
 def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
                           rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main",
                           ) -> DivergenceReport:
-    """Compare every runtime intermediate that maps to an FX node with torch's value."""
+    """Compare every runtime intermediate that maps to an FX node with torch's value.
+
+    Composites are looked into: the comparison runs on a copy with every composite inlined, so
+    a composite's result is compared like any op's and its inner values are recorded (named
+    ``<call>/<inner>``).
+    """
+    program = _inlined(program)
     expected = torch_intermediates(ep, inputs)
     state = {k: v.copy() for k, v in program.initial_state.items()}
     _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
@@ -334,7 +350,11 @@ class NonFinite:
 
 def find_first_nonfinite(program: Program, inputs: Any, *, entrypoint: str = "main",
                          ) -> NonFinite | None:
-    """The first op (in execution order) whose result contains NaN or Inf, or None."""
+    """The first op (in execution order) whose result contains NaN or Inf, or None.
+
+    Composites are inlined first (in a copy), so the op found may be one inside a composite.
+    """
+    program = _inlined(program)
     state = {k: v.copy() for k, v in program.initial_state.items()}
     _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
                                   entrypoint=entrypoint, state=state)

@@ -90,9 +90,15 @@ def _inline_in(g: Graph, program: ProgramData, inline: set[str], stats: PassStat
         out.extend(holder.ops)
         stats.removed += 1
         stats.added += len(body.ops)
+        prefix = next((r.name for r in op.results if r.name), None)
+        for new in holder.ops:
+            for v in new.results:
+                # inner names stay readable under the call's name and never collide with the
+                # caller's own (a "/" is not part of any generated name)
+                v.name = None if v.name is None or prefix is None else f"{prefix}/{v.name}"
         for r, v in zip(op.results, holder.output_values.values(), strict=True):
             replaced[id(r)] = v
-            if v.name is None:
+            if r.name is not None:
                 v.name = r.name
     g.ops = out
     g.output_values = {k: replaced.get(id(v), v) for k, v in g.output_values.items()}
