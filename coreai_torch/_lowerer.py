@@ -18,7 +18,7 @@ import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from coreai_core import Dim, Program, TensorType, Value
+from coreai_core import Composite, Dim, Program, TensorType, Value
 from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
@@ -38,6 +38,7 @@ DROPPED_TARGETS = {
     "aten::_assert_tensor_metadata.default", "aten::_print.default",
 }
 _PROGRESS_MIN_NODES = 2000
+CALL_MODULE = "coreai_ext::call_module.default"  # an externalized module's call (externalize.py)
 
 
 @attrs.define
@@ -46,6 +47,7 @@ class Staged:
     input_names: list[str] | None
     output_names: list[str] | None
     state_names: list[str] | None
+    composite: Composite | None = None
 
 
 GETITEM = operator.getitem
@@ -136,7 +138,7 @@ class GraphLowerer:
         rename = dict(zip(user_inputs, input_names, strict=True))
         example = _example_inputs(ep)
 
-        with self.program.graph(self.entrypoint) as g:
+        with self.program.graph(self.entrypoint, composite=staged.composite) as g:
             values = NodeValues()
             for node in ep.graph.nodes:
                 if node.op != "placeholder":
@@ -236,6 +238,10 @@ class GraphLowerer:
         qn = qualified_name(node.target)
         if qn in DROPPED_TARGETS:
             return
+        if qn == CALL_MODULE:
+            with default_location(location_of(node)):
+                self._store_call(node, values)
+            return
         fn = self.table.lookup(qn)
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
@@ -252,6 +258,19 @@ class GraphLowerer:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
         self._store(node, qn, fn, result, values)
+
+    def _store_call(self, node: torch.fx.Node, values: NodeValues) -> None:
+        """An externalized module's call: ``invoke`` of the graph of its signature."""
+        from coreai_torch.externalize import _session
+
+        args, key = node.args
+        session, site = _session(str(key))
+        callee = session.site_graph[site]
+        operands = [values.value(a) for a in args]  # type: ignore[union-attr]
+        results = coreai.invoke(operands, callee=callee)
+        for i, r in enumerate(results):
+            _name_value(r, f"{node.name}#{i}")
+            values.bind(node, r, i)
 
     def _as_composite(self, qn: str) -> bool:
         from coreai_torch.composites import COMPOSITE_OPS

@@ -17,6 +17,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from coreai_core import Program
 from coreai_torch._locations import describe
 from coreai_torch._lowerer import (
+    CALL_MODULE,
     DROPPED_TARGETS,
     GETITEM,
     GraphLowerer,
@@ -28,9 +29,10 @@ from coreai_torch._lowerer import (
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
+from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
 
-__all__ = ["TorchConverter"]
+__all__ = ["ExternalizeSpec", "TorchConverter"]
 
 class TorchConverter:
     """Converts decomposed ``torch.export`` programs to a Core AI :class:`Program`.
@@ -48,6 +50,7 @@ class TorchConverter:
         self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
+        self._sessions: dict[str, ExternalSession] = {}  # entrypoint -> its externalization
         self.progress = progress
         self.conversion_log: list[str] = []
 
@@ -120,28 +123,47 @@ class TorchConverter:
     def add_pytorch_module(self, module: torch.nn.Module,
                            export_fn: Callable[[torch.nn.Module], ExportedProgram] | None = None,
                            *, args: tuple = (), kwargs: Mapping[str, Any] | None = None,
-                           decompose: bool = True, **names: Any) -> TorchConverter:
+                           decompose: bool = True,
+                           externalize_modules: Sequence[type[torch.nn.Module] | ExternalizeSpec]
+                           | None = None,
+                           **names: Any) -> TorchConverter:
         """Export ``module`` (with ``export_fn(module)`` or ``torch.export.export(module,
-        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it."""
+        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it.
+
+        ``externalize_modules`` lists nn.Module classes (or :class:`ExternalizeSpec` objects):
+        each instance of one becomes a call (``coreai.invoke``) of a composite graph exported
+        once per distinct signature and shared by every call site; its weights stay in the
+        calling graph, stored once (see :mod:`coreai_torch.externalize`).
+        """
         from coreai_torch.decompositions import get_decomp_table
 
-        if export_fn is not None:
-            ep = export_fn(module)
-        else:
-            ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
-        if decompose:
-            ep = ep.run_decompositions(get_decomp_table())
-        return self.add_exported_program(ep, **names)
+        def export(m: torch.nn.Module) -> ExportedProgram:
+            if export_fn is not None:
+                return export_fn(m)
+            return torch.export.export(m, tuple(args), kwargs=dict(kwargs or {}))
+
+        def decomposed(ep: ExportedProgram) -> ExportedProgram:
+            return ep.run_decompositions(get_decomp_table()) if decompose else ep
+
+        if not externalize_modules:
+            return self.add_exported_program(decomposed(export(module)), **names)
+        session = ExternalSession([as_spec(x) for x in externalize_modules])
+        ep = session.export(module, export, decomposed)
+        self.add_exported_program(ep, **names)
+        self._sessions[names.get("entrypoint_name", "main")] = session
+        return self
 
     def clear(self, entrypoints: Sequence[str] | None = None) -> None:
         """Unstage the given entrypoints (all when None)."""
         if entrypoints is None:
             self._staged.clear()
+            self._sessions.clear()
             return
         for name in entrypoints:
             if name not in self._staged:
                 raise KeyError(f"entrypoint {name!r} is not staged; staged: {list(self._staged)}")
             del self._staged[name]
+            self._sessions.pop(name, None)
 
     def __repr__(self) -> str:
         staged = ", ".join(f"{k}: {len(v.program.graph.nodes)} nodes"
@@ -163,10 +185,18 @@ class TorchConverter:
                 raise KeyError(f"entrypoint {n!r} is not staged{hint}")
         self.conversion_log = []
         staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
-        self._preflight([s.program for s in staged.values()])
+        externals = {}
+        for n in names:
+            for ext in self._sessions[n].ordered() if n in self._sessions else []:
+                assert ext.program is not None
+                externals[ext.graph_name] = self._decompose_unsupported(ext.graph_name, Staged(
+                    ext.program, ext.input_names, None, None, composite=ext.composite))
+        self._preflight([s.program for s in [*externals.values(), *staged.values()]])
         program = Program()
         weights = WeightStore(program)
         builder = CompositeBuilder(program) if self.composites else None
+        for n, ext_staged in externals.items():
+            GraphLowerer(self, program, weights, n, ext_staged, composites=builder).run()
         for n in names:
             GraphLowerer(self, program, weights, n, staged[n], composites=builder).run()
         return program
@@ -176,7 +206,8 @@ class TorchConverter:
         examples: dict[str, torch.fx.Node] = {}
         for node in all_call_nodes(ep.graph_module):
             qn = qualified_name(node.target)
-            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table:
+            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table \
+                    or qn == CALL_MODULE:
                 continue
             counts[qn] += 1
             examples.setdefault(qn, node)
