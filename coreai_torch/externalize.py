@@ -118,7 +118,7 @@ class _Site:
     module: torch.nn.Module
     spec: ExternalizeSpec
     in_spec: Any  # pytree spec of (args, kwargs) with tensors as leaves
-    consts: list[Any]  # the non-tensor leaves (None where a tensor goes)
+    consts: list[Any]  # the non-tensor leaves (_TENSOR where a tensor goes)
     n_user: int
     param_names: list[str]
     input_names: list[str]
@@ -135,6 +135,14 @@ class External:
     program: ExportedProgram | None
     input_names: list[str]
     calls: list[str] = attrs.field(factory=list)  # graph names it invokes
+
+
+class _TensorSlot:
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+_TENSOR = _TensorSlot()
 
 
 class ExternalSession:
@@ -175,7 +183,7 @@ class ExternalSession:
                 return original(m, *args, **kwargs)
             leaves, in_spec = pytree.tree_flatten((args, kwargs))
             tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-            consts = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+            consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
             state = dict(itertools.chain(m.named_parameters(), m.named_buffers()))
             key = f"{id(m)}:{in_spec}:{consts!r}"
             if key not in self.sites:
@@ -208,7 +216,7 @@ class ExternalSession:
     def _run(self, site: _Site, args: list[torch.Tensor]) -> Any:
         user, params = args[:site.n_user], args[site.n_user:]
         it = iter(user)
-        leaves = [next(it) if c is None else c for c in site.consts]
+        leaves = [next(it) if c is _TENSOR else c for c in site.consts]
         call_args, call_kwargs = pytree.tree_unflatten(leaves, site.in_spec)
         self._bypass.add(id(site.module))
         try:

@@ -65,10 +65,21 @@ def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
 
 
 def _call_types(g: Graph, args: Sequence[Value], what: str) -> list[TensorType]:
-    """The result types of calling ``g`` with ``args``.
+    """The result types of calling ``g`` with ``args`` (see :func:`call_binding`)."""
+    binding = call_binding(g, args, what)
+
+    def bind(d: int | Dim) -> int | Dim:
+        return binding.get(d.name, d) if isinstance(d, Dim) and d.name != "?" else d
+
+    return [t.with_shape(tuple(bind(d) for d in t.shape)) for t in _types(g)]
+
+
+def call_binding(g: Graph, args: Sequence[Value], what: str = "callee",
+                 ) -> dict[str, int | Dim]:
+    """The caller's size for each named dynamic dimension of ``g``'s inputs.
 
     A dynamic dimension of the callee binds to the caller's size (static or dynamic) in that
-    place, consistently across inputs, and the callee's output types are rewritten with those
+    place, consistently across inputs (a static one accepts a caller's dynamic size), and the callee's output types are rewritten with those
     bindings, so one callee graph serves callers with different symbol names or sizes.
     """
     want = [v.type for v in g.inputs.values()]
@@ -80,18 +91,25 @@ def _call_types(g: Graph, args: Sequence[Value], what: str) -> list[TensorType]:
         expect(w.element_type == a.element_type and w.rank == a.rank, mismatch)
         for wd, ad in zip(w.shape, a.shape):
             if isinstance(wd, int):
-                expect(wd == ad, mismatch)
+                # a caller's dynamic size may be the callee's static one (checked when run)
+                expect(wd == ad or isinstance(ad, Dim), mismatch)
                 continue
             if isinstance(ad, int):
                 expect(wd.admits(ad), f"{mismatch}: size {ad} is outside {wd}'s bounds")
+            if wd.name == "?":
+                continue
             bound = binding.setdefault(wd.name, ad)
-            expect(bound == ad or wd.name == "?",
+            # two different static sizes contradict; symbols may be equal at run time (checked
+            # then), and the most specific size known is kept: int, named symbol, then "?"
+            expect(not (isinstance(bound, int) and isinstance(ad, int) and bound != ad),
                    f"{mismatch}: dimension {wd} is both {bound} and {ad}")
+            if _specificity(ad) > _specificity(bound):
+                binding[wd.name] = ad
+    return binding
 
-    def bind(d: int | Dim) -> int | Dim:
-        return binding.get(d.name, d) if isinstance(d, Dim) and d.name != "?" else d
 
-    return [t.with_shape(tuple(bind(d) for d in t.shape)) for t in _types(g)]
+def _specificity(d: int | Dim) -> int:
+    return 2 if isinstance(d, int) else 0 if d.name == "?" else 1
 
 
 def output(values: Any = None, /, state: Any = None, **named: Value) -> None:

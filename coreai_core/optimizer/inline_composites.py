@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from coreai_core._ir import Composite, Dim, Graph, Operation, ProgramData, TensorType, Value
+from coreai_core.dialects._control import call_binding
 from coreai_core.optimizer._rewrite import PassStats
 
 __all__ = ["InlineCompositesPass", "inline_composites"]
@@ -106,7 +107,7 @@ def _inline_in(g: Graph, program: ProgramData, inline: set[str], stats: PassStat
 
 
 def _inlined_body(callee: Graph, call: Operation, program: ProgramData) -> Graph:
-    binding = _binding(callee, call.operands)
+    binding = call_binding(callee, call.operands, f"@{callee.name}")
     values = {id(v): a for v, a in zip(callee.inputs.values(), call.operands, strict=True)}
     copy = _copy_ops(callee, values, binding, program, call)
     return Graph(callee.name, ops=copy,
@@ -138,15 +139,6 @@ def _copy_region(region: Graph, binding: dict[str, int | Dim], program: ProgramD
     copy.ops = _copy_ops(region, values, binding, program, None)
     copy.output_values = {k: values[id(v)] for k, v in region.output_values.items()}
     return copy
-
-
-def _binding(callee: Graph, args: list[Value]) -> dict[str, int | Dim]:
-    binding: dict[str, int | Dim] = {}
-    for v, a in zip(callee.inputs.values(), args, strict=True):
-        for d, ad in zip(v.type.shape, a.type.shape, strict=True):
-            if isinstance(d, Dim) and d.name != "?":
-                binding.setdefault(d.name, ad)
-    return binding
 
 
 def _bound(t: TensorType, binding: dict[str, int | Dim]) -> TensorType:
