@@ -21,8 +21,8 @@ import numpy as np
 from coreai_core._builder import insertion_point
 from coreai_core._dtypes import SHORT_NAME, DType
 from coreai_core._ir import (
-    Composite,
     UNKNOWN_LOC,
+    Composite,
     Dim,
     Graph,
     Location,

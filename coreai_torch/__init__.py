@@ -8,9 +8,9 @@ program = TorchConverter().add_exported_program(ep).to_coreai()
 
 from coreai_torch import compression  # registers the torch.ops.coreai compression ops
 from coreai_torch.converter import TorchConverter
-from coreai_torch.externalize import ExternalizeSpec
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
+from coreai_torch.externalize import ExternalizeSpec
 from coreai_torch.verify import (
     find_first_divergence,
     find_first_nonfinite,
@@ -18,6 +18,7 @@ from coreai_torch.verify import (
 )
 
 __all__ = [
-    "ConversionError", "ExternalizeSpec", "LoweringError", "TorchConverter", "UnsupportedOpsError", "compression",
+    "ConversionError", "ExternalizeSpec", "LoweringError", "TorchConverter",
+    "UnsupportedOpsError", "compression",
     "find_first_divergence", "find_first_nonfinite", "get_decomp_table", "verify",
 ]

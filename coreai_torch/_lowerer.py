@@ -266,7 +266,12 @@ class GraphLowerer:
         args, key = node.args
         session, site = _session(str(key))
         callee = session.site_graph[site]
-        operands = [values.value(a) for a in args]  # type: ignore[union-attr]
+        assert isinstance(args, (list, tuple))
+        operands = [values.value(a) for a in args if isinstance(a, torch.fx.Node)]
+        if len(operands) != len(args):
+            raise LoweringError("an externalized module call takes tensors only",
+                                node=node.name, target=CALL_MODULE, source=describe(node),
+                                lowering=None)
         results = coreai.invoke(operands, callee=callee)
         for i, r in enumerate(results):
             _name_value(r, f"{node.name}#{i}")

@@ -18,8 +18,8 @@ import attrs
 import torch
 import torch.fx
 
-from coreai_core._builder import current
 from coreai_core import Composite, Program, TensorType, Value
+from coreai_core._builder import current
 from coreai_core.dialects import coreai
 from coreai_torch._binding import NodeValues, _schema_args, bind_arguments, call_lowering
 from coreai_torch.utils import active_context
@@ -144,6 +144,7 @@ def _shadow(node: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, torch.fx.Node
     specs = _schema_args(node.target)
     positional = tuple(kwargs[s.name] for s in specs if not s.kwarg_only)
     keywords = {s.schema_name: kwargs[s.name] for s in specs if s.kwarg_only}
+    assert callable(node.target)
     copy = graph.call_function(node.target, positional, keywords)
     copy.meta = dict(node.meta)
     return copy, replaced

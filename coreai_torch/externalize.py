@@ -62,8 +62,8 @@ class ExternalizeSpec:
     composite_attrs: dict[str, Any] | None = None
 
     def name(self) -> str:
-        return self.composite_op_name or getattr(self.target_class, "composite_name",
-                                                 self.target_class.__name__)
+        return str(self.composite_op_name or getattr(self.target_class, "composite_name",
+                                                     self.target_class.__name__))
 
     def attributes(self, module: torch.nn.Module) -> dict[str, Any]:
         if self.composite_attrs is not None:
@@ -167,7 +167,7 @@ class ExternalSession:
         for _, m in model.named_modules():
             spec = next((s for s in self.specs if isinstance(m, s.target_class)), None)
             if spec is not None and "forward" not in m.__dict__:
-                m.forward = self._placeholder(m, spec)  # type: ignore[method-assign]
+                m.forward = self._placeholder(m, spec)
                 patched.append(m)
         try:
             yield
@@ -244,7 +244,8 @@ class ExternalSession:
                                None, site.input_names + site.param_names)
                 self.by_signature[site.signature] = ext
                 self.site_graph[key] = name
-                sub, inner = self._recorded(lambda: decompose(self._export_site(site)))
+                sub, inner = self._recorded(
+                    lambda site=site: decompose(self._export_site(site)))  # type: ignore[misc]
                 ext.program = sub
                 ext.calls = inner
                 pending.extend(inner)
@@ -305,12 +306,14 @@ class _SiteCall(torch.nn.Module):
         self.__dict__["_session"] = session
 
     def forward(self, *args: torch.Tensor) -> list[torch.Tensor]:
-        out = self._session._run(self._site, list(args))
+        session: ExternalSession = self.__dict__["_session"]
+        out = session._run(self.__dict__["_site"], list(args))
         return list(pytree.tree_leaves(out))
 
 
 def _tensor_sig(t: torch.Tensor) -> tuple[tuple[int, ...], torch.dtype, tuple[int, ...]]:
-    shape, dyn = [], []
+    shape: list[int] = []
+    dyn: list[int] = []
     for i, d in enumerate(t.shape):
         if isinstance(d, torch.SymInt) and not _is_static(d):
             dyn.append(i)

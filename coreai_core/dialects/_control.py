@@ -79,8 +79,9 @@ def call_binding(g: Graph, args: Sequence[Value], what: str = "callee",
     """The caller's size for each named dynamic dimension of ``g``'s inputs.
 
     A dynamic dimension of the callee binds to the caller's size (static or dynamic) in that
-    place, consistently across inputs (a static one accepts a caller's dynamic size), and the callee's output types are rewritten with those
-    bindings, so one callee graph serves callers with different symbol names or sizes.
+    place, consistently across inputs (a static one accepts a caller's dynamic size); the
+    callee's output types are rewritten with these bindings, so one callee graph serves
+    callers with different symbol names or sizes.
     """
     want = [v.type for v in g.inputs.values()]
     got = [v.type for v in args]

@@ -138,9 +138,9 @@ def test_invoke_rejects_contradicting_sizes():
     with p.graph("pair", inputs={"a": TensorType((Dim("n"),), F32),
                                  "b": TensorType((Dim("n"),), F32)}, composite=Composite("p")) as g:
         g.outputs({"y": coreai.broadcasting_add(g["a"], g["b"])})
-    with p.graph("main", inputs={"a": TensorType((2,), F32), "b": TensorType((3,), F32)}) as g:
-        with pytest.raises(TypeRuleError, match=r"dimension \?n is both 2 and 3"):
-            coreai.invoke([g["a"], g["b"]], callee="pair")
+    with (p.graph("main", inputs={"a": TensorType((2,), F32), "b": TensorType((3,), F32)}) as g,
+          pytest.raises(TypeRuleError, match=r"dimension \?n is both 2 and 3")):
+        coreai.invoke([g["a"], g["b"]], callee="pair")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -158,6 +158,6 @@ def test_malformed_declarations_are_parse_errors(text, message):
 
 
 def test_a_composite_cannot_have_state():
-    with pytest.raises(ValueError, match="cannot have state"):
-        with Program().graph("c", state={"s": np.zeros(2)}, composite=Composite("c")):
-            pass
+    with (pytest.raises(ValueError, match="cannot have state"),
+          Program().graph("c", state={"s": np.zeros(2)}, composite=Composite("c"))):
+        pass

@@ -173,6 +173,6 @@ def test_externalized_graph_serves_dynamic_sizes():
 
 
 def test_externalize_rejects_non_module_classes():
-    with pytest.raises(TypeError, match="nn.Module classes or ExternalizeSpec"):
+    with pytest.raises(TypeError, match=r"nn\.Module classes or ExternalizeSpec"):
         TorchConverter().add_pytorch_module(torch.nn.Linear(2, 2), args=(torch.randn(1, 2),),
                                             externalize_modules=[int])
