@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coreai_core import Composite, Dim, ParseError, Program, TensorType, TypeRuleError, parse
+from coreai_core import (
+    Composite,
+    Dim,
+    ParseError,
+    Program,
+    TensorType,
+    TypeRuleError,
+    load,
+    parse,
+)
 from coreai_core.dialects import coreai
 from coreai_core.optimizer import InlineCompositesPass, default_passes
 from coreai_core.text import print_program
@@ -161,3 +170,13 @@ def test_a_composite_cannot_have_state():
     with (pytest.raises(ValueError, match="cannot have state"),
           Program().graph("c", state={"s": np.zeros(2)}, composite=Composite("c"))):
         pass
+
+
+def test_save_and_load_keep_the_declaration(tmp_path):
+    p = scaled_relu_program(Composite("scaled", 3, {"eps": 1e-6, "mode": "x"}))
+    p.save(tmp_path / "m.coreai")
+    q = load(tmp_path / "m.coreai")
+    assert q == p and q.graphs["scaled"].composite == p.graphs["scaled"].composite
+    a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(q.run({"a": a})["out"], expected(a))
+    assert "scaled" in p.to_dot()
