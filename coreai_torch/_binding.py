@@ -226,6 +226,20 @@ def bind_arguments(node: torch.fx.Node) -> dict[str, Any]:
     return raw
 
 
+# A schema default of type ScalarType is its c10::ScalarType code (``randint``'s ``dtype=4``).
+_SCALAR_TYPE_CODES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32,
+                      4: torch.int64, 5: torch.float16, 6: torch.float32, 7: torch.float64,
+                      11: torch.bool, 15: torch.bfloat16}
+
+
+def _torch_dtype(arg: Any) -> torch.dtype:
+    if not isinstance(arg, int):
+        return arg
+    if arg not in _SCALAR_TYPE_CODES:
+        raise TypeError(f"ScalarType code {arg} has no Core AI element type")
+    return _SCALAR_TYPE_CODES[arg]
+
+
 def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> Any:
     if arg is None:
         return None
@@ -234,7 +248,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     if spec.kind == TENSORS:
         return [None if a is None else _tensor(a, values, node) for a in arg]
     if spec.kind == DTYPE:
-        return utils.dtype_of(arg)
+        return utils.dtype_of(_torch_dtype(arg))
     if spec.kind == INTS and isinstance(arg, (int, torch.fx.Node)):
         arg = [arg] * (spec.length or 1)
     return _plain(arg, values)

@@ -166,6 +166,11 @@ class GraphLowerer:
                             values.bind(node, coreai.constant(self.weights.ref(target, tensor)))
                 elif kind == InputKind.TOKEN:
                     values.bind(node, coreai.constant(np.zeros((0,), np.float32)))
+                elif kind == InputKind.CUSTOM_OBJ and isinstance(ep.constants.get(target),
+                                                                 torch.Generator):
+                    # a torch.Generator passed to random ops: they draw from the run's own
+                    # generator (run(..., seed=)), so this placeholder carries nothing
+                    values.bind(node, coreai.constant(np.zeros((0,), np.float32)))
                 else:
                     raise LoweringError(f"unsupported input kind {kind}", node=node.name,
                                         target=str(target), source=None, lowering=None)

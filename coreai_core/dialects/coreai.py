@@ -113,6 +113,14 @@ from coreai_core.dialects._nn import (
     sumpool,
     sumpool2d,
 )
+from coreai_core.dialects._random import (
+    random_bernoulli,
+    random_integers,
+    random_multinomial,
+    random_normal,
+    random_permutation,
+    random_uniform,
+)
 from coreai_core.dialects._tensor import (
     all_,
     any_,
@@ -170,5 +178,6 @@ __all__ = [
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
-    "constexpr_blockwise_shift_scale", "sparse_to_dense",
+    "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial",
 ]

@@ -49,7 +49,8 @@ __all__ = [
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
-    "constexpr_blockwise_shift_scale", "sparse_to_dense"
+    "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial"
 ]
 
 def if_(
@@ -888,4 +889,71 @@ def sparse_to_dense(
     """Sparse weight: a 1-bit ``mask`` stream over the ``prod(shape)`` row-major positions
     (uint8, see the module docstring) and ``nonzero_data``, the values where the mask is set,
     in order; every other element is zero.
+    """
+
+
+def random_uniform(
+    shape: ValueLike,
+    low: float = ...,
+    high: float = ...,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Uniform floats in ``[low, high)`` of ``shape`` (1-d int tensor).
+
+    Draws ``u`` on the dtype's grid ``k * 2**-m`` of ``[0, 1)`` and returns ``low + (high -
+    low) * u`` rounded once to ``dtype``; a value that rounds up to ``high`` or above becomes
+    the largest dtype value below ``high``. ``low == high`` (or no dtype value in the
+    interval) gives ``low`` rounded to dtype.
+    """
+
+
+def random_normal(
+    shape: ValueLike,
+    mean: float = ...,
+    std: float = ...,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Normal floats ``mean + std * z`` of ``shape``, ``z`` standard normal (in float64)."""
+
+
+def random_integers(
+    shape: ValueLike,
+    low: int,
+    high: int,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type)."""
+
+
+def random_permutation(n: int, dtype: DTypeLike = ..., *, loc: Location | None = None) -> Value:
+    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``)."""
+
+
+def random_bernoulli(p: ValueLike, *, loc: Location | None = None) -> Value:
+    """Bool tensor shaped like ``p``: True with probability ``p`` (float, each in [0, 1]).
+
+    Element ``i`` is ``u_i < p_i`` for a float64 uniform ``u_i``; a probability outside
+    ``[0, 1]`` (or NaN) makes the kernel raise.
+    """
+
+
+def random_multinomial(
+    weights: ValueLike,
+    num_samples: int,
+    replacement: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Category indices drawn from each row of ``weights`` [..., n] -> int64 [..., num_samples].
+
+    Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
+    With ``replacement`` the samples are independent; without, each draw excludes the
+    categories already drawn (weights renormalized), so a row needs at least ``num_samples``
+    positive weights. Indices are in draw order.
     """

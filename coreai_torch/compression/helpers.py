@@ -34,7 +34,7 @@ _FLOAT_MAX = {"float4_e2m1fn": 6.0, "float8_e4m3fn": 448.0, "float8_e5m2": 57344
 class _CompressedWeight:
     """Mixin: ``weight`` is rebuilt from the module's compressed buffers on every access."""
 
-    _decompress: Callable[[nn.Module], torch.Tensor]
+    _decompress: Callable[[Any], torch.Tensor]
 
     @property
     def weight(self) -> torch.Tensor:
@@ -42,7 +42,7 @@ class _CompressedWeight:
 
 
 @functools.cache
-def _compressed_class(base: type, kind: str, decompress: Callable) -> type:
+def _compressed_class(base: Any, kind: str, decompress: Callable) -> type:
     return type(f"{kind}{base.__name__}", (_CompressedWeight, base),
                 {"_decompress": staticmethod(decompress), "__module__": __name__})
 
@@ -60,11 +60,15 @@ def _install(module: nn.Module, kind: str, buffers: dict[str, torch.Tensor | Non
         module.register_buffer(key, value)
     for key, value in attrs.items():
         setattr(module, key, value)
-    module.__class__ = _compressed_class(type(module), kind, decompress)
+    base: Any = type(module)  # classes are hashable; mypy reads Module.__hash__ as an instance's
+    module.__class__ = _compressed_class(base, kind, decompress)
 
 
 def _weight(module: nn.Module) -> torch.Tensor:
-    return module.weight.detach()
+    weight = module.weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(module).__name__}.weight is not a tensor")
+    return weight.detach()
 
 
 # -- palettization -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from coreai_torch.lowerings import (
     norm,
     pooling,
     quantized,
+    random,
     reduction,
     resample,
     scatter,
@@ -32,7 +33,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward, compression, quantized,
+    pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -35,6 +35,8 @@ def _four_bit_weight(packed: Value, dtype: DType, shape: list[int], arg: object)
                          f"module), not a value computed in the graph ({packed!r})")
     ref = op.attributes["value"]
     program = current_program()
+    if program is None:
+        raise RuntimeError("4-bit constants need a graph that belongs to a Program")
     data = program.weights.get(ref.name) if isinstance(ref, WeightRef) else ref
     if data is None:
         raise ValueError(f"{dtype} data must be bound (the weight {ref} has no data)")

@@ -12,7 +12,7 @@ default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, .
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch.fx
@@ -49,7 +49,15 @@ def _x(values_map: ValuesMap, node: torch.fx.Node) -> Value:
 
 def _in_shape(node: torch.fx.Node) -> list[Any]:
     """The torch shape of the node's first (tensor) argument (ints and SymInts)."""
-    return list(node.args[0].meta["val"].shape)
+    return list(_input_val(node).shape)
+
+
+def _input_val(node: torch.fx.Node) -> torch.Tensor:
+    """torch's (fake) value of the node's first argument."""
+    arg = node.args[0]
+    if not isinstance(arg, torch.fx.Node):
+        raise TypeError(f"{node.name}: the first argument is not a tensor")
+    return arg.meta["val"]
 
 
 # -- identities and casts -------------------------------------------------------------------------
@@ -335,15 +343,16 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
     input is laid out in storage order and the strided flat indices are gathered from it.
     """  # noqa: E501
     x = self
-    val = node.args[0].meta["val"]
-    size = _static_ints(size, "size")
-    stride = _static_ints(stride, "stride")
-    offset = storage_offset
+    val = _input_val(node)
+    sizes = _static_ints(size, "size")
+    strides = _static_ints(stride, "stride")
+    if isinstance(storage_offset, Value):
+        raise NotImplementedError("as_strided with a symbolic storage offset")
     try:
         in_shape = [int(d) for d in val.shape]
         in_stride = [int(s) for s in val.stride()]
         in_offset = int(val.storage_offset())
-        offset = in_offset if offset is None else int(offset)
+        offset = in_offset if storage_offset is None else int(storage_offset)
     except (TypeError, ValueError):
         raise NotImplementedError("as_strided needs static input sizes, strides and "
                                   "storage offset") from None
@@ -357,10 +366,11 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
                 "not dense and non-overlapping")
         expected *= in_shape[d]
     numel = int(np.prod(in_shape, dtype=np.int64))
-    flat = offset - in_offset + sum(
-        (np.arange(n, dtype=np.int64) * s).reshape([-1 if i == j else 1 for j in range(len(size))])
-        for i, (n, s) in enumerate(zip(size, stride, strict=True)))
-    flat = np.broadcast_to(np.asarray(flat, dtype=np.int64), size)
+    steps = [(np.arange(n, dtype=np.int64) * s).reshape(
+        [-1 if i == j else 1 for j in range(len(sizes))])
+        for i, (n, s) in enumerate(zip(sizes, strides, strict=True))]
+    flat = np.broadcast_to(np.asarray(offset - in_offset + sum(steps, np.int64(0)),
+                                      dtype=np.int64), sizes)
     if flat.size and (flat.min() < 0 or flat.max() >= numel):
         raise NotImplementedError(
             f"as_strided reads storage outside its input ({in_shape} at offset {in_offset}); "
@@ -388,10 +398,11 @@ def aten_cat_default(tensors: list[Value], dim: int = 0) -> Value:
 
 def _split(x: Value, sizes: list[int | Value], axis: int) -> list[Value]:
     """Pieces of ``sizes`` along ``axis``; one split op when all sizes are static."""
-    if all(isinstance(s, int) for s in sizes) and isinstance(x.type.shape[axis], int):
-        if len(sizes) == 1:
+    static = [s for s in sizes if isinstance(s, int)]
+    if len(static) == len(sizes) and isinstance(x.type.shape[axis], int):
+        if len(static) == 1:
             return [x]
-        return list(coreai.split(x, sizes, axis=axis))
+        return list(coreai.split(x, static, axis=axis))
     out = []
     begin: Piece = 0
     for i, s in enumerate(sizes):
@@ -450,12 +461,11 @@ def aten_roll_default(self: Value, shifts: list[int | Value], dims: list[int] | 
                       ) -> Value:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     x = self
-    shifts = _static_ints(shifts, "shifts")
-    dims = list(dims or [])
+    steps = _static_ints(shifts, "shifts")
     if not dims:
         flat = coreai.reshape(x, [-1])
-        return coreai.reshape(_roll(flat, 0, shifts[0]), shape_of(x))
-    for shift, dim in zip(shifts, dims, strict=True):
+        return coreai.reshape(_roll(flat, 0, steps[0]), shape_of(x))
+    for shift, dim in zip(steps, dims, strict=True):
         x = _roll(x, normalize_dim(dim, x.type.rank), shift)
     return x
 
@@ -500,7 +510,7 @@ def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
     return coreai.pad(x, pads, mode="constant", value=float(value))
 
 
-def _mode_pad(mode: str) -> Any:
+def _mode_pad(mode: Literal["reflect", "replicate"]) -> Any:
     def lowering(self: Value, padding: list[int | Value]) -> Value:
         pads = _torch_pads(_static_ints(padding, "padding"), self.type.rank)
         return coreai.pad(self, pads, mode=mode) if any(pads) else self

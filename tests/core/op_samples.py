@@ -127,6 +127,16 @@ _TABLE: dict[str, Sample] = {
         lambda a: coreai.broadcasting_add(a, 1.0))),
     "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
                             setup=_helper_graph),
+    "coreai.random_uniform": Sample((), lambda: coreai.random_uniform(
+        [2, 3], low=-1.0, high=2.5, dtype="bfloat16")),
+    "coreai.random_normal": Sample((t(2, Dim("n")),), lambda x: coreai.random_normal(
+        coreai.get_shape(x), mean=1.0, std=0.5, dtype="float64")),
+    "coreai.random_integers": Sample((), lambda: coreai.random_integers(
+        [4], low=-3, high=7, dtype="int8")),
+    "coreai.random_permutation": Sample((), lambda: coreai.random_permutation(5)),
+    "coreai.random_bernoulli": Sample((t(2, 3),), coreai.random_bernoulli),
+    "coreai.random_multinomial": Sample((t(2, 4),), lambda w: coreai.random_multinomial(
+        w, num_samples=3, replacement=True)),
 }
 
 

@@ -7,7 +7,7 @@ registered twice (in two families) is an error naming both owners.
 from __future__ import annotations
 
 from coreai_core.registry import Registry
-from coreai_core.runtime.kernels import compression, control, elementwise, nn, tensor
+from coreai_core.runtime.kernels import compression, control, elementwise, nn, random, tensor
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
 __all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
@@ -18,6 +18,7 @@ FAMILIES: tuple[KernelSet, ...] = (
     nn.KERNELS,
     control.KERNELS,
     compression.KERNELS,
+    random.KERNELS,
 )
 
 

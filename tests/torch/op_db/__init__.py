@@ -12,6 +12,7 @@ from tests.torch.op_db import (
     elementwise,
     indexing,
     nn,
+    random,
     reduction,
     shape,
     symbolic,
@@ -19,7 +20,7 @@ from tests.torch.op_db import (
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression)
+            compression, random)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
