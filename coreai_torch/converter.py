@@ -147,7 +147,10 @@ class TorchConverter:
 
         if not externalize_modules:
             return self.add_exported_program(decomposed(export(module)), **names)
-        session = ExternalSession([as_spec(x) for x in externalize_modules])
+        taken = {*self._staged, names.get("entrypoint_name", "main")}
+        for other in self._sessions.values():
+            taken.update(e.graph_name for e in other.by_signature.values())
+        session = ExternalSession([as_spec(x) for x in externalize_modules], taken)
         ep = session.export(module, export, decomposed)
         self.add_exported_program(ep, **names)
         self._sessions[names.get("entrypoint_name", "main")] = session
@@ -185,10 +188,14 @@ class TorchConverter:
                 raise KeyError(f"entrypoint {n!r} is not staged{hint}")
         self.conversion_log = []
         staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
-        externals = {}
+        externals: dict[str, Staged] = {}
         for n in names:
             for ext in self._sessions[n].ordered() if n in self._sessions else []:
                 assert ext.program is not None
+                if ext.graph_name in names:
+                    raise ValueError(f"entrypoint {ext.graph_name!r} has the name of an "
+                                     "externalized module's graph; stage it under another "
+                                     "entrypoint_name")
                 externals[ext.graph_name] = self._decompose_unsupported(ext.graph_name, Staged(
                     ext.program, ext.input_names, None, None, composite=ext.composite))
         self._preflight([s.program for s in [*externals.values(), *staged.values()]])

@@ -32,7 +32,7 @@ import inspect
 import itertools
 import re
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -148,9 +148,10 @@ _TENSOR = _TensorSlot()
 class ExternalSession:
     """The externalization state of one converter: sites, signatures and their programs."""
 
-    def __init__(self, specs: Sequence[ExternalizeSpec]) -> None:
+    def __init__(self, specs: Sequence[ExternalizeSpec], taken: Iterable[str] = ()) -> None:
         self.id = f"s{next(_IDS)}"
         self.specs = list(specs)
+        self.taken = set(taken)  # graph names used elsewhere in the conversion
         self.sites: dict[str, _Site] = {}
         self.by_signature: dict[Any, External] = {}
         self.site_graph: dict[str, str] = {}  # site key -> graph name
@@ -271,7 +272,7 @@ class ExternalSession:
         return torch.export.export(wrapper, tuple(examples), dynamic_shapes=(tuple(dynamic),))
 
     def _graph_name(self, base: str) -> str:
-        taken = {e.graph_name for e in self.by_signature.values()}
+        taken = self.taken | {e.graph_name for e in self.by_signature.values()}
         name, i = base, 1
         while name in taken:
             name, i = f"{base}_{i}", i + 1

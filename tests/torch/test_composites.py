@@ -176,3 +176,20 @@ def test_externalize_rejects_non_module_classes():
     with pytest.raises(TypeError, match=r"nn\.Module classes or ExternalizeSpec"):
         TorchConverter().add_pytorch_module(torch.nn.Linear(2, 2), args=(torch.randn(1, 2),),
                                             externalize_modules=[int])
+
+
+def test_two_entrypoints_externalizing_one_class_get_distinct_graph_names():
+    torch.manual_seed(2)
+    m = Blocks().eval()
+    inputs = blocks_inputs(4)
+    converter = TorchConverter()
+    for entry in ("first", "second"):
+        converter.add_pytorch_module(m, args=tuple(inputs.values()), entrypoint_name=entry,
+                                     externalize_modules=[RMSNorm])
+    program = converter.to_coreai()
+    assert sorted(program.composites) == ["rms_norm", "rms_norm_1", "rms_norm_2", "rms_norm_3"]
+    for entry in ("first", "second"):
+        got = program.run({k: v.numpy() for k, v in inputs.items()}, entrypoint=entry)
+        with torch.no_grad():
+            np.testing.assert_allclose(next(iter(got.values())), m(*inputs.values()).numpy(),
+                                       rtol=RTOL, atol=ATOL)
