@@ -96,6 +96,17 @@ def _session(key: str) -> tuple[ExternalSession, str]:
     return session, rest
 
 
+def external_program(key: str) -> ExportedProgram | None:
+    """The exported program a ``call_module`` key's call runs (None if not known)."""
+    try:
+        session, rest = _session(key)
+    except RuntimeError:
+        return None
+    name = session.site_graph.get(rest)
+    return next((e.program for e in session.by_signature.values() if e.graph_name == name),
+                None)
+
+
 @torch.library.custom_op("coreai_ext::call_module", mutates_args=())
 def call_module(args: list[torch.Tensor], key: str) -> list[torch.Tensor]:
     """Placeholder for the call of an externalized module (see the module docstring)."""

@@ -24,7 +24,9 @@ from coreai_core import Program, Value
 from coreai_core.optimizer import InlineCompositesPass
 from coreai_core.runtime import run_graph_collect
 from coreai_torch._locations import describe
+from coreai_torch._lowerer import CALL_MODULE
 from coreai_torch._table import qualified_name
+from coreai_torch.externalize import external_program
 
 __all__ = [
     "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_divergence",
@@ -269,6 +271,14 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         out = super().run_node(n)
+        if n.op == "call_function" and qualified_name(n.target) == CALL_MODULE:
+            # an externalized module's call: record its own graph's values under the call,
+            # ahead of the call's results (they are computed first)
+            sub = external_program(str(n.args[1]))
+            if sub is not None:
+                args = [self.env[a] for a in n.args[0]]  # type: ignore[union-attr,index]
+                for k, v in torch_intermediates(sub, args).items():
+                    self.values[f"{n.name}/{k}"] = v
         if isinstance(out, torch.Tensor):
             self.values[n.name] = out.detach()
         elif isinstance(out, (list, tuple)):
@@ -313,7 +323,8 @@ def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
 
     Composites are looked into: the comparison runs on a copy with every composite inlined, so
     a composite's result is compared like any op's and its inner values are recorded (named
-    ``<call>/<inner>``).
+    ``<call>/<inner>``). An externalized module's call is compared inside too: its own
+    exported program runs on the call's arguments and its values are paired by those names.
     """
     program = _inlined(program)
     expected = torch_intermediates(ep, inputs)

@@ -91,7 +91,8 @@ def _inline_in(g: Graph, program: ProgramData, inline: set[str], stats: PassStat
         out.extend(holder.ops)
         stats.removed += 1
         stats.added += len(body.ops)
-        prefix = next((r.name for r in op.results if r.name), None)
+        named = next((r.name for r in op.results if r.name), None)
+        prefix = None if named is None else named.split("#")[0]
         for new in holder.ops:
             for v in new.results:
                 # inner names stay readable under the call's name and never collide with the
@@ -124,7 +125,7 @@ def _copy_ops(src: Graph, values: dict[int, Value], binding: dict[str, int | Dim
         # a copied op keeps its own location; where it has none, the call's location tells
         location = op.location if op.location.is_known or call is None else call.location
         new = Operation(op.name, [values[id(v)] for v in op.operands], attributes, [], location)
-        new.results = [Value(_bound(r.type, binding), new, r.index) for r in op.results]
+        new.results = [Value(_bound(r.type, binding), new, r.index, r.name) for r in op.results]
         for r, n in zip(op.results, new.results, strict=True):
             values[id(r)] = n
         ops.append(new)

@@ -193,3 +193,25 @@ def test_two_entrypoints_externalizing_one_class_get_distinct_graph_names():
         with torch.no_grad():
             np.testing.assert_allclose(next(iter(got.values())), m(*inputs.values()).numpy(),
                                        rtol=RTOL, atol=ATOL)
+
+
+def test_find_first_divergence_looks_inside_externalized_modules():
+    torch.manual_seed(3)
+    m = Blocks().eval()
+    inputs = blocks_inputs(5)
+    converter = TorchConverter()
+    converter.add_pytorch_module(m, args=tuple(inputs.values()), externalize_modules=[RMSNorm])
+    program = converter.to_coreai()
+    ep = converter._staged["main"].program
+    arrays = {k: v.numpy() for k, v in inputs.items()}
+    report = find_first_divergence(ep, program, arrays)
+    assert report.first is None
+    inner = [row.node for row in report.nodes if "/" in row.node]
+    assert inner and all(name.startswith("call_module") for name in inner)
+    # break the rms_norm graph's rsqrt: the first divergence is inside the first call
+    norm = next(g for g in program.composites.values() if g.input_names[0] == "x"
+                and g.inputs["x"].type.shape[-1] == 8)
+    next(op for op in norm.ops if op.name == "coreai.rsqrt").name = "coreai.sqrt"
+    program.invalidate()
+    first = find_first_divergence(ep, program, arrays).first
+    assert first is not None and first.node.startswith("call_module/")
