@@ -25,10 +25,11 @@ from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import qualified_name
+from coreai_torch.composites import COMPOSITE_OPS, CompositeBuilder
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
+from coreai_torch.externalize import CALL_MODULE, session_of
 
 if TYPE_CHECKING:
-    from coreai_torch.composites import CompositeBuilder
     from coreai_torch.converter import TorchConverter
 
 # Nodes that only assert facts torch already checked at export time.
@@ -38,7 +39,6 @@ DROPPED_TARGETS = {
     "aten::_assert_tensor_metadata.default", "aten::_print.default",
 }
 _PROGRESS_MIN_NODES = 2000
-CALL_MODULE = "coreai_ext::call_module.default"  # an externalized module's call (externalize.py)
 
 
 @attrs.define
@@ -266,10 +266,8 @@ class GraphLowerer:
 
     def _store_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         """An externalized module's call: ``invoke`` of the graph of its signature."""
-        from coreai_torch.externalize import _session
-
         args, key = node.args
-        session, site = _session(str(key))
+        session, site = session_of(str(key))
         callee = session.site_graph[site]
         assert isinstance(args, (list, tuple))
         operands = [values.value(a) for a in args if isinstance(a, torch.fx.Node)]
@@ -283,8 +281,6 @@ class GraphLowerer:
             values.bind(node, r, i)
 
     def _as_composite(self, qn: str) -> bool:
-        from coreai_torch.composites import COMPOSITE_OPS
-
         # a user's own lowering for the op wins: it is lowered as the user wrote it
         return qn in COMPOSITE_OPS and qn not in self.table.own_names()
 

@@ -17,7 +17,6 @@ from torch.export.graph_signature import InputKind, OutputKind
 from coreai_core import Program
 from coreai_torch._locations import describe
 from coreai_torch._lowerer import (
-    CALL_MODULE,
     DROPPED_TARGETS,
     GETITEM,
     GraphLowerer,
@@ -29,7 +28,7 @@ from coreai_torch._lowerer import (
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
-from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
+from coreai_torch.externalize import CALL_MODULE, ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
 
 __all__ = ["ExternalizeSpec", "TorchConverter"]

@@ -43,7 +43,8 @@ from torch.export import ExportedProgram
 
 from coreai_core import Composite
 
-__all__ = ["ExternalizeSpec", "CALL_MODULE", "ExternalSession"]
+__all__ = ["CALL_MODULE", "ExternalSession", "ExternalizeSpec", "external_program",
+           "session_of"]
 
 CALL_MODULE = "coreai_ext::call_module.default"
 
@@ -87,7 +88,8 @@ _SESSIONS: weakref.WeakValueDictionary[str, ExternalSession] = weakref.WeakValue
 _IDS = itertools.count()
 
 
-def _session(key: str) -> tuple[ExternalSession, str]:
+def session_of(key: str) -> tuple[ExternalSession, str]:
+    """The session a ``call_module`` key belongs to, and the call site's key within it."""
     sid, _, rest = key.partition("/")
     session = _SESSIONS.get(sid)
     if session is None:
@@ -99,7 +101,7 @@ def _session(key: str) -> tuple[ExternalSession, str]:
 def external_program(key: str) -> ExportedProgram | None:
     """The exported program a ``call_module`` key's call runs (None if not known)."""
     try:
-        session, rest = _session(key)
+        session, rest = session_of(key)
     except RuntimeError:
         return None
     name = session.site_graph.get(rest)
@@ -110,13 +112,13 @@ def external_program(key: str) -> ExportedProgram | None:
 @torch.library.custom_op("coreai_ext::call_module", mutates_args=())
 def call_module(args: list[torch.Tensor], key: str) -> list[torch.Tensor]:
     """Placeholder for the call of an externalized module (see the module docstring)."""
-    session, rest = _session(key)
+    session, rest = session_of(key)
     return session.call(rest, args)
 
 
 @call_module.register_fake
 def _call_module_fake(args: list[torch.Tensor], key: str) -> list[torch.Tensor]:
-    session, rest = _session(key)
+    session, rest = session_of(key)
     return session.call(rest, args, record=True)
 
 

@@ -24,9 +24,8 @@ from coreai_core import Program, Value
 from coreai_core.optimizer import InlineCompositesPass
 from coreai_core.runtime import run_graph_collect
 from coreai_torch._locations import describe
-from coreai_torch._lowerer import CALL_MODULE
 from coreai_torch._table import qualified_name
-from coreai_torch.externalize import external_program
+from coreai_torch.externalize import CALL_MODULE, external_program
 
 __all__ = [
     "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_divergence",
