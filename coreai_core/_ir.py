@@ -461,7 +461,10 @@ class ProgramData:
     # -- introspection --------------------------------------------------------------------
     def _entry(self, entrypoint: str | None) -> Graph:
         if entrypoint is None:
-            entrypoint = "main" if "main" in self.graphs else next(iter(self.graphs), None)
+            # the default entrypoint: "main", else the first graph that is not a composite
+            entrypoint = "main" if "main" in self.graphs else next(
+                (k for k, g in self.graphs.items() if g.composite is None),
+                next(iter(self.graphs), None))
         if entrypoint not in self.graphs:
             raise KeyError(f"program has no entrypoint {entrypoint!r}; it has {list(self.graphs)}")
         return self.graphs[entrypoint]

@@ -188,6 +188,7 @@ def test_two_entrypoints_externalizing_one_class_get_distinct_graph_names():
                                      externalize_modules=[RMSNorm])
     program = converter.to_coreai()
     assert sorted(program.composites) == ["rms_norm", "rms_norm_1", "rms_norm_2", "rms_norm_3"]
+    assert program.input_names == list(inputs)  # the default entrypoint is not a composite
     for entry in ("first", "second"):
         got = program.run({k: v.numpy() for k, v in inputs.items()}, entrypoint=entry)
         with torch.no_grad():
