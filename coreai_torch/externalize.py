@@ -199,10 +199,15 @@ class ExternalSession:
             tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
             consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
             state = dict(itertools.chain(m.named_parameters(), m.named_buffers()))
-            key = f"{id(m)}:{in_spec}:{consts!r}"
+            shapes = tuple(_tensor_sig(t) for t in [*tensors, *state.values()])
+            # one site per instance, call structure and tensor signature: an instance called
+            # with two shapes is two sites, each invoking the graph of its own signature
+            key = f"{id(m)}:{in_spec}:{consts!r}:{shapes}"
             if key not in self.sites:
+                signature = (type(m).__qualname__, spec.name(), str(in_spec), repr(consts), shapes)
                 self.sites[key] = _Site(m, spec, in_spec, consts, len(tensors), list(state),
-                                        _input_names(original, m, args, kwargs, leaves))
+                                        _input_names(original, m, args, kwargs, leaves),
+                                        signature=signature)
             outs = call_module([*tensors, *state.values()], f"{self.id}/{key}")
             return pytree.tree_unflatten(outs, self.sites[key].out_spec)
 
@@ -213,8 +218,6 @@ class ExternalSession:
         site = self.sites[key]
         if record and self._depth == 0 and self._recording:
             self._recording[-1].append(key)
-            site.signature = (type(site.module).__qualname__, site.spec.name(), str(site.in_spec),
-                              repr(site.consts), tuple(_tensor_sig(t) for t in args))
         self._depth += 1
         try:
             out = self._run(site, args)

@@ -216,3 +216,22 @@ def test_find_first_divergence_looks_inside_externalized_modules():
     program.invalidate()
     first = find_first_divergence(ep, program, arrays).first
     assert first is not None and first.node.startswith("call_module/")
+
+
+def test_one_instance_called_with_two_shapes_invokes_two_graphs():
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = RMSNorm(6)
+            torch.nn.init.uniform_(self.norm.weight, -1, 1)
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple:
+            return self.norm(a), self.norm(b) * 2
+
+    m = Twice().eval()
+    inputs = {"a": torch.randn(3, 6), "b": torch.randn(2, 5, 6)}
+    program = (TorchConverter()
+               .add_pytorch_module(m, args=tuple(inputs.values()), externalize_modules=[RMSNorm])
+               .to_coreai())
+    assert len(program.composites) == 2
+    assert_close(program, m, inputs)
