@@ -180,3 +180,19 @@ def test_save_and_load_keep_the_declaration(tmp_path):
     a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(q.run({"a": a})["out"], expected(a))
     assert "scaled" in p.to_dot()
+
+
+@pytest.mark.parametrize("name, version, message", [
+    ("", 1, "non-empty name"), ("c", True, "version must be an int"),
+    ("c", -1, "version must be an int"),
+])
+def test_bad_declarations_are_rejected(name, version, message):
+    with pytest.raises(ValueError, match=message):
+        Composite(name, version)
+
+
+def test_attributes_are_plain_values():
+    assert Composite("c", 1, {"axes": (1, 2), "n": np.int64(3)}).attributes == {
+        "axes": [1, 2], "n": 3}
+    with pytest.raises(TypeError, match="composite attribute must be"):
+        Composite("c", 1, {"w": object()})

@@ -235,3 +235,18 @@ def test_one_instance_called_with_two_shapes_invokes_two_graphs():
                .to_coreai())
     assert len(program.composites) == 2
     assert_close(program, m, inputs)
+
+
+def test_builtin_composites_with_a_dynamic_dimension():
+    torch.manual_seed(4)
+    m = NormGeluAttention(8).eval()
+    args = (torch.randn(5, 8), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4))
+    rows, seq = torch.export.Dim("rows", min=2, max=64), torch.export.Dim("seq", min=2, max=64)
+    ep = torch.export.export(m, args, dynamic_shapes=({0: rows}, {2: seq}, {2: seq}))
+    program = (TorchConverter(composites=True)
+               .add_exported_program(ep.run_decompositions(get_decomp_table())).to_coreai())
+    assert len(program.composites) == 3
+    for n, s in ((2, 3), (9, 11)):
+        inputs = {"x": torch.randn(n, 8), "q": torch.randn(1, 2, s, 4),
+                  "k": torch.randn(1, 2, s, 4)}
+        assert_close(program, m, inputs)
