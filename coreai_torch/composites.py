@@ -18,7 +18,7 @@ import attrs
 import torch
 import torch.fx
 
-from coreai_core import Composite, Program, TensorType, Value
+from coreai_core import Composite, Program, Value
 from coreai_core._builder import current
 from coreai_core.dialects import coreai
 from coreai_torch._binding import NodeValues, _schema_args, bind_arguments, call_lowering
@@ -88,7 +88,7 @@ class CompositeBuilder:
         if ctx is not None:  # symbolic sizes are per graph: the composite makes its own
             saved, ctx.sym_values = ctx.sym_values, {}
         try:
-            with self.program.graph(graph_name, inputs={k: _typ(v) for k, v in operands.items()},
+            with self.program.graph(graph_name, inputs={k: v.type for k, v in operands.items()},
                                     composite=decl, before=caller) as g:
                 shadow, placeholders = _shadow(node)
                 for k, p in placeholders.items():
@@ -123,10 +123,6 @@ def _plain(v: Any) -> Any:
     if isinstance(v, torch.dtype):
         return str(v).removeprefix("torch.")
     return _UNSET  # symbolic sizes and the like are not declaration attributes
-
-
-def _typ(v: Value) -> TensorType:
-    return v.type
 
 
 def _shadow(node: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, torch.fx.Node]]:
