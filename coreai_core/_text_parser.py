@@ -22,6 +22,7 @@ from coreai_core._builder import insertion_point
 from coreai_core._dtypes import SHORT_NAME, DType
 from coreai_core._ir import (
     UNKNOWN_LOC,
+    Composite,
     Dim,
     Graph,
     Location,
@@ -423,10 +424,39 @@ class Parser:
         if name in self.prog.graphs:
             raise self.error(f"graph @{name} is defined twice", start)
         g = Graph(name, program=self.prog)
+        if self.peek_word("composite"):
+            g.composite = self.composite_decl()
         self.prog.graphs[name] = g  # like Program.graph: visible to invoke while being built
         scope = _Scope()
         self.signature(g, scope)
         self.body(g, scope)
+
+    def composite_decl(self) -> Composite:
+        """``composite "name" version N {key = value, ...}`` (the attributes are optional)."""
+        self.word()
+        self.skip()
+        at = self.pos
+        name = self.string()
+        if not self.peek_word("version"):
+            raise self.error(f"expected 'version' after the composite name, found {self.found()}")
+        self.word()
+        version = self.integer()
+        attributes: dict[str, Any] = {}
+        if self.accept("{"):
+            with self.nested():
+                while not self.accept("}"):
+                    key = self.name("a composite attribute name")
+                    if key in attributes:
+                        raise self.error(f"composite attribute {key!r} is given twice")
+                    self.expect("=", "after a composite attribute name")
+                    attributes[key] = self.literal(_Scope(), "composite", key)
+                    if not self.accept(","):
+                        self.expect("}", "to close the composite attributes")
+                        break
+        try:
+            return Composite(name, version, attributes)
+        except (TypeError, ValueError) as e:
+            raise self.error(f"bad composite declaration: {e}", at) from None
 
     def signature(self, g: Graph, scope: _Scope) -> None:
         self.expect("(", "to open the graph's inputs")

@@ -8,7 +8,8 @@ the printed result types are checked against it. Grammar (informal)::
     program    := 'coreai.program' '{' item* '}'
     item       := 'weight' SYM ':' type ['=' dense]          data elided unless small or full=True
                 | 'state' SYM ':' type '=' dense              initial value, always in full
-                | 'graph' SYM signature body
+                | 'graph' SYM [composite] signature body
+    composite  := 'composite' STRING 'version' INT ['{' NAME '=' attr {',' ...} '}']
     signature  := '(' [VAL ':' type {',' ...}] ')' ['state' '(' VAL ':' type {',' ...} ')']
     body       := '{' op* terminator '}'
     op         := [VAL {',' VAL} '='] OPNAME '(' [VAL {',' VAL}] ')' ['{' attr {',' attr} '}']
@@ -75,7 +76,11 @@ def print_program(program: ProgramData, *, locations: bool = False, full: bool =
         arr = np.asarray(data)
         lines.append(f"  state {_sym(name)} : {_array_type(arr)} = {_dense(arr)}")
     for name, g in program.graphs.items():
-        lines.append("  " + _Printer(locations).graph(g, f"graph {_sym(name)}", "  "))
+        printer = _Printer(locations)
+        head = f"graph {_sym(name)}"
+        if g.composite is not None:
+            head += " " + printer.composite(g)
+        lines.append("  " + printer.graph(g, head, "  "))
     lines.append("}")
     return "\n".join(lines)
 
@@ -184,6 +189,16 @@ class _Printer:
         lines.append(inner + self.terminator(g, region))
         lines.append(indent + "}")
         return "\n".join(lines)
+
+    def composite(self, g: Graph) -> str:
+        """``composite "rms_norm" version 1 {eps = 1e-06}``: the declaration of a composite."""
+        c = g.composite
+        assert c is not None
+        text = f"composite {_quote(c.name)} version {c.version}"
+        if c.attributes:
+            text += " {" + ", ".join(f"{_name(k)} = {self.attr(v, '')}"
+                                     for k, v in c.attributes.items()) + "}"
+        return text + " "
 
     def typed(self, values: dict[str, Value]) -> str:
         return ", ".join(f"{self.names[id(v)]}: {format_type(v.type)}" for v in values.values())
