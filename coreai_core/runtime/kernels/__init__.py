@@ -6,7 +6,7 @@ registered twice (in two families) is an error naming both owners.
 
 from __future__ import annotations
 
-from coreai_core.runtime.kernels import control, elementwise, nn, tensor
+from coreai_core.runtime.kernels import complex, control, elementwise, fft, nn, tensor
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
 __all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
@@ -16,6 +16,8 @@ FAMILIES: tuple[KernelSet, ...] = (
     tensor.KERNELS,
     nn.KERNELS,
     control.KERNELS,
+    complex.KERNELS,
+    fft.KERNELS,
 )
 
 
