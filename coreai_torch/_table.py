@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
+
+from coreai_core.registry import Registry
 
 Lowering = Callable[..., Any]
 
@@ -60,84 +62,29 @@ PYTHON_OPERATORS = {
 }
 
 
-class LoweringTable:
-    """A mapping from qualified op names to lowering functions, optionally over a parent."""
+class LoweringTable(Registry[Lowering]):
+    """Qualified op name -> lowering function, optionally over a parent table.
 
-    def __init__(self, parent: LoweringTable | None = None, *, owner: str = "user") -> None:
-        self._own: dict[str, Lowering] = {}
-        self._parent = parent
-        self._owner = owner
-        self._frozen = False
+    The built-in table is filled from the family modules' ``LoweringSet``s and frozen; each
+    converter owns a table whose parent is the built-in one.
+    """
 
-    def register(self, name: str, fn: Lowering, *, allow_override: bool = False) -> Lowering:
-        """Add ``fn`` as the lowering of ``name`` in this table."""
-        if self._frozen:
-            raise RuntimeError(f"the {self._owner} lowering table is frozen; register lowerings "
-                               "on a TorchConverter instance instead")
-        check_qualified_name(name)
-        if not callable(fn):
-            raise TypeError(f"lowering for {name!r} must be callable, got {fn!r}")
-        existing = self.lookup(name)
-        if existing is not None and not allow_override:
-            where = "a built-in" if name not in self._own else "a user"
-            raise ValueError(
-                f"{name!r} already has {where} lowering ({_describe(existing)}); pass "
-                f"allow_override=True to register_torch_lowering to replace it")
-        self._own[name] = fn
-        return fn
+    def __init__(self, parent: LoweringTable | None = None, *,
+                 owner: str = "this converter (a user lowering)") -> None:
+        super().__init__("lowering", owner, parent=parent, check_name=check_qualified_name)
 
     def lookup(self, name: str) -> Lowering | None:
         """The lowering used for ``name`` (own entries first, then the parent's), or None."""
-        fn = self._own.get(name)
-        if fn is None and self._parent is not None:
-            return self._parent.lookup(name)
-        return fn
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.lookup(name) is not None
-
-    def own_names(self) -> list[str]:
-        return sorted(self._own)
-
-    def names(self) -> list[str]:
-        """Every name this table can lower (own and inherited), sorted."""
-        inherited = self._parent.names() if self._parent is not None else []
-        return sorted(set(inherited) | set(self._own))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def __len__(self) -> int:
-        return len(self.names())
-
-    def freeze(self) -> LoweringTable:
-        self._frozen = True
-        return self
-
-    def __repr__(self) -> str:
-        return f"<LoweringTable {self._owner}: {len(self._own)} own entries>"
+        return self.get(name)
 
 
-def _describe(fn: Lowering) -> str:
-    mod = getattr(fn, "__module__", "?")
-    return f"{mod}.{getattr(fn, '__qualname__', repr(fn))}"
-
-
-class LoweringSet:
+class LoweringSet(Registry[Lowering]):
     """Built-in lowerings of one family, registered with the same decorator style users see."""
 
     def __init__(self, family: str) -> None:
+        super().__init__("lowering", f"the {family} family", check_name=check_qualified_name)
         self.family = family
-        self.lowerings: dict[str, Lowering] = {}
 
     def register_torch_lowering(self, *names: str) -> Callable[[Lowering], Lowering]:
-        def register(fn: Lowering) -> Lowering:
-            for name in names:
-                check_qualified_name(name)
-                if name in self.lowerings:
-                    raise ValueError(f"{self.family}: {name!r} is already lowered by "
-                                     f"{_describe(self.lowerings[name])}")
-                self.lowerings[name] = fn
-            return fn
-
-        return register
+        """Decorator: ``@reg("aten::op.overload", ...)`` registers one function for each name."""
+        return self.decorator(*names)

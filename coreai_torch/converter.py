@@ -42,7 +42,7 @@ class TorchConverter:
     """
 
     def __init__(self, *, progress: bool | None = None) -> None:
-        self._table = LoweringTable(default_table(), owner="converter")
+        self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
         self.progress = progress
         self.conversion_log: list[str] = []

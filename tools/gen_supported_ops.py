@@ -30,7 +30,7 @@ def render() -> str:
     core = set(core_aten_ops())
     kept = set(kept_ops())
     family_of = {name: fam.__name__.rsplit(".", 1)[1]
-                 for fam in FAMILIES for name in fam.LOWERINGS.lowerings}
+                 for fam in FAMILIES for name in fam.LOWERINGS.own_names()}
     lines = [
         "# Supported ops",
         "",

@@ -10,17 +10,28 @@ import threading
 
 from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
+    attention,
     backward,
     control,
+    creation,
     elementwise,
+    embedding,
     indexing,
     nn,
+    norm,
+    pooling,
     reduction,
+    resample,
+    scatter,
     shape,
+    sorting,
     symbolic,
 )
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
+FAMILIES = (
+    elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
+    pooling, resample, attention, symbolic, control, backward,
+)
 
 _DEFAULT: LoweringTable | None = None
 _LOCK = threading.Lock()
@@ -32,9 +43,8 @@ def default_table() -> LoweringTable:
     if _DEFAULT is None:
         with _LOCK:
             if _DEFAULT is None:
-                table = LoweringTable(owner="built-in")
+                table = LoweringTable(owner="the built-in lowerings")
                 for family in FAMILIES:
-                    for name, fn in family.LOWERINGS.lowerings.items():
-                        table.register(name, fn)
+                    table.update(family.LOWERINGS)
                 _DEFAULT = table.freeze()
     return _DEFAULT

@@ -9,12 +9,13 @@ import torch.fx
 
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
-from coreai_torch._utils import (
+from coreai_torch.utils import (
     cast_to,
     dtype_of,
     get_operand,
     result_dtype,
     scalar_constant,
+    scalar_like,
 )
 
 ValuesMap = Mapping[str, Value]
@@ -87,11 +88,6 @@ def lower_binary(builder: Builder, *, compute: str = "result") -> Callable:
 
     lowering.__doc__ = f"Broadcasting binary lowering onto {builder.__name__}."
     return lowering
-
-
-def scalar_like(value: Any, like: Value, loc: Location) -> Value:
-    """A 0-d constant of ``like``'s element type."""
-    return coreai.constant(value, dtype=like.type.element_type, loc=loc)
 
 
 __all__ = [

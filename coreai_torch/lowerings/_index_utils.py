@@ -8,7 +8,7 @@ import numpy as np
 
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
-from coreai_torch._utils import cast_to
+from coreai_torch.utils import cast_to
 
 INT64 = DType.int64
 

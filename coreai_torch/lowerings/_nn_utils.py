@@ -10,7 +10,7 @@ import torch.fx
 
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
-from coreai_torch._utils import cast_to, int_list
+from coreai_torch.utils import cast_to, int_list
 
 HALF = (DType.float16, DType.bfloat16)
 

@@ -11,8 +11,8 @@ import torch.fx
 
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
-from coreai_torch._utils import cast_to, get_arg, int_list, normalize_dim, normalize_dims
 from coreai_torch.lowerings._common import scalar_like
+from coreai_torch.utils import cast_to, get_arg, int_list, normalize_dim, normalize_dims
 
 _HALF = (DType.float16, DType.bfloat16)
 

@@ -16,8 +16,8 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, current_context, get_operand, result_type
 from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.utils import cast_to, current_context, get_operand, result_type
 
 LOWERINGS = LoweringSet("control")
 reg = LOWERINGS.register_torch_lowering

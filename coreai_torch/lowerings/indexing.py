@@ -4,8 +4,8 @@ Advanced indexing (``index.Tensor``/``index_put``) follows numpy/torch: the inde
 broadcast together (bool masks contribute one int64 column per mask dimension through
 ``non_zero``, so their length is data dependent), the indexed axes are moved to the front and
 addressed with ``gather_nd``/``scatter_nd``; when the advanced indices are adjacent the result's
-broadcast block stays where the first of them was, otherwise it leads. Scatter-like ops live in
-``_scatter.py`` and embeddings in ``_embedding.py``; both are merged into ``LOWERINGS`` here.
+broadcast block stays where the first of them was, otherwise it leads. Scatter-like ops are the
+``scatter`` family and embeddings the ``embedding`` family.
 """
 
 from __future__ import annotations
@@ -20,14 +20,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import (
-    cast_to,
-    get_arg,
-    get_operand,
-    normalize_dim,
-    result_dtype,
-)
-from coreai_torch.lowerings import _embedding, _scatter
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._index_utils import (
     INT64,
@@ -43,13 +35,16 @@ from coreai_torch.lowerings._index_utils import (
     transpose,
     wrap_negative,
 )
+from coreai_torch.utils import (
+    cast_to,
+    get_arg,
+    get_operand,
+    normalize_dim,
+    result_dtype,
+)
 
 LOWERINGS = LoweringSet("indexing")
 reg = LOWERINGS.register_torch_lowering
-
-for _part in (_scatter.LOWERINGS, _embedding.LOWERINGS):
-    for _name, _fn in _part.lowerings.items():
-        reg(_name)(_fn)
 
 _MASK_DTYPES = (DType.bool, DType.uint8)
 

@@ -1,8 +1,7 @@
 """Built-in lowerings: nn — matmuls, convolution, col2im, dropout, distances.
 
-Normalization lives in ``_norm.py``, pooling in ``_pooling.py``, resampling (upsample,
-grid_sampler_2d) in ``_resample.py`` and attention in ``_attention.py``; each owns a
-``LoweringSet("nn")`` merged into ``LOWERINGS`` here.
+Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are their own
+families (``norm``, ``pooling``, ``resample``, ``attention``).
 
 Half-precision inputs are computed in float32 and rounded once at the end wherever torch's
 CPU kernels do the same (``opmath``), so results round like torch's.
@@ -18,8 +17,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, int_list, result_dtype
-from coreai_torch.lowerings import _attention, _norm, _pooling, _resample
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import (
     add_batch,
@@ -33,13 +30,11 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, int_list, result_dtype
 
 LOWERINGS = LoweringSet("nn")
 reg = LOWERINGS.register_torch_lowering
 
-for _part in (_norm.LOWERINGS, _pooling.LOWERINGS, _resample.LOWERINGS, _attention.LOWERINGS):
-    for _name, _fn in _part.lowerings.items():
-        reg(_name)(_fn)
 
 
 # -- matrix products ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Precision follows torch's CPU kernels: float16/bfloat16 sums, means, norms and softmaxes
 accumulate in float32 and round once; variance accumulates in float64 (torch's Welford uses
 double). Integer and bool sums/products accumulate in the dtype torch returns (int64).
-Scans, sort, topk and the order statistics live in ``_sorting.py`` and are merged below.
+Scans, sort, topk and the order statistics are the ``sorting`` family.
 """
 
 from __future__ import annotations
@@ -16,16 +16,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import (
-    cast_to,
-    dtype_of,
-    get_arg,
-    get_operand,
-    normalize_dim,
-    normalize_dims,
-    result_dtype,
-)
-from coreai_torch.lowerings import _sorting
 from coreai_torch.lowerings._common import ValuesMap, scalar_like
 from coreai_torch.lowerings._reduce import (
     acc_dtype,
@@ -38,6 +28,15 @@ from coreai_torch.lowerings._reduce import (
     reduce,
     reduced_axes,
     truthy,
+)
+from coreai_torch.utils import (
+    cast_to,
+    dtype_of,
+    get_arg,
+    get_operand,
+    normalize_dim,
+    normalize_dims,
+    result_dtype,
 )
 
 LOWERINGS = LoweringSet("reduction")
@@ -300,7 +299,3 @@ def aten_logsumexp_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loca
         m = coreai.shrink_dims(m, list(range(rank)) if axes is None else axes, loc=loc)
     return coreai.broadcasting_add(s, m, loc=loc)
 
-
-# -- scans, sort, topk, order statistics (``_sorting.py``) -------------------------------------
-for _name, _fn in _sorting.LOWERINGS.lowerings.items():
-    reg(_name)(_fn)

@@ -1,8 +1,8 @@
 """Built-in lowerings: shape, view and layout ops (views, slicing, joins, pads, copies).
 
-Tensor factories live in ``_creation.py`` and are merged into this family's ``LOWERINGS``
-below. Layout-only arguments (``memory_format``, ``device``, ``layout``) are ignored: Core AI
-tensors are dense row-major values, so clones, detaches and aliases are the value itself.
+Tensor factories are the ``creation`` family. Layout-only arguments (``memory_format``,
+``device``, ``layout``) are ignored: Core AI tensors are dense row-major
+values, so clones, detaches and aliases are the value itself.
 
 Not lowered here: ``view_as_real`` / ``view_as_complex`` (Core AI has no complex dtypes),
 ``reshape`` / ``expand_as`` / ``lift_fresh_copy`` (torch.export always decomposes them to
@@ -20,7 +20,9 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import (
+from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.lowerings.creation import Piece, dim_piece, shape_of, shape_operand, size_piece
+from coreai_torch.utils import (
     cast_to,
     get_arg,
     get_operand,
@@ -29,14 +31,9 @@ from coreai_torch._utils import (
     result_dtype,
     shape_value,
 )
-from coreai_torch.lowerings import _creation
-from coreai_torch.lowerings._common import ValuesMap
-from coreai_torch.lowerings._creation import Piece, dim_piece, shape_of, shape_operand, size_piece
 
 LOWERINGS = LoweringSet("shape")
 reg = LOWERINGS.register_torch_lowering
-for _name, _fn in _creation.LOWERINGS.lowerings.items():
-    reg(_name)(_fn)
 
 _INT64_MAX = 2**63 - 1
 

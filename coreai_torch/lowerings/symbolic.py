@@ -16,8 +16,8 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet, qualified_name
-from coreai_torch._utils import cast_to, get_operand, node_dtype, normalize_dim, result_dtype
 from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.utils import cast_to, get_operand, node_dtype, normalize_dim, result_dtype
 
 LOWERINGS = LoweringSet("symbolic")
 reg = LOWERINGS.register_torch_lowering

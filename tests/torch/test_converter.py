@@ -11,7 +11,7 @@ import torch
 from coreai_core import DType
 from coreai_core.dialects import coreai
 from coreai_torch import LoweringError, TorchConverter, UnsupportedOpsError
-from coreai_torch._utils import get_operand
+from coreai_torch.utils import get_operand
 from tests.torch.harness import export
 
 

@@ -11,8 +11,8 @@ import torch
 from coreai_core.dialects import coreai
 from coreai_torch import TorchConverter
 from coreai_torch._table import LoweringTable, check_qualified_name, qualified_name
-from coreai_torch._utils import get_operand
 from coreai_torch.lowerings import default_table
+from coreai_torch.utils import get_operand
 from tests.torch.harness import export
 
 
@@ -48,7 +48,7 @@ def test_duplicate_builtin_needs_allow_override() -> None:
 def test_duplicate_user_lowering_raises() -> None:
     converter = TorchConverter()
     converter.register_torch_lowering("my_lib::op.default")(lambda v, n, loc: None)
-    with pytest.raises(ValueError, match="already has a user lowering"):
+    with pytest.raises(ValueError, match="already registered by this converter"):
         converter.register_torch_lowering("my_lib::op.default")(lambda v, n, loc: None)
 
 

@@ -13,9 +13,9 @@ from coreai_torch import (
     find_first_nonfinite,
     verify,
 )
-from coreai_torch._utils import get_operand
 from coreai_torch.cli import main
 from coreai_torch.examples import example
+from coreai_torch.utils import get_operand
 from tests.torch.harness import export
 
 

@@ -6,6 +6,7 @@ registered twice (in two families) is an error naming both owners.
 
 from __future__ import annotations
 
+from coreai_core.registry import Registry
 from coreai_core.runtime.kernels import complex, control, elementwise, fft, nn, tensor
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
@@ -23,13 +24,7 @@ FAMILIES: tuple[KernelSet, ...] = (
 
 def default_kernels() -> dict[str, Kernel]:
     """Op name -> kernel for every family, merged; duplicates across families raise."""
-    merged: dict[str, Kernel] = {}
-    owner: dict[str, str] = {}
+    merged: Registry[Kernel] = Registry("kernel", "the default table")
     for family in FAMILIES:
-        for name, fn in family.kernels.items():
-            if name in merged:
-                raise ValueError(f"kernel for {name!r} is defined by both the "
-                                 f"{owner[name]} and the {family.family} families")
-            merged[name] = fn
-            owner[name] = family.family
-    return merged
+        merged.update(family)
+    return dict(merged.own_items())

@@ -9,25 +9,31 @@ family modules explicitly to build the default table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+from coreai_core.registry import Registry
+
 Kernel = Callable[..., Any]
 
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
-class KernelSet:
+
+def check_op_name(op_name: str) -> str:
+    """Validate a dialect op name (``namespace.op_name``)."""
+    if not isinstance(op_name, str) or not _OP_NAME.fullmatch(op_name):
+        raise ValueError(f"kernel op name must look like 'namespace.op_name', got {op_name!r}")
+    return op_name
+
+
+class KernelSet(Registry[Kernel]):
     """Kernels of one op family, keyed by op name."""
 
     def __init__(self, family: str) -> None:
+        super().__init__("kernel", f"the {family} family", check_name=check_op_name)
         self.family = family
-        self.kernels: dict[str, Kernel] = {}
 
     def kernel(self, op_name: str) -> Callable[[Kernel], Kernel]:
-        def register(fn: Kernel) -> Kernel:
-            if op_name in self.kernels:
-                raise ValueError(f"{self.family}: kernel for {op_name!r} is already defined "
-                                 f"by {self.kernels[op_name].__qualname__}")
-            self.kernels[op_name] = fn
-            return fn
-
-        return register
+        """Decorator: ``@KERNELS.kernel("coreai.relu")``."""
+        return self.decorator(op_name)

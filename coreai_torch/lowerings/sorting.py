@@ -13,7 +13,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, normalize_dim, result_dtype
 from coreai_torch.lowerings._common import ValuesMap, scalar_like
 from coreai_torch.lowerings._reduce import (
     axis_arg,
@@ -25,8 +24,9 @@ from coreai_torch.lowerings._reduce import (
     ordered,
     scan_acc_dtype,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, normalize_dim, result_dtype
 
-LOWERINGS = LoweringSet("reduction")
+LOWERINGS = LoweringSet("sorting")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -11,7 +11,6 @@ import torch.fx
 from coreai_core import Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, normalize_dim, shape_value
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._index_utils import (
     const64,
@@ -23,8 +22,9 @@ from coreai_torch.lowerings._index_utils import (
     to_scalar,
     transpose,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, normalize_dim, shape_value
 
-LOWERINGS = LoweringSet("indexing")
+LOWERINGS = LoweringSet("scatter")
 reg = LOWERINGS.register_torch_lowering
 
 # torch reduce names -> scatter_along_axis reductions

@@ -17,10 +17,10 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype, result_type
 from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
 
-LOWERINGS = LoweringSet("shape")
+LOWERINGS = LoweringSet("creation")
 reg = LOWERINGS.register_torch_lowering
 
 Piece = int | Value  # a static size, or a 1-element int64 Value holding a dynamic one

@@ -15,7 +15,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, int_list, result_dtype
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import (
     const,
@@ -25,8 +24,9 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, int_list, result_dtype
 
-LOWERINGS = LoweringSet("nn")
+LOWERINGS = LoweringSet("norm")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -17,7 +17,6 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, int_list, result_dtype
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import (
     add_batch,
@@ -30,8 +29,9 @@ from coreai_torch.lowerings._nn_utils import (
     reshape_lead,
     static_sizes,
 )
+from coreai_torch.utils import cast_to, get_arg, get_operand, int_list, result_dtype
 
-LOWERINGS = LoweringSet("nn")
+LOWERINGS = LoweringSet("pooling")
 reg = LOWERINGS.register_torch_lowering
 
 

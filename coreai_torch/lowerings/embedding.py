@@ -11,11 +11,11 @@ import torch.fx
 from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch._utils import cast_to, get_arg, get_operand, result_dtype, result_type
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._index_utils import INT64, const64, dim_size, int64
+from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
 
-LOWERINGS = LoweringSet("indexing")
+LOWERINGS = LoweringSet("embedding")
 reg = LOWERINGS.register_torch_lowering
 
 

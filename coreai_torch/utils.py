@@ -1,0 +1,297 @@
+"""Helpers for lowering authors: operands, result types, scalars, dims.
+
+:func:`get_operand` and :func:`get_operands` serve lowerings written in the FX-node form
+``fn(values_map, node, loc)``; the rest serves both forms. The module is also importable under
+its former name, ``coreai_torch._utils``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from coreai_core import Dim, DType, Location, TensorType, Value
+from coreai_core.dialects import coreai
+
+__all__ = [
+    "get_operand", "get_operands", "get_arg", "result_type", "result_dtype", "node_dtype",
+    "scalar_constant", "cast_to", "normalize_dim", "normalize_dims", "to_numpy", "shape_value",
+    "dtype_of", "int_list", "ConversionContext", "current_context", "peer_dtype", "scalar_like",
+]
+
+
+class ConversionContext:
+    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, and the
+    FX node being lowered (``node``)."""
+
+    def __init__(self, symbols: Mapping[str, Dim] | None = None) -> None:
+        self.symbols: dict[str, Dim] = dict(symbols or {})
+        self.sym_values: dict[str, Value] = {}
+        self.node: torch.fx.Node | None = None
+
+    def dim(self, size: Any) -> int | Dim:
+        """A torch size (int or SymInt) as a Core AI dimension."""
+        if isinstance(size, int):
+            return size
+        if isinstance(size, torch.SymInt):
+            expr = size.node.expr
+            if getattr(expr, "is_number", False):
+                return int(expr)
+            name = str(expr)
+            return self.symbols.get(name, Dim(name))
+        raise TypeError(f"not a tensor size: {size!r}")
+
+
+_CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.ContextVar(
+    "coreai_torch_conversion", default=None)
+
+
+def current_context() -> ConversionContext:
+    ctx = _CONTEXT.get()
+    return ctx if ctx is not None else ConversionContext()
+
+
+def set_context(ctx: ConversionContext) -> contextvars.Token:
+    return _CONTEXT.set(ctx)
+
+
+def reset_context(token: contextvars.Token) -> None:
+    _CONTEXT.reset(token)
+
+
+# -- dtypes and types ------------------------------------------------------------------------------
+
+_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType}
+
+
+def dtype_of(torch_dtype: torch.dtype) -> DType:
+    """The Core AI element type of a torch dtype (unsupported ones are rejected clearly)."""
+    try:
+        return _FROM_TORCH[torch_dtype]
+    except KeyError:
+        raise TypeError(f"torch dtype {torch_dtype} has no Core AI element type") from None
+
+
+def _val(node: torch.fx.Node) -> Any:
+    if "val" not in node.meta:
+        raise ValueError(f"FX node {node.name!r} has no meta['val']; export with torch.export")
+    return node.meta["val"]
+
+
+def _node_or_current(node: torch.fx.Node | None) -> torch.fx.Node:
+    if node is not None:
+        return node
+    current = current_context().node
+    if current is None:
+        raise RuntimeError("result_type()/result_dtype() without a node work only while a "
+                           "lowering runs")
+    return current
+
+
+def result_type(node: torch.fx.Node | None = None, index: int | None = None) -> TensorType:
+    """The Core AI type of ``node``'s result (``index`` selects one of several results).
+
+    Without ``node``, the node being lowered.
+    """
+    val = _val(_node_or_current(node))
+    if index is not None:
+        val = val[index]
+    return _type_of_val(val)
+
+
+def _type_of_val(val: Any) -> TensorType:
+    if isinstance(val, torch.Tensor):
+        ctx = current_context()
+        return TensorType(tuple(ctx.dim(s) for s in val.shape), dtype_of(val.dtype))
+    if isinstance(val, (bool, torch.SymBool)):
+        return TensorType((), DType.bool)
+    if isinstance(val, (int, torch.SymInt)):
+        return TensorType((), DType.int64)
+    if isinstance(val, (float, torch.SymFloat)):
+        return TensorType((), DType.float64)  # Python floats are doubles
+    raise TypeError(f"no Core AI type for {type(val).__name__} value {val!r}")
+
+
+def result_dtype(node: torch.fx.Node | None = None, index: int | None = None) -> DType:
+    """The element type of :func:`result_type`."""
+    return result_type(node, index).element_type
+
+
+def node_dtype(arg: Any) -> DType | None:
+    """Element type of an FX node argument (None for Python scalars)."""
+    if isinstance(arg, torch.fx.Node):
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return dtype_of(val.dtype)
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            return DType.int64
+        if isinstance(val, (torch.SymFloat, float)):
+            return DType.float64
+        if isinstance(val, (torch.SymBool, bool)):
+            return DType.bool
+    return None
+
+
+# -- operands ------------------------------------------------------------------------------
+
+def get_arg(node: torch.fx.Node, index: int, name: str | None = None, default: Any = None) -> Any:
+    """``node.args[index]``, or the keyword argument ``name``, or ``default``."""
+    if index < len(node.args):
+        return node.args[index]
+    if name is not None and name in node.kwargs:
+        return node.kwargs[name]
+    return default
+
+
+def peer_dtype(node: torch.fx.Node) -> DType | None:
+    """The dtype of the node's first tensor argument: what a Python scalar next to it adopts."""
+    for a in node.args:
+        d = node_dtype(a)
+        if d is not None and isinstance(a, torch.fx.Node) and isinstance(
+                a.meta.get("val"), torch.Tensor):
+            return d
+    return None
+
+
+def scalar_constant(value: Any, peer: DType | None, loc: Location | None = None) -> Value:
+    """A 0-d constant for a Python scalar next to a tensor of type ``peer``.
+
+    Follows PyTorch's wrapped-number promotion: a scalar adopts the tensor's type within the
+    same category (bool < int < float), otherwise the default type of its own category.
+    """
+    if isinstance(value, bool):
+        dtype = DType.bool
+    elif isinstance(value, int):
+        dtype = peer if peer is not None and peer is not DType.bool else DType.int64
+    elif isinstance(value, float):
+        dtype = peer if peer is not None and (peer.is_float or peer.is_complex) \
+            else dtype_of(torch.get_default_dtype())
+    elif isinstance(value, complex):
+        dtype = peer if peer is not None and peer.is_complex \
+            else dtype_of(torch.get_default_dtype()).complex_dtype
+    else:
+        raise TypeError(f"expected a Python scalar, got {value!r}")
+    return coreai.constant(value, dtype=dtype, loc=loc)
+
+
+def get_operand(values_map: Mapping[str, Value], node: torch.fx.Node, index: int,
+                loc: Location | None = None, dtype: Any = None) -> Value:
+    """The Value for ``node.args[index]``.
+
+    FX nodes (tensors and SymInts) are looked up in ``values_map``; Python scalars become
+    0-d constants (of ``dtype`` if given, else promoted against the node's first tensor
+    operand); lists of ints/SymInts become a 1-d int64 tensor.
+    """
+    return _to_value(values_map, node, node.args[index], loc, dtype)
+
+
+def get_operands(values_map: Mapping[str, Value], node: torch.fx.Node, indices: Sequence[int],
+                 loc: Location | None = None) -> list[Value]:
+    """``[get_operand(values_map, node, i, loc) for i in indices]``."""
+    return [get_operand(values_map, node, i, loc) for i in indices]
+
+
+def _to_value(values_map: Mapping[str, Value], node: torch.fx.Node, arg: Any,
+              loc: Location | None, dtype: Any = None) -> Value:
+    if isinstance(arg, torch.fx.Node):
+        try:
+            value = values_map[arg.name]
+        except KeyError:
+            raise KeyError(f"FX node {arg.name!r} (argument of {node.name!r}) has no lowered "
+                           "value; multi-output results are stored as 'name#i'") from None
+        return cast_to(value, dtype, loc) if dtype is not None else value
+    if isinstance(arg, (list, tuple)):
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in arg):
+            return coreai.constant(np.asarray(arg, dtype=np.int64).reshape(len(arg)),
+                                   dtype=dtype or DType.int64, loc=loc)
+        if any(isinstance(a, torch.fx.Node) for a in arg):
+            return shape_value(values_map, node, arg, loc)
+        return coreai.constant(np.asarray(arg), dtype=dtype, loc=loc)
+    if isinstance(arg, (bool, int, float, complex)):
+        if dtype is not None:
+            return coreai.constant(arg, dtype=dtype, loc=loc)
+        return scalar_constant(arg, peer_dtype(node), loc)
+    if isinstance(arg, torch.Tensor):
+        return coreai.constant(to_numpy(arg), loc=loc)
+    raise TypeError(f"cannot turn argument {arg!r} of FX node {node.name!r} into a tensor")
+
+
+def shape_value(values_map: Mapping[str, Value], node: torch.fx.Node, sizes: Sequence[Any],
+                loc: Location | None = None) -> Value:
+    """A 1-d int64 tensor from a list of ints and SymInt FX nodes (e.g. a view's shape)."""
+    if all(isinstance(s, int) for s in sizes):
+        return coreai.constant(np.asarray(sizes, dtype=np.int64).reshape(len(sizes)), loc=loc)
+    pieces = []
+    for s in sizes:
+        if isinstance(s, torch.fx.Node):
+            v = cast_to(values_map[s.name], DType.int64, loc)
+            pieces.append(coreai.reshape(v, [1], loc=loc))
+        else:
+            pieces.append(coreai.constant(np.asarray([int(s)], dtype=np.int64), loc=loc))
+    return coreai.concat(pieces, axis=0, loc=loc)
+
+
+def int_list(arg: Any, node: torch.fx.Node, what: str = "argument") -> list[int]:
+    """A list of static ints (SymInt FX nodes are rejected with a clear message)."""
+    if isinstance(arg, int):
+        return [arg]
+    out = []
+    for a in arg:
+        if isinstance(a, torch.fx.Node):
+            raise NotImplementedError(f"{what} of {node.name!r} must be static, got symbolic "
+                                      f"{a.name!r}")
+        out.append(int(a))
+    return out
+
+
+def cast_to(value: Value | bool | int | float, dtype: Any, loc: Location | None = None,
+            ) -> Value:
+    """``value`` as ``dtype``: a Value is cast (no op when it already has that type), a Python
+    scalar becomes a 0-d constant of ``dtype``."""
+    target = DType.of(dtype)
+    if not isinstance(value, Value):
+        return coreai.constant(value, dtype=target, loc=loc)
+    if value.type.element_type is target:
+        return value
+    return coreai.cast(value, target, loc=loc)
+
+
+def scalar_like(value: Any, like: Value, loc: Location | None = None) -> Value:
+    """A 0-d constant holding ``value`` in ``like``'s element type."""
+    return coreai.constant(value, dtype=like.type.element_type, loc=loc)
+
+
+def normalize_dim(dim: int, rank: int) -> int:
+    """A possibly negative dim as a non-negative axis (rank 0 admits 0 and -1 like torch)."""
+    r = max(rank, 1)
+    if not -r <= dim < r:
+        raise IndexError(f"dim {dim} is out of range for a tensor of rank {rank}")
+    return dim % r
+
+
+def normalize_dims(dims: Any, rank: int) -> list[int]:
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({normalize_dim(d, rank) for d in dims})
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
+    """A numpy view of a CPU tensor (no copy when contiguous); None for meta/fake tensors."""
+    t = tensor.detach()
+    if t.is_meta or type(t).__name__ == "FakeTensor":
+        return None
+    if t.is_sparse or t.is_quantized:
+        raise TypeError(f"{t.layout} / quantized tensors are not supported as weights")
+    t = t.resolve_conj().resolve_neg()  # numpy cannot view torch's lazy conjugate/negative bits
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.contiguous().numpy()
