@@ -12,10 +12,12 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    complex,
     control,
     creation,
     elementwise,
     embedding,
+    fft,
     indexing,
     nn,
     norm,
@@ -30,7 +32,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, complex, fft,
 )
 
 _DEFAULT: LoweringTable | None = None
