@@ -44,11 +44,17 @@ def aten_polar_default(abs: Value, angle: Value) -> Value:
                            coreai.broadcasting_mul(abs, coreai.sin(angle)))
 
 
-@reg("aten::_conj.default", "aten::_conj_physical.default", "aten::conj_physical.default",
-     "aten::resolve_conj.default")
+@reg("aten::_conj.default", "aten::_conj_physical.default", "aten::conj_physical.default")
 def aten__conj_default(self: Value) -> Value:
     """_conj(Tensor(a) self) -> Tensor(a) (a real tensor is its own conjugate)"""
     return coreai.conj(self) if self.type.element_type.is_complex else self
+
+
+@reg("aten::resolve_conj.default")
+def aten_resolve_conj_default(self: Value) -> Value:
+    """resolve_conj(Tensor(a) self) -> Tensor(a): the values unchanged (``_conj`` already
+    conjugated them physically)"""
+    return self
 
 
 @reg("aten::angle.default")
