@@ -62,5 +62,6 @@ def test_complex_weights_and_buffers_convert_save_and_load(tmp_path: Path):
     assert_matches([want], got, atol=atol * 10, rtol=rtol * 10, what="complex filter")
     program.save(tmp_path / "filter.coreai")
     again = load(tmp_path / "filter.coreai")
-    np.testing.assert_array_equal(list(again.run([x.numpy()]).values())[0], got[0])
+    (again_out,) = again.run([x.numpy()]).values()
+    np.testing.assert_array_equal(again_out, got[0])
     assert "xc64>" in str(program)  # the complex weight is declared with its complex type

@@ -89,7 +89,7 @@ add("aten::_conj_physical.default", torch.conj_physical, one(special=True))
 add("aten::angle.default", torch.angle, one(special=True), name="angle[complex]")
 add("aten::angle.default", torch.angle, one(REAL, special=True), name="angle[real]")
 add("aten::sgn.default", torch.sgn, one(special=False), name="sgn[complex]")
-add("aten::sgn.default", torch.sgn, one(REAL), name="sgn[real]")
+add("aten::sgn.default", torch.sgn, one(REAL, special=True), name="sgn[real]")
 
 
 @st.composite
