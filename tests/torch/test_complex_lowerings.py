@@ -65,3 +65,26 @@ def test_complex_weights_and_buffers_convert_save_and_load(tmp_path: Path):
     (again_out,) = again.run([x.numpy()]).values()
     np.testing.assert_array_equal(again_out, got[0])
     assert "xc64>" in str(program)  # the complex weight is declared with its complex type
+
+
+def test_verify_compares_both_parts_of_complex_outputs():
+    from coreai_core.dialects import coreai
+    from coreai_torch.verify import compare, find_first_nonfinite, verify
+
+    z = torch.tensor([1 + 2j, -3 - 0.5j], dtype=torch.complex64)
+    module = FnModule(lambda v: torch.conj(v) * 2, [z], {})
+    ep = torch.export.export(module, (z,))
+    from coreai_torch import get_decomp_table
+
+    program = convert(ep.run_decompositions(get_decomp_table()))
+    assert verify(module, program, [z.numpy()]).passed
+    want = np.array([1 + 2j], np.complex64)
+    assert compare("y", want, want, 0, 0).passed
+    assert not compare("y", np.conj(want), want, 1e-3, 1e-3).passed  # the imaginary parts differ
+    from coreai_core import Program, TensorType
+
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((1,), "complex64")}) as g:
+        g.outputs({"y": coreai.reciprocal(g["x"])})
+    bad = find_first_nonfinite(p, [np.zeros(1, np.complex64)])
+    assert bad is not None and bad.op == "coreai.reciprocal"

@@ -120,7 +120,7 @@ for _name in ("isnan", "isinf", "isfinite"):
 for _name in ("add", "sub", "mul"):
     add(f"aten::{_name}.Tensor", getattr(torch, _name), two(), name=f"{_name}[complex]")
     add(f"aten::{_name}.Tensor", getattr(torch, _name), two(COMPLEX, REAL),
-        name=f"{_name}[complex, real]")
+        name=f"{_name}[complex,real]")
 add("aten::div.Tensor", torch.div, two(COMPLEX, COMPLEX, rhs_low=0.5),
     name="div[complex]")
 add("aten::pow.Tensor_Tensor", torch.pow, two(COMPLEX, COMPLEX, low=0.5, high=2.0),
