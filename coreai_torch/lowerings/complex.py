@@ -63,11 +63,10 @@ def aten_angle_default(self: Value) -> Value:
     (NaN stays NaN)"""
     if self.type.element_type.is_complex:
         return coreai.broadcasting_atan2(coreai.imag(self), coreai.real(self))
-    x = cast_to(self, result_dtype())
+    x = cast_to(self, result_dtype())  # a float type, also for integer inputs
     half_turn = coreai.broadcasting_where(coreai.broadcasting_less(x, scalar_like(0, x)),
                                           scalar_like(math.pi, x), scalar_like(0, x))
-    return coreai.broadcasting_where(coreai.isnan(x), x, half_turn) if x.type.element_type \
-        .is_float else half_turn
+    return coreai.broadcasting_where(coreai.isnan(x), x, half_turn)
 
 
 @reg("aten::sgn.default")

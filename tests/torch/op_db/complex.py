@@ -153,6 +153,9 @@ add("aten::_to_copy.default", lambda z, d: z.to(d), st.one_of(
     one(st.just(torch.complex128), d=st.just(torch.complex64))), name="to[complex]")
 add("aten::_to_copy.default", lambda x, d: x.to(d),
     one(REAL, d=st.sampled_from((torch.complex64, torch.complex128))), name="to[real->complex]")
+add("aten::_to_copy.default", lambda z, d: z.to(d),  # keeps the real part (torch warns)
+    one(d=st.sampled_from((torch.float32, torch.float64, torch.int32, torch.bool))),
+    name="to[complex->real]")
 
 # -- reductions and data movement -----------------------------------------------------------------
 add("aten::sum.dim_IntList", lambda z, d: z.sum(d), one(min_rank=1, d=st.just(-1)),
