@@ -28,6 +28,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
 from coreai_core._opdef import Ints, defop
 from coreai_core._shapes import expect, norm_axis
+from coreai_core.errors import TypeRuleError
 
 __all__ = ["fft_c2c", "fft_c2r", "fft_r2c"]
 
@@ -67,8 +68,9 @@ def fft_r2c(x: Value, axes: Ints, normalization: Normalization = "none",
     shape = list(x.type.shape)
     if onesided:
         last = shape[ax[-1]]
-        expect(isinstance(last, int), f"a onesided transform needs a static size on axis "
-                                      f"{ax[-1]}, got {x.type}")
+        if not isinstance(last, int):
+            raise TypeRuleError(f"a onesided transform needs a static size on axis {ax[-1]}, "
+                                f"got {x.type}")
         shape[ax[-1]] = last // 2 + 1
     return TensorType(shape, dtype.complex_dtype)
 
