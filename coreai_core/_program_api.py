@@ -5,9 +5,10 @@ layers that act on a program (builders, runtime, optimizer, verifier, printer, d
 serialization) import the data classes, never the other way round, as MLIR and xDSL keep
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
-``optimize``, ``verify``, ``to_text``/``str``, ``to_dot``, ``to_mermaid``, ``save``,
-``bind_weights``), each a thin call into its layer. A subclass, rather than attaching functions
-to the data class at import time, keeps the methods visible to type checkers and to ``help()``;
+``explain_plan``, ``optimize``, ``verify``, ``to_text``/``str``, ``to_dot``, ``to_mermaid``,
+``save``, ``bind_weights``), each a thin call into its layer. A subclass, rather than
+attaching functions to the data class at import time, keeps the methods visible to type
+checkers and to ``help()``;
 the price is that whoever creates programs for users creates this class: ``Program()``
 directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
 parser and the artifact reader (they fill any ``ProgramData``).
@@ -27,7 +28,7 @@ from coreai_core._builder import insertion_point
 from coreai_core._ir import Graph, ProgramData
 from coreai_core._text_parser import parse_into
 from coreai_core.optimizer import OptimizeReport, Pass, optimize
-from coreai_core.runtime import run_program
+from coreai_core.runtime import Seed, default_runtime, run_program
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
 
@@ -63,15 +64,22 @@ class Program(ProgramData):
 
     # -- behaviour (implemented in the layers below) ----------------------------------------
     def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+            seed: Seed = None) -> dict[str, np.ndarray]:
         """Execute ``entrypoint`` with the numpy reference runtime.
 
         Returns a dict output name -> array, in output order. Without ``state`` the program's
         own state is read and updated (like calling a torch module with buffers); with
-        ``state`` that mapping is used and updated in place instead.
+        ``state`` that mapping is used and updated in place instead. ``seed`` (an int, a
+        numpy ``SeedSequence`` or ``Generator``) makes the random ops reproducible; None
+        draws fresh entropy.
         """
-        return run_program(self, inputs, entrypoint=entrypoint, state=state)
+        return run_program(self, inputs, entrypoint=entrypoint, state=state, seed=seed)
+
+    def explain_plan(self, entrypoint: str = "main") -> str:
+        """The Python source ``run`` executes for ``entrypoint`` (and its regions and callees),
+        each headed by its stats: see ``Runtime.explain_plan``."""
+        return default_runtime().explain_plan(self, entrypoint)
 
     def optimize(self, passes: Sequence[str | Pass] | None = None) -> OptimizeReport:
         """Run the optimizer pipeline in place and return its per-pass report."""

@@ -56,7 +56,7 @@ _NAN_BITS = re.compile(r"nan\(0x([0-9a-fA-F]{1,16})\)", re.ASCII)
 # a complex element `(real, imag)` is one token; its parts may be `nan(0x...)`
 _DENSE_TOKEN = re.compile(r"\[|\]|,|\((?:[^()]|\([^()]*\))*\)|[^\s\[\],]+|\s+", re.ASCII)
 _COMPLEX_TOKEN = re.compile(r"\(\s*([^\s,]+)\s*,\s*([^\s,]+)\s*\)", re.ASCII)
-_ELEMENT = re.compile(r"[a-z]+\d*", re.ASCII)
+_ELEMENT = re.compile(r"[a-z]+\d*(?:E\d+M\d+(?:FN)?)?", re.ASCII)  # f8E4M3FN
 _FROM_SHORT = {v: k for k, v in SHORT_NAME.items()}
 
 

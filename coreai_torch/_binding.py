@@ -226,6 +226,20 @@ def bind_arguments(node: torch.fx.Node) -> dict[str, Any]:
     return raw
 
 
+# A schema default of type ScalarType is its c10::ScalarType code (``randint``'s ``dtype=4``).
+_SCALAR_TYPE_CODES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32,
+                      4: torch.int64, 5: torch.float16, 6: torch.float32, 7: torch.float64,
+                      11: torch.bool, 15: torch.bfloat16}
+
+
+def _torch_dtype(arg: Any) -> torch.dtype:
+    if not isinstance(arg, int):
+        return arg
+    if arg not in _SCALAR_TYPE_CODES:
+        raise TypeError(f"ScalarType code {arg} has no Core AI element type")
+    return _SCALAR_TYPE_CODES[arg]
+
+
 def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> Any:
     if arg is None:
         return None
@@ -234,7 +248,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     if spec.kind == TENSORS:
         return [None if a is None else _tensor(a, values, node) for a in arg]
     if spec.kind == DTYPE:
-        return utils.dtype_of(arg)
+        return utils.dtype_of(_torch_dtype(arg))
     if spec.kind == INTS and isinstance(arg, (int, torch.fx.Node)):
         arg = [arg] * (spec.length or 1)
     return _plain(arg, values)
@@ -266,35 +280,56 @@ def _is_default(value: Any, default: Any) -> bool:
     return value is default or (type(value) is not bool and value == default)
 
 
+def _misnamed(param: str, by_name: Mapping[str, _Arg], node: torch.fx.Node) -> str:
+    close = difflib.get_close_matches(param, list(by_name), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    schema = getattr(node.target, "_schema", node.target)
+    return f"lowering parameter {param!r} is not an argument of {schema}{hint}"
+
+
 def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node,
                   loc: Any) -> Any:
-    """Call ``fn`` for ``node`` in its form (see the module docstring)."""
+    """Call ``fn`` for ``node`` in its form (see the module docstring), with ``node`` as the
+    conversion context's current node (what ``result_type()`` describes)."""
+    ctx = utils.active_context()
+    token = None
+    if ctx is None:  # called outside a conversion, e.g. from a test
+        ctx = utils.ConversionContext()
+        token = utils.set_context(ctx)
+    outer, ctx.node = ctx.node, node
+    try:
+        return _call(fn, values, node, loc)
+    finally:
+        ctx.node = outer
+        if token is not None:
+            utils.reset_context(token)
+
+
+def _call(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
     if is_node_form(fn, node.target):
         return fn(values, node, loc)
     sig = _signature_of(fn)
     specs = _schema_args(node.target)
     raw = bind_arguments(node)
     by_name = {s.name: s for s in specs}
-    unknown = [p for p in sig.params if p not in by_name and p not in sig.optional]
+    extra = [p for p in sig.params if p not in by_name]
+    unknown = [p for p in extra if p not in sig.optional]
     if unknown:
-        p = unknown[0]
-        close = difflib.get_close_matches(p, list(by_name), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(
-            f"lowering parameter {p!r} is not an argument of "
-            f"{getattr(node.target, '_schema', node.target)}{hint}; "
-            "name the parameters after the schema, or write the lowering in the FX-node "
-            "form fn(values_map, node, loc)")
+        raise TypeError(_misnamed(unknown[0], by_name, node) + "; name the parameters after "
+                        "the schema, or write the lowering in the FX-node form "
+                        "fn(values_map, node, loc)")
     kwargs: dict[str, Any] = {}
     for spec in specs:
         if spec.name in sig.params or sig.var_keyword:
             kwargs[spec.name] = _convert(spec, raw[spec.name], values, node)
         elif not spec.has_default or not _is_default(raw[spec.name], spec.default):
-            raise NotImplementedError(
-                f"argument {spec.schema_name}={raw[spec.name]!r} is not supported by this "
-                f"lowering (it handles only the default, {spec.default!r})"
-                if spec.has_default else
-                f"the lowering does not declare the required argument {spec.schema_name!r}")
+            what = (f"argument {spec.schema_name}={raw[spec.name]!r} is not supported by this "
+                    f"lowering (it handles only the default, {spec.default!r})"
+                    if spec.has_default else
+                    f"the lowering does not declare the required argument {spec.schema_name!r}")
+            # a misspelt optional parameter is the likely cause: name it
+            hints = [_misnamed(p, by_name, node) for p in extra]
+            raise NotImplementedError("; ".join([what, *hints]))
     if sig.wants_node:
         kwargs["node"] = node
     return fn(**kwargs)

@@ -161,6 +161,11 @@ class GraphLowerer:
                             values.bind(node, coreai.constant(self.weights.ref(target, tensor)))
                 elif kind == InputKind.TOKEN:
                     values.bind(node, coreai.constant(np.zeros((0,), np.float32)))
+                elif kind == InputKind.CUSTOM_OBJ and isinstance(ep.constants.get(target),
+                                                                 torch.Generator):
+                    # a torch.Generator passed to random ops: they draw from the run's own
+                    # generator (run(..., seed=)), so this placeholder carries nothing
+                    values.bind(node, coreai.constant(np.zeros((0,), np.float32)))
                 else:
                     raise LoweringError(f"unsupported input kind {kind}", node=node.name,
                                         target=str(target), source=None, lowering=None)
@@ -237,7 +242,6 @@ class GraphLowerer:
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
-        outer, self.ctx.node = self.ctx.node, node
         with default_location(loc):
             try:
                 result = call_lowering(fn, values, node, loc)
@@ -246,8 +250,6 @@ class GraphLowerer:
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
-            finally:
-                self.ctx.node = outer
         self._store(node, qn, fn, result, values)
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,

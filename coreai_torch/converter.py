@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -181,6 +182,16 @@ class TorchConverter:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
+        counts, examples = self._unsupported(ep)
+        mutating = sorted(qn for qn, node in examples.items() if _mutates(node.target))
+        if mutating:
+            # torch.export keeps in-place ops (copy_ into a select view, x[:, 1] = y) until the
+            # program is decomposed; an empty table functionalizes it and decomposes nothing
+            ep = ep.run_decompositions({})
+            self.conversion_log.append(
+                f"{name}: functionalized the program on the fly: it calls the in-place "
+                f"op(s) {', '.join(mutating)}, which become functional writes")
+            _LOG.info(self.conversion_log[-1])
         for _ in range(_MAX_DECOMPOSITION_ROUNDS):
             counts, examples = self._unsupported(ep)
             table = {}
@@ -215,6 +226,11 @@ _MAX_DECOMPOSITION_ROUNDS = 8
 _LOG = logging.getLogger("coreai_torch")
 
 
+def _mutates(target: Any) -> bool:
+    """Whether ``target`` is an aten op that writes into one of its arguments."""
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
+
+
 def _torch_decomposition(target: Any) -> Callable | None:
     """torch's decomposition of an aten OpOverload, if it has one."""
     if not isinstance(target, torch._ops.OpOverload):
@@ -224,9 +240,20 @@ def _torch_decomposition(target: Any) -> Callable | None:
     fn = decomposition_table.get(target)
     if fn is not None:
         return fn
-    if target.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
-        return target.decompose
-    return None
+    composite = torch._C.DispatchKey.CompositeImplicitAutograd
+    if not target.has_kernel_for_dispatch_key(composite):
+        return None
+    kernel = target.py_kernels.get(composite)
+    if kernel is not None and not isinstance(kernel, torch._C.DispatchKey):
+        return kernel
+    return functools.partial(_run_composite_kernel, target)
+
+
+def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    # Not ``op.decompose``: run_decompositions installs each table entry as the op's Python
+    # CompositeImplicitAutograd kernel, and ``decompose`` calls that kernel, i.e. itself again
+    # (RecursionError, e.g. on aten::instance_norm). The C++ composite kernel is what we want.
+    return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
 def _opt_list(names: Sequence[str] | None) -> list[str] | None:

@@ -17,15 +17,9 @@ from coreai_torch.lowerings import default_table
 
 __all__ = ["NOT_LOWERED", "core_aten_ops", "main", "not_lowered", "report"]
 
-_RANDOM = ("random: a deterministic program cannot reproduce torch's generator; the converter's "
-           "preflight error reports it (export in eval mode, or pass the noise as an input)")
-
 # Core ATen ops deliberately left without a lowering, with the reason. A meta test keeps this
 # list equal to the ops actually missing.
 NOT_LOWERED: dict[str, str] = {
-    "aten::rand.default": _RANDOM,
-    "aten::randn.default": _RANDOM,
-    "aten::randperm.default": _RANDOM,
 }
 
 

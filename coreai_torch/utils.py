@@ -60,8 +60,14 @@ _CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.Context
 
 
 def current_context() -> ConversionContext:
+    """The running conversion's context (an empty one outside a conversion)."""
     ctx = _CONTEXT.get()
     return ctx if ctx is not None else ConversionContext()
+
+
+def active_context() -> ConversionContext | None:
+    """The running conversion's context, or None outside a conversion."""
+    return _CONTEXT.get()
 
 
 def set_context(ctx: ConversionContext) -> contextvars.Token:
@@ -74,7 +80,7 @@ def reset_context(token: contextvars.Token) -> None:
 
 # -- dtypes and types ------------------------------------------------------------------------------
 
-_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType}
+_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:
@@ -302,6 +308,8 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
         import ml_dtypes
 
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # numpy has no float8: bits
+        return t.contiguous().view(torch.uint8).numpy().view(DType.of(t.dtype).numpy)
     return t.contiguous().numpy()
 
 

@@ -1,4 +1,6 @@
-"""Neural-network ops: matmul, convolution, pooling, interpolation, quantization."""
+"""Neural-network ops: matmul, convolution, pooling, interpolation.
+
+Quantization ops live with the compression ops (``_compression.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,13 @@ from typing import Any, Literal, overload
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
 from coreai_core._opdef import Floats, Ints, IntsLike, ValueLike, defop
-from coreai_core._shapes import broadcast_shapes, expect, norm_axis, same_dtype, window_out
+from coreai_core._shapes import (
+    broadcast_shapes,
+    expect,
+    expect_int_vector,
+    same_dtype,
+    window_out,
+)
 from coreai_core.errors import TypeRuleError
 
 
@@ -161,15 +169,22 @@ def avgpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints
 @defop()
 def interpolate(x: Value, sizes: Ints,
                 mode: Literal["nearest", "nearest_exact", "linear", "cubic"] = "nearest",
-                align_corners: bool = False, scales: Floats | None = None) -> TensorType:
+                align_corners: bool = False, scales: Floats | None = None,
+                output_size: Value | None = None) -> TensorType:
     """Resize the spatial dims to ``sizes`` (PyTorch upsample semantics).
 
     ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
     (output/input, one per spatial dim; a value <= 0 means "not given") and change the
-    coordinate mapping exactly like torch does.
+    coordinate mapping exactly like torch does. ``output_size`` (1-d int64, one entry per
+    spatial dim) gives sizes known only at run time; ``sizes`` then holds -1 for each of them.
     """
     n = _spatial(x, None, "interpolate")
     expect(len(sizes) == n, f"sizes needs {n} entries, got {list(sizes)}")
+    if output_size is not None:
+        expect_int_vector(output_size, "output_size", n)
+        expect(all(s >= -1 for s in sizes), f"sizes entries must be >= -1, got {list(sizes)}")
+        return x.type.with_shape([*x.type.shape[:2],
+                                  *(Dim() if s == -1 else s for s in sizes)])
     if scales is not None:
         expect(len(scales) == n, f"scales needs {n} entries, got {list(scales)}")
     if mode == "cubic":
@@ -177,42 +192,6 @@ def interpolate(x: Value, sizes: Ints,
     expect(x.type.element_type.is_float or mode.startswith("nearest"),
            f"{mode} interpolation expects a float tensor, got {x.type}")
     return x.type.with_shape([*x.type.shape[:2], *sizes])
-
-
-def _quant_params(x: Value, scale: Value, zero_point: Value, axis: int | None) -> None:
-    if axis is None:
-        expect(scale.type.rank == 0 and zero_point.type.rank == 0,
-               "per-tensor scale and zero_point must be 0-d")
-    else:
-        ax = norm_axis(axis, x.type.rank)
-        for v in (scale, zero_point):
-            expect(v.type.rank == 1, f"per-axis parameters must be 1-d, got {v.type}")
-            if isinstance(v.type.shape[0], int) and isinstance(x.type.shape[ax], int):
-                expect(v.type.shape[0] == x.type.shape[ax],
-                       f"{v.type} does not match axis {ax} of {x.type}")
-
-
-@defop()
-def quantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
-             dtype: DType = DType.int8) -> TensorType:
-    """round(x * (1 / scale)) + zero_point, clamped to ``dtype`` (per tensor or ``axis``).
-
-    Like torch, x is multiplied by the float reciprocal of the scale; rounding is half to even.
-    """
-    expect(x.type.element_type.is_float, f"quantize expects a float tensor, got {x.type}")
-    expect(dtype.is_int, f"quantized dtype must be an integer type, got {dtype}")
-    _quant_params(x, scale, zero_point, axis)
-    return x.type.with_dtype(dtype)
-
-
-@defop()
-def dequantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
-               ) -> TensorType:
-    """(x - zero_point) * scale, in the scale's float type."""
-    expect(x.type.element_type.is_int, f"dequantize expects an integer tensor, got {x.type}")
-    expect(scale.type.element_type.is_float, f"scale must be float, got {scale.type}")
-    _quant_params(x, scale, zero_point, axis)
-    return x.type.with_dtype(scale.type.element_type)
 
 
 # -- fixed-rank builder names (the seed guide's spelling); they build the ops above ------------
@@ -261,5 +240,5 @@ def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = No
 
 __all__ = [
     "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool", "avgpool", "interpolate",
-    "quantize", "dequantize", "conv2d", "sumpool2d", "maxpool2d"
+    "conv2d", "sumpool2d", "maxpool2d"
 ]

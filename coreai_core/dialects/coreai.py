@@ -16,6 +16,13 @@ from coreai_core.dialects._complex import (
     view_as_complex,
     view_as_real,
 )
+from coreai_core.dialects._compression import (
+    constexpr_blockwise_shift_scale,
+    dequantize,
+    lut_to_dense,
+    quantize,
+    sparse_to_dense,
+)
 from coreai_core.dialects._control import (
     if_,
     invoke,
@@ -113,13 +120,19 @@ from coreai_core.dialects._nn import (
     conv,
     conv2d,
     conv_transpose,
-    dequantize,
     interpolate,
     maxpool,
     maxpool2d,
-    quantize,
     sumpool,
     sumpool2d,
+)
+from coreai_core.dialects._random import (
+    random_bernoulli,
+    random_integers,
+    random_multinomial,
+    random_normal,
+    random_permutation,
+    random_uniform,
 )
 from coreai_core.dialects._tensor import (
     all_,
@@ -177,7 +190,9 @@ __all__ = [
     "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero",
+    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
+    "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial",
     "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
     "fft_c2c", "fft_r2c", "fft_c2r",
 ]

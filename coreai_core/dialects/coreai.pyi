@@ -48,8 +48,10 @@ __all__ = [
     "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero", "complex_", "real", "imag", "conj",
-    "view_as_real", "view_as_complex", "fft_c2c", "fft_r2c", "fft_c2r"
+    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
+    "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial", "complex_",
+    "real", "imag", "conj", "view_as_real", "view_as_complex", "fft_c2c", "fft_r2c", "fft_c2r"
 ]
 
 def if_(
@@ -522,6 +524,7 @@ def interpolate(
     mode: Literal['nearest', 'nearest_exact', 'linear', 'cubic'] = ...,
     align_corners: bool = ...,
     scales: FloatsLike | None = ...,
+    output_size: ValueLike | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
@@ -529,34 +532,40 @@ def interpolate(
 
     ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
     (output/input, one per spatial dim; a value <= 0 means "not given") and change the
-    coordinate mapping exactly like torch does.
+    coordinate mapping exactly like torch does. ``output_size`` (1-d int64, one entry per
+    spatial dim) gives sizes known only at run time; ``sizes`` then holds -1 for each of them.
     """
 
 
 def quantize(
     x: ValueLike,
     scale: ValueLike,
-    zero_point: ValueLike,
+    zero_point: ValueLike | None = ...,
     axis: int | None = ...,
     dtype: DTypeLike = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """round(x * (1 / scale)) + zero_point, clamped to ``dtype`` (per tensor or ``axis``).
+    """Affine quantization per tensor, per channel (``axis``) or per block.
 
-    Like torch, x is multiplied by the float reciprocal of the scale; rounding is half to even.
+    Integer ``dtype``: ``clamp(round_half_even(x * (1 / scale)) + zero_point)`` to the
+    type's range. Like torch, x is multiplied by the float reciprocal of the scale. Float
+    ``dtype`` (float8/float4): ``x * (1 / scale)`` rounded to ``dtype``, saturating at its
+    largest finite value (no zero point).
     """
 
 
 def dequantize(
     x: ValueLike,
     scale: ValueLike,
-    zero_point: ValueLike,
+    zero_point: ValueLike | None = ...,
     axis: int | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """(x - zero_point) * scale, in the scale's float type."""
+    """``(x - zero_point) * scale`` in the scale's float type, per tensor, per channel
+    (``axis``) or per block.
+    """
 
 
 def reduce_sum(
@@ -837,6 +846,120 @@ def scatter_nd(
 
 def non_zero(x: ValueLike, *, loc: Location | None = None) -> Value:
     """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+
+
+def lut_to_dense(
+    indices: ValueLike,
+    lut: ValueLike,
+    shape: IntsLike,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Palettized weight: ``out[p] = lut[p // group, index[p]]``.
+
+    ``lut`` has shape ``(G_0, ..., G_{r-1}, 2**nbits)`` for an ``r``-d result of ``shape``:
+    the result is split into ``G_d`` groups along each axis ``d`` (``G_d`` divides
+    ``shape[d]``), each with its own table of ``2**nbits`` values (1 <= nbits <= 8).
+    ``indices`` is the uint8 bit stream of the ``prod(shape)`` row-major ``nbits``-bit
+    indices.
+    """
+
+
+def constexpr_blockwise_shift_scale(
+    data: ValueLike,
+    scale: ValueLike,
+    offset: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Blockwise dequantization: ``out = (data - offset[p // block]) * scale[p // block]``.
+
+    ``data`` is int4, uint4, int8, uint8, float4_e2m1fn, float8_e4m3fn or float8_e5m2;
+    ``scale`` is a float tensor of the data's rank whose sizes divide the data's (the block
+    size along axis ``d`` is ``data.shape[d] // scale.shape[d]``); ``offset`` (optional, the
+    zero point) has the scale's shape and the data's element type. Computed in the scale's
+    type (float32 for float16/bfloat16) and returned in the scale's type.
+    """
+
+
+def sparse_to_dense(
+    mask: ValueLike,
+    nonzero_data: ValueLike,
+    shape: IntsLike,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Sparse weight: a 1-bit ``mask`` stream over the ``prod(shape)`` row-major positions
+    (uint8, see the module docstring) and ``nonzero_data``, the values where the mask is set,
+    in order; every other element is zero.
+    """
+
+
+def random_uniform(
+    shape: ValueLike,
+    low: float = ...,
+    high: float = ...,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Uniform floats in ``[low, high)`` of ``shape`` (1-d int tensor).
+
+    Draws ``u`` on the dtype's grid ``k * 2**-m`` of ``[0, 1)`` and returns ``low + (high -
+    low) * u`` rounded once to ``dtype``; a value that rounds up to ``high`` or above becomes
+    the largest dtype value below ``high``. ``low == high`` (or no dtype value in the
+    interval) gives ``low`` rounded to dtype.
+    """
+
+
+def random_normal(
+    shape: ValueLike,
+    mean: float = ...,
+    std: float = ...,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Normal floats ``mean + std * z`` of ``shape``, ``z`` standard normal (in float64)."""
+
+
+def random_integers(
+    shape: ValueLike,
+    low: int,
+    high: int,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type)."""
+
+
+def random_permutation(n: int, dtype: DTypeLike = ..., *, loc: Location | None = None) -> Value:
+    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``)."""
+
+
+def random_bernoulli(p: ValueLike, *, loc: Location | None = None) -> Value:
+    """Bool tensor shaped like ``p``: True with probability ``p`` (float, each in [0, 1]).
+
+    Element ``i`` is ``u_i < p_i`` for a float64 uniform ``u_i``; a probability outside
+    ``[0, 1]`` (or NaN) makes the kernel raise.
+    """
+
+
+def random_multinomial(
+    weights: ValueLike,
+    num_samples: int,
+    replacement: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Category indices drawn from each row of ``weights`` [..., n] -> int64 [..., num_samples].
+
+    Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
+    With ``replacement`` the samples are independent; without, each draw excludes the
+    categories already drawn (weights renormalized), so a row needs at least ``num_samples``
+    positive weights. Indices are in draw order.
+    """
 
 
 def complex_(real: ValueLike, imag: ValueLike, *, loc: Location | None = None) -> Value:

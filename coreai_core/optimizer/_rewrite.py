@@ -31,6 +31,11 @@ from coreai_core.errors import TypeRuleError
 # (or a custom op) does.
 IMPURE_TRAITS = frozenset({"impure", "side_effects"})
 
+# Traits of ops whose results differ from one execution to the next (random draws): such an op
+# may be removed when dead, but never folded or merged, and neither may an op whose regions
+# or callee contain one.
+NONDETERMINISTIC_TRAITS = frozenset({"random"})
+
 
 @attrs.define
 class PassStats:
@@ -56,6 +61,38 @@ def is_pure(op: Operation) -> bool:
     """True when ``op`` only computes its results (ops without a definition are not)."""
     opdef = OPS.get(op.name)
     return opdef is not None and not (opdef.traits & IMPURE_TRAITS)
+
+
+def is_deterministic(op: Operation, program: ProgramData | None = None,
+                     memo: dict[int, bool] | None = None) -> bool:
+    """True when ``op`` is pure and gives the same results for the same operands.
+
+    Random ops are not, nor is an op with a random op anywhere in its regions or, for
+    ``invoke``, in its callee graph (resolved in ``program``). ``memo`` caches the answer per
+    graph across calls of one pass.
+    """
+    if not is_pure(op):
+        return False
+    if OPS[op.name].traits & NONDETERMINISTIC_TRAITS:
+        return False
+    memo = {} if memo is None else memo
+    graphs = list(op.regions.values())
+    if op.name == "coreai.invoke":
+        callee = program.graphs.get(op.attributes["callee"]) if program is not None else None
+        if callee is None:
+            return False  # unknown callee: assume the worst
+        graphs.append(callee)
+    return all(_graph_is_deterministic(g, program, memo) for g in graphs)
+
+
+def _graph_is_deterministic(graph: Graph, program: ProgramData | None,
+                            memo: dict[int, bool]) -> bool:
+    known = memo.get(id(graph))
+    if known is None:
+        memo[id(graph)] = True  # a recursive invoke adds nothing new while we look
+        known = all(is_deterministic(o, program, memo) for o in graph.ops)
+        memo[id(graph)] = known
+    return known
 
 
 def all_graphs(program: ProgramData) -> list[Graph]:

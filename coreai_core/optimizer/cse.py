@@ -2,7 +2,8 @@
 
 Two ops are merged when they have the same name, operands, attributes and result types (the
 operands of a commutative binary op in either order). Regions are compared structurally, so
-ops with regions merge only when their regions are equal. Impure ops are never merged.
+ops with regions merge only when their regions are equal. Impure ops are never merged, nor
+random ones (each execution draws new numbers) or ops whose regions or callee contain one.
 
 Weights holding bit-identical data are merged too: every constant referencing a duplicate is
 pointed at the first such weight, the duplicate then becomes unreferenced and is dropped.
@@ -17,7 +18,7 @@ import numpy as np
 
 from coreai_core._ir import Operation, ProgramData, Value, WeightRef, _attr_key
 from coreai_core._opdef import OPS
-from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, is_pure
+from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, is_deterministic
 
 # Elements sampled from each weight to find candidate duplicates before comparing all bytes.
 _SAMPLES = 64
@@ -61,9 +62,10 @@ class CSEPass(RewritePass):
     def begin(self, ctx: PassContext) -> None:
         self._canonical = duplicate_weights(ctx.program)
         self._seen: dict[int, dict[Any, Operation]] = {}
+        self._deterministic: dict[int, bool] = {}
 
     def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
-        if not is_pure(op):
+        if not is_deterministic(op, rw.program, self._deterministic):
             return None
         if op.name == "coreai.constant":
             self._merge_weight(op, rw)

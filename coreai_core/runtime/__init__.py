@@ -10,9 +10,12 @@
   ``Runtime.plan(program, entrypoint)`` returns the cached one.
 - :func:`run_program`, :func:`run_graph_collect` (also returns every intermediate value) and
   :func:`evaluate_op` (one op on concrete arrays, used by constant folding).
+- Runs take a ``seed`` for the random ops; :func:`current_generator` gives a kernel the
+  run's numpy Generator, :func:`seeded` sets one for a ``with`` block.
 """
 
 from coreai_core.runtime._inputs import to_array
+from coreai_core.runtime._rng import Seed, current_generator, seeded
 from coreai_core.runtime._runtime import (
     Runtime,
     default_runtime,
@@ -25,6 +28,6 @@ from coreai_core.runtime.plan import KernelError, Plan, PlanError, Region
 
 __all__ = [
     "DEFAULT_TABLE", "KernelError", "KernelTable", "Plan", "PlanError", "Region", "Runtime",
-    "default_runtime", "evaluate_op", "register_default_kernel", "run_graph_collect",
-    "run_program", "to_array",
+    "Seed", "current_generator", "default_runtime", "evaluate_op", "register_default_kernel",
+    "run_graph_collect", "run_program", "seeded", "to_array",
 ]

@@ -6,13 +6,16 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
+from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime._threads import using_pool
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -95,14 +98,24 @@ class Runtime:
 
     ``kernels`` registers several kernels at once (overriding defaults needs
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
+    Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
+    interprets them step by step instead (for debugging; both give identical results).
+    ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
+    threads, with results identical to one thread; the default is 1.
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; ``program.invalidate()`` makes them stale after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 ) -> None:
+                 compiled: bool = True, threads: int = 1) -> None:
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
         self.kernels = KernelTable(parent=base)
+        self.compiled = compiled
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
         self._building = threading.local()
@@ -159,7 +172,8 @@ class Runtime:
             return self._callee(p, name, problems)
 
         try:
-            return Plan(graph, self.kernels, program, resolve_callee=resolve_callee)
+            return Plan(graph, self.kernels, program, resolve_callee=resolve_callee,
+                        compiled=self.compiled)
         finally:
             building.discard(entrypoint)
 
@@ -178,10 +192,24 @@ class Runtime:
             self._plans.put(program, name, plan)
         return plan
 
+    def _thread_pool(self) -> ThreadPoolExecutor | None:
+        if self.threads <= 1:
+            return None
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="coreai")
+            return self._pool
+
+    def explain_plan(self, program: ProgramData, entrypoint: str = "main") -> str:
+        """The generated Python source ``entrypoint`` runs as, with that of its regions and
+        ``invoke`` callees, each headed by its stats (steps, direct ufunc calls, buffers
+        reused, peak intermediate bytes)."""
+        return self.plan(program, entrypoint).explain()
+
     # -- running -----------------------------------------------------------------------------
     def run(self, program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+            seed: Seed = None) -> dict[str, np.ndarray]:
         """Run ``entrypoint``; returns a dict output name -> array in output order.
 
         ``inputs`` is a dict by name or a positional sequence of numpy arrays, torch tensors
@@ -189,13 +217,22 @@ class Runtime:
         after a successful call; with ``state`` that mapping is read and updated instead.
         Bad inputs raise one ``RuntimeInputError`` before anything runs; a failing kernel
         raises ``KernelError`` naming the op and its location.
+
+        ``seed`` (an int, a numpy ``SeedSequence`` or ``Generator``) seeds the generator the
+        random ops draw from: the same seed gives the same numbers; None draws fresh entropy.
         """
         _check_state_arg(state)
-        return self.plan(program, entrypoint).run(inputs, state)
+        plan = self.plan(program, entrypoint)
+        with using_pool(self._thread_pool(), self.threads):
+            if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
+                return plan.run(inputs, state)
+            with seeded(seed):
+                return plan.run(inputs, state)
 
     def run_collect(self, program: ProgramData,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                     entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                    *, seed: Seed = None,
                     ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
         """Like :meth:`run`, also returning every op result of the entrypoint graph.
 
@@ -204,7 +241,9 @@ class Runtime:
         """
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
-        outputs = self.plan(program, entrypoint).run(inputs, state, record=record)
+        plan = self.plan(program, entrypoint)
+        with using_pool(self._thread_pool(), self.threads), seeded(seed):
+            outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
     def evaluate_op(self, op: Operation, arrays: Sequence[Any],
@@ -223,7 +262,8 @@ class Runtime:
         graph.output_values = {f"out{i}": r for i, r in enumerate(copy.results)}
         plan = Plan(graph, self.kernels, program,
                     resolve_callee=lambda name, problems: self._callee(program, name, problems)
-                    if program is not None else _missing_program(name, problems))
+                    if program is not None else _missing_program(name, problems),
+                    compiled=False)
         plan.problems.raise_if_any()
         converted = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in arrays]
         if len(converted) != len(operands):
@@ -257,18 +297,18 @@ def default_runtime() -> Runtime:
 
 def run_program(program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                 entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
-                runtime: Runtime | None = None) -> dict[str, np.ndarray]:
+                runtime: Runtime | None = None, seed: Seed = None) -> dict[str, np.ndarray]:
     """Run ``program`` with ``runtime`` (the default runtime when None). See Runtime.run."""
-    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run(program, inputs, entrypoint, state, seed=seed)
 
 
 def run_graph_collect(program: ProgramData,
                       inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                       entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-                      *, runtime: Runtime | None = None,
+                      *, runtime: Runtime | None = None, seed: Seed = None,
                       ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
     """Run and also return every op result, keyed by its Value. See Runtime.run_collect."""
-    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state)
+    return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state, seed=seed)
 
 
 def evaluate_op(op: Operation, arrays: Sequence[Any], program: ProgramData | None = None, *,

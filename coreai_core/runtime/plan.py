@@ -18,6 +18,8 @@ import numpy as np
 from coreai_core._ir import Graph, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
+from coreai_core.runtime._checks import check_result, check_results
+from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
 from coreai_core.runtime._inputs import bind_named, bind_state, writable
 from coreai_core.runtime._table import KernelTable
 
@@ -157,8 +159,11 @@ class Plan:
 
     def __init__(self, graph: Graph, table: KernelTable, program: ProgramData | None = None, *,
                  resolve_callee: Callable[[str, Problems], Callable[..., Any]] | None = None,
-                 nested: bool = False) -> None:
+                 nested: bool = False, compiled: bool = True) -> None:
         self.graph = graph
+        self.compiled = compiled
+        self._compiled: CompiledPlan | None = None
+        self._nested_plans: list[Plan] = []  # of regions, for explain()
         # weak: runtimes cache plans per program, and a cache must not keep its key alive
         self._program = None if program is None else weakref.ref(program)
         self.generation = table.generation
@@ -175,6 +180,7 @@ class Plan:
         self._capture_slots: list[int] = []
         self._steps: list[tuple[Any, ...]] = []
         self._ops: list[Operation] = []
+        self._kernels: list[Callable[..., Any]] = []  # each step's kernel, before adapting
         self._results: list[list[Value]] = []
         self._constants: list[tuple[Value, int]] = []  # placed in the template when planning
         for op in graph.ops:
@@ -186,6 +192,9 @@ class Plan:
         self._output_slots = [s for _, s in self._outputs]
         self._release_after_last_use()
         self.input_types = {k: v.type for k, v in graph.inputs.items()}
+        static = all(t.is_static for t in self.input_types.values())
+        self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
+                               for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
         self.output_names = [k for k, _ in self._outputs]
 
@@ -253,8 +262,9 @@ class Plan:
         for name, a in op.attributes.items():
             if isinstance(a, Graph):
                 sub = Plan(a, self._table, self.program, resolve_callee=self._resolve_callee,
-                           nested=True)
+                           nested=True, compiled=self.compiled)
                 self.problems.merge(sub.problems)
+                self._nested_plans.append(sub)
                 if sub.captures:
                     start = len(ins)
                     ins.extend(self._use(v, f"{op.name} region {name!r}") for v in sub.captures)
@@ -291,12 +301,13 @@ class Plan:
             return
         self._steps.append((call, tuple(ins), kw, out, expect, ()))
         self._ops.append(op)
+        self._kernels.append(fn)
         self._results.append(list(op.results))
 
     def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
                   expect: tuple[np.dtype, int]) -> np.ndarray:
         try:
-            value = _check_result(call(**kw), expect)
+            value = check_result(call(**kw), expect)
         except Exception as e:
             raise KernelError(f"{describe_op(op, self.graph)} failed while planning: "
                               f"{type(e).__name__}: {e}", op) from e
@@ -333,7 +344,9 @@ class Plan:
         ``state`` defaults to ``program.state``. With ``record`` (a dict), every op result of
         this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
         """
-        arrays = bind_named(self.graph.name, self.input_types, inputs)
+        arrays = self._exact_inputs(inputs)
+        if arrays is None:
+            arrays = bind_named(self.graph.name, self.input_types, inputs)
         state_map: MutableMapping[str, Any] | None = None
         if self._state_inputs:
             program = self.program
@@ -346,22 +359,44 @@ class Plan:
                                    "plan's program no longer exists")
             known = program.state_names if program is not None else ()
             bound_state = bind_state(self.graph.name, self.state_types, state_map, known)
-        env = self._template.copy()
-        for s, a in zip(self._input_slots, arrays, strict=True):
-            env[s] = a
-        for (_, s), a in zip(self._state_inputs, bound_state if state_map is not None else ()):
-            env[s] = a
-        with np.errstate(all="ignore"):
-            self._execute(env, record)
-        outputs = {k: writable(env[s]) for k, s in self._outputs}
+        state_arrays = bound_state if state_map is not None else ()
+        if self.compiled and record is None:
+            with np.errstate(all="ignore"):
+                results = self._call_compiled(*arrays, *state_arrays)
+        else:
+            env = self._template.copy()
+            for s, a in zip(self._input_slots, arrays, strict=True):
+                env[s] = a
+            for (_, s), a in zip(self._state_inputs, state_arrays):
+                env[s] = a
+            with np.errstate(all="ignore"):
+                self._execute(env, record)
+            results = tuple(env[s] for _, s in self._outputs + self._state_outputs)
+        n = len(self._outputs)
+        outputs = {k: writable(a) for (k, _), a in zip(self._outputs, results)}
         if state_map is not None:
-            for k, s in self._state_outputs:
-                state_map[k] = writable(env[s])
+            for (k, _), a in zip(self._state_outputs, results[n:], strict=True):
+                state_map[k] = writable(a)
         return outputs
+
+    def _exact_inputs(self, inputs: Any) -> list[np.ndarray] | None:
+        """The arrays of a dict giving every input with exactly its static type (the common
+        case, checked cheaply), else None: ``bind_named`` then converts or explains."""
+        if inputs.__class__ is not dict or len(inputs) != len(self._static_inputs):
+            return None
+        arrays = []
+        for name, dtype, shape in self._static_inputs:
+            a = inputs.get(name)
+            if a.__class__ is not _ndarray or a.dtype is not dtype or a.shape != shape:
+                return None
+            arrays.append(a)
+        return arrays
 
     def run_arrays(self, arrays: Sequence[np.ndarray],
                    captured: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
         """Run on positional input arrays without validation; returns outputs in order."""
+        if self.compiled:
+            return list(self._call_compiled(*arrays, *captured)[:len(self._outputs)])
         env = self._template.copy()
         for s, a in zip(self._input_slots, arrays, strict=True):
             env[s] = a
@@ -373,6 +408,41 @@ class Plan:
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         return self.run_arrays(arrays)
 
+    # -- compiled form ----------------------------------------------------------------------
+    def compile(self) -> CompiledPlan:
+        """The generated function of this plan (built on first use, then kept)."""
+        if self._compiled is None:
+            self._compiled = compile_plan(self)
+        return self._compiled
+
+    @property
+    def stats(self) -> PlanStats:
+        """Step count, direct ufunc calls, buffers reused and peak intermediate bytes."""
+        return self.compile().stats
+
+    def explain(self, _seen: set[int] | None = None) -> str:
+        """The generated source of this plan, its regions and its callees, with stats."""
+        seen = _seen if _seen is not None else set()
+        seen.add(id(self))
+        parts = [f"# plan @{self.graph.name}: {self.stats}\n{self.compile().source}"]
+        callees = [step[2].get("callee") for step in self._steps]
+        for sub in [*self._nested_plans, *callees]:
+            if isinstance(sub, Plan) and id(sub) not in seen:
+                parts.append(sub.explain(seen))
+        return "\n".join(parts)
+
+    def _call_compiled(self, *args: np.ndarray) -> tuple[Any, ...]:
+        compiled = self._compiled or self.compile()
+        try:
+            return compiled.fn(*args)
+        except Exception as e:
+            i = compiled.failing_step(e.__traceback__)
+            if i is None:
+                raise
+            op = self._ops[i]
+            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
+                              op) from e
+
     def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
         if record is not None:
             record.update((v, env[s]) for v, s in self._constants)
@@ -383,12 +453,12 @@ class Plan:
                 if out.__class__ is int:
                     dtype, ndim = expect[0]
                     if r.__class__ is not _ndarray or r.dtype is not dtype or r.ndim != ndim:
-                        r = _check_result(r, expect[0])
+                        r = check_result(r, expect[0])
                     env[out] = r
                     if record is not None:
                         record[self._results[i][0]] = r
                 else:
-                    rs = _check_results(r, expect)
+                    rs = check_results(r, expect)
                     for s, v in zip(out, rs, strict=True):
                         env[s] = v
                     if record is not None:
@@ -404,26 +474,3 @@ class Plan:
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"
-
-
-def _check_result(r: Any, expect: tuple[np.dtype, int]) -> np.ndarray:
-    if isinstance(r, (tuple, list)) and len(r) == 1:
-        r = r[0]
-    if r.__class__ is not _ndarray:
-        r = np.asarray(r)
-    dtype, ndim = expect
-    if r.dtype != dtype:
-        raise TypeError(f"kernel returned {r.dtype}, but the op's type says {dtype}")
-    if r.ndim != ndim:
-        raise TypeError(f"kernel returned a rank-{r.ndim} array, but the op's type has "
-                        f"rank {ndim}")
-    return r
-
-
-def _check_results(r: Any, expect: tuple[tuple[np.dtype, int], ...]) -> list[np.ndarray]:
-    if isinstance(r, np.ndarray) and len(expect) == 1:
-        r = [r]
-    if not isinstance(r, (tuple, list)) or len(r) != len(expect):
-        n = len(r) if isinstance(r, (tuple, list)) else 1
-        raise TypeError(f"kernel returned {n} result(s), but the op has {len(expect)}")
-    return [_check_result(v, e) for v, e in zip(r, expect, strict=True)]

@@ -13,6 +13,7 @@ from coreai_torch.lowerings import (
     attention,
     backward,
     complex,
+    compression,
     control,
     creation,
     elementwise,
@@ -22,6 +23,8 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    quantized,
+    random,
     reduction,
     resample,
     scatter,
@@ -32,7 +35,8 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward, complex, fft,
+    pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
+    complex, fft,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -1,7 +1,8 @@
-"""Built-in lowerings: nn — matmuls, convolution, col2im, dropout, distances.
+"""Built-in lowerings: nn — matmuls, convolution, col2im, distances.
 
 Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are their own
-families (``norm``, ``pooling``, ``resample``, ``attention``).
+families (``norm``, ``pooling``, ``resample``, ``attention``); dropout lives with the
+random ops (``random``).
 
 Half-precision inputs are computed in float32 and rounded once at the end wherever torch's
 CPU kernels do the same (``opmath``), so results round like torch's.
@@ -12,12 +13,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import (
     add_batch,
     const,
@@ -30,7 +29,7 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype
+from coreai_torch.utils import cast_to, result_dtype
 
 LOWERINGS = LoweringSet("nn")
 reg = LOWERINGS.register_torch_lowering
@@ -149,27 +148,6 @@ def aten_col2im_default(self: Value, output_size: list[int], kernel_size: list[i
     y = coreai.slice_(canvas, p, [p[0] + out_size[0], p[1] + out_size[1]], axes=[2, 3],
                       strides=[1, 1])
     return coreai.shrink_dims(y, [0]) if unbatched else y
-
-
-# -- dropout --------------------------------------------------------------------------------------
-
-@reg("aten::native_dropout.default")
-def aten_native_dropout_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                ) -> list[Value]:
-    """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
-
-    Inference (``train=False``) is the identity with an all-True mask. Training mode is random
-    unless ``p`` is 0 (keep everything) or 1 (drop everything).
-    """
-    x = get_operand(values_map, node, 0)
-    p = float(get_arg(node, 1, "p"))
-    train = get_arg(node, 2, "train")
-    shape = shape_like(x)
-    if train is False or p == 0.0:
-        return [x, filled(True, DType.bool, shape)]
-    if p == 1.0:
-        return [filled(0, x.type.element_type, shape), filled(False, DType.bool, shape)]
-    raise NotImplementedError("dropout in training mode is random; export the model in eval mode")
 
 
 # -- distances ------------------------------------------------------------------------------------

@@ -75,6 +75,13 @@ _TABLE: dict[str, Sample] = {
                               lambda x, s, z: coreai.quantize(x, s, z, axis=1, dtype="uint8")),
     "coreai.dequantize": Sample((t(2, 3, dtype="int8"), t(), t(dtype="int8")),
                                 coreai.dequantize),
+    "coreai.lut_to_dense": Sample((t(3, dtype="uint8"), t(2, 1, 4)),
+                                  lambda i, lut: coreai.lut_to_dense(i, lut, shape=[2, 6])),
+    "coreai.constexpr_blockwise_shift_scale": Sample(
+        (t(4, 6, dtype="int4"), t(2, 3), t(2, 3, dtype="int4")),
+        coreai.constexpr_blockwise_shift_scale),
+    "coreai.sparse_to_dense": Sample((t(2, dtype="uint8"), t(5)),
+                                     lambda m, v: coreai.sparse_to_dense(m, v, shape=[3, 4])),
     **{name: _reduction(name) for name in (
         "coreai.reduce_sum", "coreai.reduce_mean", "coreai.reduce_max", "coreai.reduce_min",
         "coreai.reduce_product", "coreai.all", "coreai.any")},
@@ -129,6 +136,16 @@ _TABLE: dict[str, Sample] = {
         lambda a: coreai.broadcasting_add(a, 1.0))),
     "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
                             setup=_helper_graph),
+    "coreai.random_uniform": Sample((), lambda: coreai.random_uniform(
+        [2, 3], low=-1.0, high=2.5, dtype="bfloat16")),
+    "coreai.random_normal": Sample((t(2, Dim("n")),), lambda x: coreai.random_normal(
+        coreai.get_shape(x), mean=1.0, std=0.5, dtype="float64")),
+    "coreai.random_integers": Sample((), lambda: coreai.random_integers(
+        [4], low=-3, high=7, dtype="int8")),
+    "coreai.random_permutation": Sample((), lambda: coreai.random_permutation(5)),
+    "coreai.random_bernoulli": Sample((t(2, 3),), coreai.random_bernoulli),
+    "coreai.random_multinomial": Sample((t(2, 4),), lambda w: coreai.random_multinomial(
+        w, num_samples=3, replacement=True)),
 }
 
 

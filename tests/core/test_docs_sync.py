@@ -27,6 +27,8 @@ def test_dialect_docs_match_the_op_definitions():
 def test_dialect_docs_list_every_op_with_its_signature():
     text = _generator().render()
     for opdef in OPS.values():
+        if not opdef.rule.__module__.startswith("coreai_core."):
+            continue  # an op a user (a guide) defined at run time
         assert f"- `{opdef.signature_text()}`" in text
 
 

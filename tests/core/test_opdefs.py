@@ -304,7 +304,12 @@ def test_large_constants_become_weights():
     assert g.ops[-1].attributes["value"].name == "w_1"
 
 
+def _dialect_ops():
+    # OPS also holds ops users define at run time (the guides define some): only the dialect's
+    return {n: d for n, d in OPS.items() if d.rule.__module__.startswith("coreai_core.")}
+
+
 def test_every_op_has_a_documented_definition():
-    for name, opdef in OPS.items():
+    for name, opdef in _dialect_ops().items():
         assert name.startswith("coreai.") and opdef.doc, name
         assert opdef.signature_text().startswith(name + "(")

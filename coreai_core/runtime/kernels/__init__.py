@@ -7,7 +7,16 @@ registered twice (in two families) is an error naming both owners.
 from __future__ import annotations
 
 from coreai_core.registry import Registry
-from coreai_core.runtime.kernels import complex, control, elementwise, fft, nn, tensor
+from coreai_core.runtime.kernels import (
+    complex,
+    compression,
+    control,
+    elementwise,
+    fft,
+    nn,
+    random,
+    tensor,
+)
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
 __all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
@@ -19,6 +28,8 @@ FAMILIES: tuple[KernelSet, ...] = (
     control.KERNELS,
     complex.KERNELS,
     fft.KERNELS,
+    compression.KERNELS,
+    random.KERNELS,
 )
 
 

@@ -7,6 +7,8 @@ float64 for float64), so nearest-neighbour indices match torch exactly.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -115,3 +117,24 @@ def resize_axis(x: np.ndarray, axis: int, idx: np.ndarray, w: np.ndarray | None,
     for j in range(1, idx.shape[1]):
         out += np.take(x, idx[:, j], axis=axis) * w[:, j].reshape(shape)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def axis_plan(mode: str, in_size: int, out_size: int, align_corners: bool,
+              scale: float | None, ft: type, legacy: bool, dtype: np.dtype,
+              compute: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """Read-only source indices and weights (None for nearest) of one axis, memoized: they
+    depend on the sizes and attributes only. Weights are stored in the data's ``dtype``
+    (rounded for float16/bfloat16, like torch) and returned in the ``compute`` dtype."""
+    w = None
+    if mode.startswith("nearest"):
+        exact = mode == "nearest_exact"
+        idx = (nearest_legacy(in_size, out_size, scale, exact) if legacy
+               else nearest(in_size, out_size, scale, exact, ft))
+    else:
+        fn = linear if mode == "linear" else cubic
+        idx, w = fn(in_size, out_size, align_corners, scale, ft)
+        w = w.astype(dtype).astype(compute)
+        w.flags.writeable = False
+    idx.flags.writeable = False
+    return idx, w

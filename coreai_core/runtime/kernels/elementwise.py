@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import scipy.special  # type: ignore[import-untyped]
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _special
@@ -27,6 +28,12 @@ kernel = KERNELS.kernel
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 HALF = frozenset({np.dtype(np.float16), DType.bfloat16.numpy})
+
+# Op name -> (ufunc, dtype kinds, extra operand): for operands of one of these kinds (never
+# float16/bfloat16) the kernel computes exactly ``ufunc(*operands, *extra)``, so a compiled
+# plan may call the ufunc directly (and with ``out=``); the extra operand is a 0-d array of
+# the operands' dtype, or None.
+UFUNCS: dict[str, tuple[np.ufunc, str, float | None]] = {}
 
 
 def up(x: np.ndarray) -> np.ndarray:
@@ -76,6 +83,8 @@ def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
         return fn(x)
 
     kernel(op)(_named(k, op, doc))
+    if isinstance(fn, np.ufunc):
+        UFUNCS[op] = (fn, "fiubc", None)
 
 
 def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
@@ -97,11 +106,29 @@ def _sign(x: np.ndarray) -> np.ndarray:
     return s
 
 
+_EXP_ARG_MAX = np.array(709.0)  # exp stays finite in float64 (sigmoid(-709) is 0 in float32)
+_ONE64 = np.array(1.0)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))
-    e = np.exp(-np.abs(x))  # never overflows
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    if x.dtype != F64:
+        # 1 / (1 + exp(-x)) in float64, rounded once: the correctly rounded float32 result
+        # (short of a ~1e-16-relative tie). scipy's expit does it in one call, fastest on
+        # small arrays; numpy's vectorized exp is faster on large ones.
+        if x.size <= 256:
+            return scipy.special.expit(x.astype(F64)).astype(x.dtype)
+        y = x.astype(F64)
+        np.negative(y, out=y)
+        np.minimum(y, _EXP_ARG_MAX, out=y)
+        np.exp(y, out=y)
+        np.add(y, _ONE64, out=y)
+        np.divide(_ONE64, y, out=y)
+        return y.astype(x.dtype)
+    e = np.exp(-np.abs(x))  # never overflows (so tiny results keep their subnormal value)
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e))
 
 
 _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
@@ -145,8 +172,12 @@ _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
 for _op, _fn, _doc in _UNARY:
     _unary(_op, _fn, _doc)
 
+UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
+               "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
+               "coreai.relu": (np.maximum, "fi", 0)})
+
 for _op, _fn, _doc in [
-    ("coreai.erf", _special.erf, "Gauss error function (float64 series, rounded)."),
+    ("coreai.erf", scipy.special.erf, "Gauss error function (float64, rounded)."),
     ("coreai.erfinv", _special.erfinv, "Inverse error function (float64, rounded)."),
     ("coreai.lgamma", _special.lgamma, "log|Gamma(x)| (float64 Lanczos, rounded)."),
     ("coreai.digamma", _special.digamma, "Digamma (float64 series, rounded)."),
@@ -161,9 +192,12 @@ def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
         y = up(x)
         inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
         return (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
-    y = x.astype(F64).reshape(-1)
-    r = 0.5 * y * (1 + _special.erf(y * math.sqrt(0.5)))
-    return r.reshape(x.shape).astype(x.dtype)
+    y = x.astype(F64)
+    e = scipy.special.erf(y * math.sqrt(0.5))
+    e += 1.0
+    r = y * 0.5
+    r *= e
+    return r.astype(x.dtype)
 
 
 @kernel("coreai.softmax")
@@ -205,6 +239,8 @@ def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndar
 
     for op in ops:
         kernel(op)(_named(k, op, doc))
+        if isinstance(fn, np.ufunc):
+            UFUNCS[op] = (fn, "fc" if int_fn is not None else "fiubc", None)
 
 
 def _both(name: str) -> tuple[str, str]:

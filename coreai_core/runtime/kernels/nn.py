@@ -1,4 +1,4 @@
-"""Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize, quantization.
+"""Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize.
 
 All kernels are vectorized: convolutions and matmuls run on BLAS, windows are strided views
 of the padded input (Python loops only over kernel positions). Float16/bfloat16 inputs are
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coreai_core._dtypes import DType
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels import _resize, _windows
 from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels._windows import acc_dtype
@@ -28,6 +28,12 @@ def _acc(x: np.ndarray) -> np.ndarray:
 @KERNELS.kernel("coreai.batch_matmul")
 def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``numpy.matmul`` with float32 accumulation for half types."""
+    if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
+        if _threads.active_pool() is not None:
+            y = _threads.matmul_rows(lhs, rhs)
+            if y is not None:
+                return y
+        return np.matmul(lhs, rhs)
     return np.asarray(np.matmul(_acc(lhs), _acc(rhs))).astype(lhs.dtype, copy=False)
 
 
@@ -40,7 +46,13 @@ def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
          strides: Ints | None = None, pads: Ints | None = None, dilation: Ints | None = None,
          groups: int = 1) -> np.ndarray:
     """Grouped N-d convolution: im2col or flat-shift matmuls on BLAS."""
-    y = _windows.conv(_acc(x), _acc(weight), strides, pads, dilation, groups)
+    xa, wa = _acc(x), _acc(weight)
+    # Samples are independent: with a thread pool each chunk of the batch runs the same code.
+    parts = _threads.parallel_rows(
+        x.shape[0], x.size * weight[0].size,
+        lambda a, b: _windows.conv(xa[a:b], wa, strides, pads, dilation, groups))
+    y = (np.concatenate(parts) if parts is not None
+         else _windows.conv(xa, wa, strides, pads, dilation, groups))
     if bias is not None:
         y = y + _acc(bias).reshape(_bias_shape(x.ndim - 2))
     return np.ascontiguousarray(y.astype(x.dtype, copy=False))
@@ -94,10 +106,12 @@ def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
 
 
 @KERNELS.kernel("coreai.interpolate")
-def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
-                align_corners: bool = False, scales: Sequence[float] | None = None,
-                ) -> np.ndarray:
+def interpolate(x: np.ndarray, output_size: np.ndarray | None = None, *, sizes: Ints,
+                mode: str = "nearest", align_corners: bool = False,
+                scales: Sequence[float] | None = None) -> np.ndarray:
     """Resize the spatial dims separably with precomputed per-axis indices and weights."""
+    if output_size is not None:
+        sizes = [int(s) for s in output_size]
     # torch computes coordinates in opmath: float64 for float64 data, float32 otherwise.
     ft = np.float64 if x.dtype == np.float64 else np.float32
     y = x if mode.startswith("nearest") else _acc(x)
@@ -106,45 +120,7 @@ def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
     for i, out_size in enumerate(sizes):
         axis, in_size = 2 + i, x.shape[2 + i]
         scale = scales[i] if scales is not None else None
-        if mode.startswith("nearest"):
-            exact = mode == "nearest_exact"
-            idx = (_resize.nearest_legacy(in_size, out_size, scale, exact) if legacy
-                   else _resize.nearest(in_size, out_size, scale, exact, ft))
-            y = _resize.resize_axis(y, axis, idx, None)
-            continue
-        fn = _resize.linear if mode == "linear" else _resize.cubic
-        idx, w = fn(in_size, out_size, align_corners, scale, ft)
-        # torch stores the weights in the data's dtype (rounded for float16/bfloat16).
-        y = _resize.resize_axis(y, axis, idx, w.astype(x.dtype).astype(y.dtype))
+        idx, w = _resize.axis_plan(mode, in_size, out_size, align_corners, scale, ft, legacy,
+                                   x.dtype, y.dtype)
+        y = _resize.resize_axis(y, axis, idx, w)
     return y.astype(x.dtype, copy=False)
-
-
-def _per_axis(p: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
-    if axis is None:
-        return p
-    shape = [1] * ndim
-    shape[axis % ndim] = -1
-    return p.reshape(shape)
-
-
-@KERNELS.kernel("coreai.quantize")
-def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
-             axis: int | None = None, dtype: DType = DType.int8) -> np.ndarray:
-    """round_half_even(x * (1 / scale)) + zero_point, clamped to ``dtype`` (torch's order)."""
-    ft = acc_dtype(x.dtype)
-    # torch multiplies by the reciprocal of the float32 scale rather than dividing.
-    inv = (ft.type(1) / _per_axis(scale.astype(ft), axis, x.ndim)).astype(ft)
-    q = np.rint(x.astype(ft) * inv).astype(np.float64)
-    q += _per_axis(zero_point.astype(np.float64), axis, x.ndim)
-    info = np.iinfo(dtype.numpy)
-    return np.clip(q, info.min, info.max).astype(dtype.numpy)
-
-
-@KERNELS.kernel("coreai.dequantize")
-def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
-               axis: int | None = None) -> np.ndarray:
-    """(x - zero_point) * scale in the scale's float type."""
-    ft = acc_dtype(scale.dtype)
-    zp = _per_axis(zero_point.astype(ft), axis, x.ndim)
-    y = (x.astype(ft) - zp) * _per_axis(scale.astype(ft), axis, x.ndim)
-    return y.astype(scale.dtype, copy=False)

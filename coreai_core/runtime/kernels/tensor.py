@@ -240,8 +240,12 @@ def concat(values: list[np.ndarray], *, axis: int) -> np.ndarray:
 @kernel("coreai.split")
 def split(x: np.ndarray, *, split_sizes: Ints, axis: int) -> list[np.ndarray]:
     """Pieces of the given sizes along axis (views)."""
-    cuts = np.cumsum(split_sizes)[:-1]
-    return np.split(x, cuts, axis=axis)
+    head = (slice(None),) * (axis % x.ndim)
+    pieces, start = [], 0
+    for n in split_sizes:
+        pieces.append(x[(*head, slice(start, start + n))])
+        start += n
+    return pieces
 
 
 def _window(x: np.ndarray, begin: np.ndarray, end: np.ndarray, axes: Ints,

@@ -8,19 +8,21 @@ module and are tested by the named test instead.
 from tests.torch.op_db import (
     backward,
     complex,
+    compression,
     control,
     elementwise,
     fft,
     indexing,
     nn,
+    random,
     reduction,
     shape,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, complex,
-            fft)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
+            compression, random, complex, fft)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {

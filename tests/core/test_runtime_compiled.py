@@ -1,0 +1,198 @@
+"""Compiled plans (generated Python functions) against the interpreted plan path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coreai_core import Program, TensorType
+from coreai_core._builder import insertion_point
+from coreai_core.dialects import coreai
+from coreai_core.runtime import KernelError, Runtime
+from tests.core.strategies import inputs_for, programs
+
+F32 = "float32"
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@st.composite
+def _cases(draw, dynamic: bool):
+    program = draw(programs(max_steps=10, dynamic=dynamic))
+    return program, draw(inputs_for(program))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_cases(dynamic=False) | _cases(dynamic=True), optimized=st.booleans())
+def test_compiled_and_interpreted_plans_give_identical_bits(case, optimized):
+    program, inputs = case
+    if optimized:
+        program.optimize()
+    copies = {k: v.copy() for k, v in inputs.items()}
+    results = []
+    for compiled in (True, False):
+        state = {k: v.copy() for k, v in program.initial_state.items()}
+        outs = []
+        for _ in range(2):  # the second call reads the state the first one wrote
+            outs.append(Runtime(compiled=compiled).run(program, inputs, state=state))
+        results.append((outs, state))
+    (c_outs, c_state), (i_outs, i_state) = results
+    for c, i in zip(c_outs, i_outs, strict=True):
+        assert list(c) == list(i)
+        assert all(_same_bits(c[k], i[k]) for k in c)
+    assert all(_same_bits(c_state[k], i_state[k]) for k in i_state)
+    assert all(_same_bits(inputs[k], copies[k]) for k in inputs)  # inputs never written
+
+
+def _chain(n: int) -> Program:
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((3, 5), F32), "b": TensorType((5,), F32)}) as g:
+        v = g["x"]
+        for i in range(n):
+            v = coreai.broadcasting_add(v, g["b"]) if i % 2 else coreai.tanh(v)
+        g.outputs({"y": v})
+    return p
+
+
+def test_an_elementwise_chain_runs_in_place_and_reports_its_peak():
+    p = _chain(40)
+    rt = Runtime()
+    plan = rt.plan(p)
+    x, b = np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5), np.ones(5, np.float32)
+    expected = x
+    for i in range(40):
+        expected = expected + b if i % 2 else np.tanh(expected)
+    np.testing.assert_array_equal(rt.run(p, {"x": x, "b": b})["y"], expected)
+    assert plan.stats.direct_ufunc_calls == 40
+    assert plan.stats.in_place == 39  # the first result is a new array, the rest reuse it
+    assert plan.stats.peak_intermediate_bytes == 3 * 5 * 4
+    text = rt.explain_plan(p)
+    assert "def plan_main(" in text and "out=" in text and "peak intermediate bytes 60" in text
+    assert p.explain_plan() == Runtime().explain_plan(p)  # the default runtime's plan
+
+
+def test_a_value_another_op_views_is_never_overwritten():
+    """reshape returns a view: the add must not write into the buffer it shares."""
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((2, 3), F32)}) as g:
+        a = coreai.exp(g["x"])
+        view = coreai.reshape(a, [3, 2])
+        b = coreai.broadcasting_add(a, a)  # a dies here, but `view` still reads its buffer
+        g.outputs({"b": b, "view": view})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = Runtime().run(p, {"x": x})
+    np.testing.assert_array_equal(out["view"], np.exp(x).reshape(3, 2))
+    np.testing.assert_array_equal(out["b"], np.exp(x) + np.exp(x))
+
+
+def test_dead_buffers_are_reused_by_later_results_of_the_same_shape():
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((4, 4), F32)}) as g:
+        a = coreai.exp(g["x"])
+        s = coreai.reduce_sum(a, axes=[1], keep_dims=True)  # a's last use: not elementwise
+        c = coreai.sin(coreai.broadcasting_mul(g["x"], s))
+        g.outputs({"c": c})
+    rt = Runtime()
+    x = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+    out = rt.run(p, {"x": x})
+    np.testing.assert_array_equal(out["c"], np.sin(x * np.exp(x).sum(1, keepdims=True)))
+    assert rt.plan(p).stats.reused_buffers == 0  # a is read by reduce_sum: not ours to reuse
+
+    q = Program()
+    with q.graph("main", inputs={"x": TensorType((4, 4), F32)}) as g:
+        a = coreai.exp(g["x"])
+        b = coreai.broadcasting_mul(g["x"], g["x"])
+        c = coreai.broadcasting_add(a, b)  # a and b die; c goes into a, b is free
+        d = coreai.cos(g["x"])  # ... and d goes into b's buffer
+        g.outputs({"y": coreai.broadcasting_sub(c, d)})
+    out = rt.run(q, {"x": x})
+    np.testing.assert_array_equal(out["y"], (np.exp(x) + x * x) - np.cos(x))
+    assert rt.plan(q).stats.reused_buffers == 1
+
+
+def test_user_kernels_are_called_instead_of_the_ufunc():
+    rt = Runtime()
+    calls = []
+    rt.register_kernel("coreai.tanh", lambda x: calls.append(1) or np.tanh(x),
+                       allow_override=True)
+    rt.run(_chain(4), {"x": np.zeros((3, 5), np.float32), "b": np.ones(5, np.float32)})
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_failing_kernel_is_named_by_both_paths(compiled):
+    rt = Runtime(compiled=compiled)
+
+    @rt.register_kernel("coreai.tanh", allow_override=True)
+    def broken(x):
+        raise ValueError("no tanh today")
+
+    p = _chain(6)
+    with pytest.raises(KernelError, match=r"coreai\.tanh.*no tanh today") as info:
+        rt.run(p, {"x": np.zeros((3, 5), np.float32), "b": np.ones(5, np.float32)})
+    assert info.value.op is p.graphs["main"].ops[0]
+
+
+def test_regions_and_callees_are_compiled_too():
+    p = Program()
+    with p.graph("helper", inputs={"a": TensorType((3,), F32)}) as g:
+        g.outputs({"b": coreai.exp(coreai.neg(g["a"]))})
+    with p.graph("main", inputs={"x": TensorType((3,), F32), "p": TensorType((), "bool")}) as g:
+        (r,) = coreai.if_(g["p"], [g["x"]], lambda v: [coreai.sin(v)], lambda v: [coreai.cos(v)])
+        with insertion_point(g):
+            (c,) = coreai.invoke([r], callee="helper")
+        g.outputs({"y": c})
+    rt = Runtime()
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+    out = rt.run(p, {"x": x, "p": np.array(True)})
+    np.testing.assert_array_equal(out["y"], np.exp(-np.sin(x)))
+    text = rt.explain_plan(p)
+    assert text.count("def plan_") == 4  # main, the two branches and the callee
+
+
+def _batched_program(batch: int) -> Program:
+    rng = np.random.default_rng(3)
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((batch, 6, 20, 20), F32),
+                                 "a": TensorType((batch, 64, 96), F32)}) as g:
+        w = coreai.constant(rng.standard_normal((8, 6, 3, 3), np.float32), name="w")
+        y = coreai.conv(g["x"], w, None, pads=[1, 1])
+        m = coreai.batch_matmul(g["a"], coreai.constant(
+            rng.standard_normal((96, 200), np.float32), name="m"))
+        g.outputs({"y": y, "m": m})
+    return p
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_threads_split_batched_kernels_with_identical_bits(batch, monkeypatch):
+    from coreai_core.runtime import _threads
+
+    monkeypatch.setattr(_threads, "MIN_PARALLEL_WORK", 0)  # split even these small kernels
+    p = _batched_program(batch)
+    rng = np.random.default_rng(4)
+    inputs = {"x": rng.standard_normal((batch, 6, 20, 20), np.float32),
+              "a": rng.standard_normal((batch, 64, 96), np.float32)}
+    split = []
+    real = _threads.parallel_rows
+
+    def spy(*args):
+        result = real(*args)
+        split.append(result is not None)
+        return result
+
+    monkeypatch.setattr(_threads, "parallel_rows", spy)
+    one = Runtime().run(p, inputs)
+    assert split == [False]  # the convolution asked; there was no pool
+    split.clear()
+    three = Runtime(threads=3).run(p, inputs)
+    assert all(_same_bits(one[k], three[k]) for k in one)
+    assert split == [batch > 1, batch > 1]  # conv, then the matmul stack
+
+
+def test_threads_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="threads"):
+        Runtime(threads=0)
