@@ -106,8 +106,11 @@ def test_complex_dtype_names_and_torch_promotion():
     assert DType.complex64.real_dtype is DType.float32
     assert DType.float64.complex_dtype is DType.complex128
     for a in DType:
-        if a in (DType.uint16, DType.uint32, DType.uint64):
-            continue  # torch does not promote these
+        if a in (DType.uint16, DType.uint32, DType.uint64) or a.torch is None:
+            continue  # torch does not promote these (or has no such dtype)
         for b in (DType.complex64, DType.complex128):
-            want = torch.promote_types(a.torch, b.torch)
+            try:
+                want = torch.promote_types(a.torch, b.torch)
+            except RuntimeError:  # e.g. torch does not promote float8 types
+                continue
             assert promote_types(a, b).torch == want, (a, b)
