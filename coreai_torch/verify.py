@@ -74,7 +74,7 @@ class VerifyReport:
 
 def _to_numpy(t: Any) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        t = t.detach().cpu()
+        t = t.detach().cpu().resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:
             t = t.float()
         return t.numpy()
@@ -104,6 +104,11 @@ def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     return float(diff.max()), float(rel.max())
 
 
+def _parts(a: np.ndarray) -> np.ndarray:
+    """A complex array as its (real, imag) pairs along a new last axis; others unchanged."""
+    return np.stack([a.real, a.imag], axis=-1) if a.dtype.kind == "c" else a[..., None]
+
+
 def dtype_kind(dtype: np.dtype) -> str:
     """``bool``, ``integer``, ``float`` or ``complex`` (ml_dtypes' bfloat16 and float8 types
     are floats); another dtype is its own kind."""
@@ -130,16 +135,19 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     if got.shape != want.shape:
         return OutputError(name, got.shape, str(got.dtype), np.inf, np.inf, False,
                            f"shape {list(got.shape)} != torch {list(want.shape)}")
-    abs_err, rel_err = _errors(got, want)
     if dtype_kind(got.dtype) != dtype_kind(want.dtype):
+        abs_err, rel_err = _errors(_parts(got), _parts(want))
         return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, False,
                            f"dtype {got.dtype} ({dtype_kind(got.dtype)}) != torch "
                            f"{want.dtype} ({dtype_kind(want.dtype)})")
+    shape, dtype = got.shape, str(got.dtype)
+    if got.dtype.kind == "c":  # compare real and imaginary parts
+        got, want = _parts(got), _parts(want)
+    abs_err, rel_err = _errors(got, want)
     g, w = got.astype(np.float64), want.astype(np.float64)
     ok = bool(np.all((np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w))
                      | (g == w)))
-    return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, ok,
-                       "" if ok else "values differ")
+    return OutputError(name, shape, dtype, abs_err, rel_err, ok, "" if ok else "values differ")
 
 
 def _inputs_for(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
@@ -370,8 +378,8 @@ def find_first_nonfinite(program: Program, inputs: Any, *, entrypoint: str = "ma
                                   entrypoint=entrypoint, state=state)
     for value, array in record.items():
         a = np.asarray(array)
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            bad = ~np.isfinite(a.astype(np.float64))
+        if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+            bad = ~np.isfinite(a if a.dtype.kind == "c" else a.astype(np.float64))
             if bad.any():
                 op = value.owner
                 return NonFinite(op.name if op else "?", value.name,

@@ -8,6 +8,14 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 """
 
 from coreai_core._opdef import OPS
+from coreai_core.dialects._complex import (
+    complex_,
+    conj,
+    imag,
+    real,
+    view_as_complex,
+    view_as_real,
+)
 from coreai_core.dialects._compression import (
     constexpr_blockwise_shift_scale,
     dequantize,
@@ -100,6 +108,11 @@ from coreai_core.dialects._elementwise import (
     tanh,
     trunc,
     where,
+)
+from coreai_core.dialects._fft import (
+    fft_c2c,
+    fft_c2r,
+    fft_r2c,
 )
 from coreai_core.dialects._nn import (
     avgpool,
@@ -196,4 +209,6 @@ __all__ = [
     "special", "special_binary", "broadcasting_fmax", "broadcasting_fmin",
     "broadcasting_copysign", "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd",
     "broadcasting_lcm", "frexp", "signbit",
+    "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
+    "fft_c2c", "fft_r2c", "fft_c2r",
 ]

@@ -53,7 +53,8 @@ __all__ = [
     "random_integers", "random_permutation", "random_bernoulli", "random_multinomial", "special",
     "special_binary", "broadcasting_fmax", "broadcasting_fmin", "broadcasting_copysign",
     "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd", "broadcasting_lcm",
-    "frexp", "signbit"
+    "frexp", "signbit", "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
+    "fft_c2c", "fft_r2c", "fft_c2r"
 ]
 
 def if_(
@@ -94,7 +95,7 @@ def cast(x: ValueLike, dtype: DTypeLike, *, loc: Location | None = None) -> Valu
 
 
 def abs_(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """Absolute value."""
+    """Absolute value; the modulus of a complex number (a float of the parts' type)."""
 
 
 def neg(x: ValueLike, *, loc: Location | None = None) -> Value:
@@ -246,11 +247,11 @@ def bitwise_not(x: ValueLike, *, loc: Location | None = None) -> Value:
 
 
 def isnan(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """True where x is NaN."""
+    """True where x (either part of a complex x) is NaN."""
 
 
 def isinf(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """True where x is +-inf."""
+    """True where x (either part of a complex x) is +-inf."""
 
 
 def gelu(
@@ -304,7 +305,7 @@ def broadcasting_remainder(lhs: ValueLike, rhs: ValueLike, *, loc: Location | No
 
 
 def broadcasting_pow(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """lhs ** rhs. Numpy broadcasting."""
+    """lhs ** rhs (complex: the principal value). Numpy broadcasting."""
 
 
 def broadcasting_atan2(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
@@ -587,7 +588,7 @@ def reduce_mean(
     *,
     loc: Location | None = None,
 ) -> Value:
-    """Arithmetic mean (float tensors). Over ``axes`` (all when None)."""
+    """Arithmetic mean (float or complex tensors). Over ``axes`` (all when None)."""
 
 
 def reduce_max(
@@ -1030,3 +1031,71 @@ def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
 
 def signbit(x: ValueLike, *, loc: Location | None = None) -> Value:
     """True where the sign bit is set (-0.0 and negative NaN included)."""
+
+
+def complex_(real: ValueLike, imag: ValueLike, *, loc: Location | None = None) -> Value:
+    """``real + i * imag``; float32 parts give complex64, float64 complex128. Numpy
+    broadcasting.
+    """
+
+
+def real(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The real part of a complex tensor (float32 for complex64, float64 for complex128)."""
+
+
+def imag(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The imaginary part of a complex tensor (float32 for complex64, float64 for complex128)."""
+
+
+def conj(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """Complex conjugate ``real - i * imag`` (the imaginary part's sign flips, NaN included)."""
+
+
+def view_as_real(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """A complex tensor of shape ``S`` as its parts, shape ``S + [2]`` (real at index 0,
+    imaginary at index 1), like ``torch.view_as_real``.
+    """
+
+
+def view_as_complex(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The inverse of ``view_as_real``: a float32/float64 tensor of shape ``S + [2]`` read as
+    complex numbers of shape ``S`` (index 0 of the last axis is the real part).
+    """
+
+
+def fft_c2c(
+    x: ValueLike,
+    axes: IntsLike,
+    forward: bool,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Complex-to-complex transform over ``axes`` (forward: ``exp(-2*pi*i ...)``); same type."""
+
+
+def fft_r2c(
+    x: ValueLike,
+    axes: IntsLike,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    onesided: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Forward transform of a real tensor over ``axes``; complex of the same precision. With
+    ``onesided`` the last listed axis keeps ``n // 2 + 1`` entries.
+    """
+
+
+def fft_c2r(
+    x: ValueLike,
+    axes: IntsLike,
+    last_dim_size: int,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Inverse transform of a onesided spectrum over ``axes`` into a real tensor whose last
+    listed axis has ``last_dim_size`` elements (its input size must be
+    ``last_dim_size // 2 + 1``).
+    """

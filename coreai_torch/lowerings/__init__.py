@@ -12,11 +12,13 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    complex,
     compression,
     control,
     creation,
     elementwise,
     embedding,
+    fft,
     indexing,
     nn,
     norm,
@@ -36,6 +38,7 @@ FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
     special,
+    complex, fft,
 )
 
 _DEFAULT: LoweringTable | None = None

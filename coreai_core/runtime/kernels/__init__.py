@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from coreai_core.registry import Registry
 from coreai_core.runtime.kernels import (
+    complex,
     compression,
     control,
     elementwise,
+    fft,
     nn,
     random,
     special,
@@ -25,6 +27,8 @@ FAMILIES: tuple[KernelSet, ...] = (
     tensor.KERNELS,
     nn.KERNELS,
     control.KERNELS,
+    complex.KERNELS,
+    fft.KERNELS,
     compression.KERNELS,
     random.KERNELS,
     special.KERNELS,

@@ -7,9 +7,11 @@ module and are tested by the named test instead.
 
 from tests.torch.op_db import (
     backward,
+    complex,
     compression,
     control,
     elementwise,
+    fft,
     indexing,
     nn,
     random,
@@ -21,7 +23,7 @@ from tests.torch.op_db import (
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random, special)
+            compression, random, special, complex, fft)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
