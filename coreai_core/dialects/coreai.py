@@ -9,6 +9,8 @@ from coreai_core._opdef import OPS
 from coreai_core.dialects._control import if_, invoke, output, while_, yield_
 from coreai_core.dialects._elementwise import *  # noqa: F403
 from coreai_core.dialects._elementwise import __all__ as _elementwise_all
+from coreai_core.dialects._linalg import *  # noqa: F403
+from coreai_core.dialects._linalg import __all__ as _linalg_all
 from coreai_core.dialects._nn import *  # noqa: F403
 from coreai_core.dialects._nn import __all__ as _nn_all
 from coreai_core.dialects._tensor import *  # noqa: F403
@@ -16,5 +18,5 @@ from coreai_core.dialects._tensor import __all__ as _tensor_all
 
 __all__ = [
     "OPS", "if_", "invoke", "output", "while_", "yield_",
-    *_elementwise_all, *_nn_all, *_tensor_all,
+    *_elementwise_all, *_nn_all, *_tensor_all, *_linalg_all,
 ]

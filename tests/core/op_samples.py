@@ -120,6 +120,20 @@ _TABLE: dict[str, Sample] = {
         lambda a: coreai.broadcasting_add(a, 1.0))),
     "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
                             setup=_helper_graph),
+    "coreai.svd": Sample((t(2, 4, 3),), lambda x: coreai.svd(x, full_matrices=True)),
+    "coreai.eigh": Sample((t(3, 3, dtype="float64"),), lambda x: coreai.eigh(x, upper=True)),
+    "coreai.cholesky": Sample((t(2, 3, 3),), lambda x: coreai.cholesky(x, upper=True)),
+    "coreai.lu_factor": Sample((t(4, 3),), coreai.lu_factor),
+    "coreai.lu_solve": Sample((t(2, 3, 3), t(2, 3, dtype="int32"), t(3, 2)),
+                              lambda a, p, b: coreai.lu_solve(a, p, b, adjoint=True)),
+    "coreai.pivots_to_permutation": Sample(
+        (t(2, 3, dtype="int32"),), lambda p: coreai.pivots_to_permutation(p, size=4)),
+    "coreai.triangular_solve": Sample((t(3, 3), t(2, 4, 3)), lambda a, b: coreai.triangular_solve(
+        a, b, upper=False, left=False, unitriangular=True)),
+    "coreai.geqrf": Sample((t(5, 3),), coreai.geqrf),
+    "coreai.householder_product": Sample((t(5, 3), t(2)), coreai.householder_product),
+    "coreai.ldl_factor": Sample((t(3, 3),), coreai.ldl_factor),
+    "coreai.ldl_solve": Sample((t(3, 3), t(3, dtype="int32"), t(3, 1)), coreai.ldl_solve),
 }
 
 
