@@ -17,6 +17,7 @@ from coreai_torch.lowerings import (
     elementwise,
     embedding,
     indexing,
+    linalg,
     nn,
     norm,
     pooling,
@@ -30,7 +31,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, linalg,
 )
 
 _DEFAULT: LoweringTable | None = None

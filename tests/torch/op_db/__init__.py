@@ -10,6 +10,7 @@ from tests.torch.op_db import (
     control,
     elementwise,
     indexing,
+    linalg,
     nn,
     reduction,
     shape,
@@ -17,7 +18,7 @@ from tests.torch.op_db import (
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, linalg)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {

@@ -1,0 +1,138 @@
+"""Well-conditioned matrix inputs and invariant checks for the linear-algebra op-db entries.
+
+Inputs are built in float64 from a drawn seed, then cast. Every family of inputs has a
+condition number bounded by construction (stated per builder), so torch's LAPACK (MKL or
+OpenBLAS) and the runtime's (scipy's) agree to a small multiple of ``n * eps`` whatever their
+blocking and summation order; that bound is what :func:`tolerance` states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from tests.torch.op_db._entry import Sample, sizes
+
+LINALG_DTYPES = st.sampled_from((torch.float32, torch.float64))
+Build = Callable[[torch.Generator, tuple[int, ...], int, int], torch.Tensor]
+
+
+def batches() -> st.SearchStrategy[tuple[int, ...]]:
+    """Batch shapes: none, or one or two dims of size 1-3."""
+    return st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
+
+
+def matrix_size() -> st.SearchStrategy[int]:
+    """Matrix sizes 1-6, sometimes 47."""
+    return sizes(1, 6)
+
+
+def tolerance(dtype: Any, n: int) -> float:
+    """Backward-stable factorizations of matrices with condition number <= ~10 agree to
+    ``n * eps * cond`` between LAPACK builds; 50 * n * eps leaves headroom for that."""
+    eps = float(np.finfo(np.float32 if dtype in (torch.float32, np.float32) else np.float64).eps)
+    return 50.0 * max(n, 1) * eps
+
+
+def _uniform(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    return torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+
+
+def general(g: torch.Generator, batch: tuple[int, ...], m: int, n: int) -> torch.Tensor:
+    """Rows of ``I + E / 2`` (E uniform in [-1, 1] / size) in a random order, cut to m x n.
+
+    Strictly diagonally dominant before the row shuffle (condition number <= 3), so partial
+    pivoting has no near-ties and swaps rows whenever the shuffle moved them.
+    """
+    size = max(m, n)
+    a = torch.eye(size, dtype=torch.float64) + _uniform(g, (*batch, size, size)) / (2 * size)
+    order = torch.argsort(torch.rand((*batch, size), generator=g), dim=-1)
+    a = torch.take_along_dim(a, order.unsqueeze(-1), dim=-2)
+    return a[..., :m, :n]
+
+
+def _orthogonal(g: torch.Generator, batch: tuple[int, ...], n: int) -> torch.Tensor:
+    q, r = torch.linalg.qr(torch.randn((*batch, n, n), generator=g, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+
+def spectrum(g: torch.Generator, batch: tuple[int, ...], k: int, signed: bool) -> torch.Tensor:
+    """k values with magnitudes in [0.5, 3] (random signs if ``signed``)."""
+    s = 0.5 + 2.5 * torch.rand((*batch, k), generator=g, dtype=torch.float64)
+    if signed:
+        s = s * torch.where(torch.rand((*batch, k), generator=g) < 0.5, -1.0, 1.0)
+    return s
+
+
+def symmetric(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) -> torch.Tensor:
+    """``Q diag(d) Q.T`` with |d| in [0.5, 3], mixed signs: indefinite, condition <= 6."""
+    q = _orthogonal(g, batch, n)
+    return (q * spectrum(g, batch, n, signed=True).unsqueeze(-2)) @ q.mT
+
+
+def spd(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) -> torch.Tensor:
+    """``Q diag(d) Q.T`` with d in [0.5, 3]: positive definite, condition <= 6."""
+    q = _orthogonal(g, batch, n)
+    return (q * spectrum(g, batch, n, signed=False).unsqueeze(-2)) @ q.mT
+
+
+def spread(g: torch.Generator, batch: tuple[int, ...], m: int, n: int) -> torch.Tensor:
+    """``U diag(s) V.T`` with singular values in [0.5, 3] (condition <= 6), any m x n."""
+    k = min(m, n)
+    u = _orthogonal(g, batch, m)[..., :k]
+    v = _orthogonal(g, batch, n)[..., :k]
+    return (u * spectrum(g, batch, k, signed=False).unsqueeze(-2)) @ v.mT
+
+
+def triangular(g: torch.Generator, batch: tuple[int, ...], n: int, upper: bool) -> torch.Tensor:
+    """Diagonal in +-[1, 2], off-diagonal uniform / n (condition stays small, also with a
+    unit diagonal); the other triangle is random noise that solvers must not read."""
+    diag = 1 + torch.rand((*batch, n), generator=g, dtype=torch.float64)
+    diag = diag * torch.where(torch.rand((*batch, n), generator=g) < 0.5, -1.0, 1.0)
+    off = _uniform(g, (*batch, n, n)) / n
+    tri = torch.triu(off, 1) if upper else torch.tril(off, -1)
+    noise = torch.tril(off, -1) if upper else torch.triu(off, 1)
+    return tri + torch.diag_embed(diag) + 100 * noise
+
+
+def gaussian(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    return torch.randn(shape, generator=g, dtype=torch.float64)
+
+
+@st.composite
+def seeds(draw: Any) -> torch.Generator:
+    return torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+
+
+# -- invariant checks --------------------------------------------------------------------------
+
+def as64(x: Any) -> np.ndarray:
+    return np.asarray(x.detach().numpy() if isinstance(x, torch.Tensor) else x, np.float64)
+
+
+def same_layout(expected: list[torch.Tensor], got: list[np.ndarray], what: str) -> None:
+    """Output count, shapes and dtypes as torch's."""
+    assert len(got) == len(expected), f"{what}: {len(got)} outputs, torch has {len(expected)}"
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert tuple(np.shape(g)) == tuple(e.shape), f"{what} output {i}: shape"
+        assert np.asarray(g).dtype == e.detach().numpy().dtype, f"{what} output {i}: dtype"
+
+
+def close(got: Any, want: Any, tol: float, what: str) -> None:
+    """|got - want| <= tol * (1 + |want|) elementwise, in float64."""
+    np.testing.assert_allclose(as64(got), as64(want), rtol=tol, atol=tol, err_msg=what)
+
+
+def orthonormal_columns(q: np.ndarray, tol: float, what: str) -> None:
+    q = as64(q)
+    gram = q.swapaxes(-1, -2) @ q
+    close(gram, np.broadcast_to(np.eye(q.shape[-1]), gram.shape), tol, f"{what}: Q.T @ Q != I")
+
+
+def sample_of(build: Build, m: int, n: int, dtype: torch.dtype, g: torch.Generator,
+              batch: tuple[int, ...], **kwargs: Any) -> Sample:
+    return Sample((build(g, batch, m, n).to(dtype),), kwargs)
