@@ -22,6 +22,7 @@ from coreai_core import Dim, Program, TensorType, Value
 from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
+from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import qualified_name
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
@@ -133,7 +134,7 @@ class GraphLowerer:
         example = _example_inputs(ep)
 
         with self.program.graph(self.entrypoint) as g:
-            values: dict[str, Value] = {}
+            values = NodeValues()
             for node in ep.graph.nodes:
                 if node.op != "placeholder":
                     continue
@@ -142,23 +143,23 @@ class GraphLowerer:
                 target = getattr(spec, "target", None)
                 if kind == InputKind.USER_INPUT and node.name in state_of_target:
                     init = example.get(node.name)
-                    values[node.name] = self.program.declare_state(
+                    values.bind(node, self.program.declare_state(
                         g, state_of_target[node.name],
-                        _utils.to_numpy(init) if init is not None else _utils.result_type(node))
+                        _utils.to_numpy(init) if init is not None else _utils.result_type(node)))
                 elif kind == InputKind.USER_INPUT:
-                    values[node.name] = g.add_input(rename[node.name], _utils.result_type(node))
+                    values.bind(node, g.add_input(rename[node.name], _utils.result_type(node)))
                 elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                     tensor = _lookup_tensor(ep, target)
                     if target in state_of_target:
                         data = _utils.to_numpy(tensor)
-                        values[node.name] = self.program.declare_state(
+                        values.bind(node, self.program.declare_state(
                             g, state_of_target[target],
-                            data if data is not None else _utils.result_type(node))
+                            data if data is not None else _utils.result_type(node)))
                     else:
                         with default_location(location_of(node)):
-                            values[node.name] = coreai.constant(self.weights.ref(target, tensor))
+                            values.bind(node, coreai.constant(self.weights.ref(target, tensor)))
                 elif kind == InputKind.TOKEN:
-                    values[node.name] = coreai.constant(np.zeros((0,), np.float32))
+                    values.bind(node, coreai.constant(np.zeros((0,), np.float32)))
                 else:
                     raise LoweringError(f"unsupported input kind {kind}", node=node.name,
                                         target=str(target), source=None, lowering=None)
@@ -190,7 +191,7 @@ class GraphLowerer:
         return coreai.constant(v)
 
     # -- the walk ------------------------------------------------------------------------------
-    def _lower_nodes(self, gm: torch.fx.GraphModule, values: dict[str, Value]) -> list[Any]:
+    def _lower_nodes(self, gm: torch.fx.GraphModule, values: NodeValues) -> list[Any]:
         nodes = list(gm.graph.nodes)
         bar = _Progress(len(nodes), self.converter.progress, self.entrypoint)
         for i, node in enumerate(nodes):
@@ -201,13 +202,13 @@ class GraphLowerer:
                 attr = getattr(gm, str(node.target))
                 if isinstance(attr, torch.Tensor):
                     with default_location(location_of(node)):
-                        values[node.name] = coreai.constant(self.weights.ref(str(node.target),
-                                                                             attr))
+                        values.bind(node, coreai.constant(self.weights.ref(str(node.target),
+                                                                           attr)))
             elif node.op == "output":
                 bar.close()
                 return [self._output_value(a, values) for a in _flat_outputs(node.args[0])]
             elif node.op == "placeholder":
-                if node.name not in values:
+                if not values.has(node):
                     raise LoweringError("placeholder has no bound value", node=node.name,
                                         target="placeholder", source=None, lowering=None)
             else:
@@ -217,17 +218,16 @@ class GraphLowerer:
         return []
 
     @staticmethod
-    def _output_value(arg: Any, values: dict[str, Value]) -> Any:
+    def _output_value(arg: Any, values: NodeValues) -> Any:
         if isinstance(arg, torch.fx.Node):
-            return values[arg.name]
+            return values.value(arg)
         return arg
 
-    def _lower_call(self, node: torch.fx.Node, values: dict[str, Value]) -> None:
+    def _lower_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         if node.target is GETITEM:
             src, idx = node.args
-            key = f"{src.name}#{idx}"
-            if key in values:
-                values[node.name] = values[key]
+            if isinstance(src, torch.fx.Node) and values.has(src, idx):
+                values.bind(node, values.value(src, idx))
                 return
         qn = qualified_name(node.target)
         if qn in DROPPED_TARGETS:
@@ -236,18 +236,21 @@ class GraphLowerer:
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
+        outer, self.ctx.node = self.ctx.node, node
         with default_location(loc):
             try:
-                result = fn(values, node, loc)
+                result = call_lowering(fn, values, node, loc)
             except (LoweringError, UnsupportedOpsError):
                 raise
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
+            finally:
+                self.ctx.node = outer
         self._store(node, qn, fn, result, values)
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
-               values: dict[str, Value]) -> None:
+               values: NodeValues) -> None:
         val = node.meta.get("val")
         multi = isinstance(val, (list, tuple))
 
@@ -263,8 +266,9 @@ class GraphLowerer:
                     continue
                 self._check(r, v, fail, f"result {i}")
                 _name_value(r, f"{node.name}#{i}")
-                values[f"{node.name}#{i}"] = r
-            values[node.name] = result[0] if result else None
+                values.bind(node, r, i)
+            if result and result[0] is not None:
+                values.bind(node, result[0])
             return
         if isinstance(result, (list, tuple)) and len(result) == 1:
             result = result[0]
@@ -273,7 +277,7 @@ class GraphLowerer:
         if val is not None:
             self._check(result, val, fail, "result")
         _name_value(result, node.name)
-        values[node.name] = result
+        values.bind(node, result)
 
     def _check(self, value: Any, val: Any, fail: Callable[[str], None], what: str) -> None:
         if not isinstance(value, Value):
@@ -303,7 +307,9 @@ class GraphLowerer:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(args):
             raise ValueError(f"subgraph takes {len(placeholders)} inputs, got {len(args)}")
-        values = {p.name: a for p, a in zip(placeholders, args, strict=True)}
+        values = NodeValues()
+        for p, a in zip(placeholders, args, strict=True):
+            values.bind(p, a)
         outs = self._lower_nodes(gm, values)
         return [self._as_value(o) for o in outs]
 

@@ -21,16 +21,18 @@ from coreai_core.dialects import coreai
 __all__ = [
     "get_operand", "get_operands", "get_arg", "result_type", "result_dtype", "node_dtype",
     "scalar_constant", "cast_to", "normalize_dim", "normalize_dims", "to_numpy", "shape_value",
-    "dtype_of", "int_list", "ConversionContext", "current_context",
+    "dtype_of", "int_list", "ConversionContext", "current_context", "peer_dtype", "scalar_like",
 ]
 
 
 class ConversionContext:
-    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds."""
+    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, and the
+    FX node being lowered (``node``)."""
 
     def __init__(self, symbols: Mapping[str, Dim] | None = None) -> None:
         self.symbols: dict[str, Dim] = dict(symbols or {})
         self.sym_values: dict[str, Value] = {}
+        self.node: torch.fx.Node | None = None
 
     def dim(self, size: Any) -> int | Dim:
         """A torch size (int or SymInt) as a Core AI dimension."""
@@ -81,9 +83,22 @@ def _val(node: torch.fx.Node) -> Any:
     return node.meta["val"]
 
 
-def result_type(node: torch.fx.Node, index: int | None = None) -> TensorType:
-    """The Core AI type of ``node``'s result (``index`` selects one of several results)."""
-    val = _val(node)
+def _node_or_current(node: torch.fx.Node | None) -> torch.fx.Node:
+    if node is not None:
+        return node
+    current = current_context().node
+    if current is None:
+        raise RuntimeError("result_type()/result_dtype() without a node work only while a "
+                           "lowering runs")
+    return current
+
+
+def result_type(node: torch.fx.Node | None = None, index: int | None = None) -> TensorType:
+    """The Core AI type of ``node``'s result (``index`` selects one of several results).
+
+    Without ``node``, the node being lowered.
+    """
+    val = _val(_node_or_current(node))
     if index is not None:
         val = val[index]
     return _type_of_val(val)
@@ -102,7 +117,8 @@ def _type_of_val(val: Any) -> TensorType:
     raise TypeError(f"no Core AI type for {type(val).__name__} value {val!r}")
 
 
-def result_dtype(node: torch.fx.Node, index: int | None = None) -> DType:
+def result_dtype(node: torch.fx.Node | None = None, index: int | None = None) -> DType:
+    """The element type of :func:`result_type`."""
     return result_type(node, index).element_type
 
 
@@ -132,7 +148,8 @@ def get_arg(node: torch.fx.Node, index: int, name: str | None = None, default: A
     return default
 
 
-def _peer_dtype(node: torch.fx.Node) -> DType | None:
+def peer_dtype(node: torch.fx.Node) -> DType | None:
+    """The dtype of the node's first tensor argument: what a Python scalar next to it adopts."""
     for a in node.args:
         d = node_dtype(a)
         if d is not None and isinstance(a, torch.fx.Node) and isinstance(
@@ -194,7 +211,7 @@ def _to_value(values_map: Mapping[str, Value], node: torch.fx.Node, arg: Any,
     if isinstance(arg, (bool, int, float)):
         if dtype is not None:
             return coreai.constant(arg, dtype=dtype, loc=loc)
-        return scalar_constant(arg, _peer_dtype(node), loc)
+        return scalar_constant(arg, peer_dtype(node), loc)
     if isinstance(arg, torch.Tensor):
         return coreai.constant(to_numpy(arg), loc=loc)
     raise TypeError(f"cannot turn argument {arg!r} of FX node {node.name!r} into a tensor")
@@ -228,12 +245,21 @@ def int_list(arg: Any, node: torch.fx.Node, what: str = "argument") -> list[int]
     return out
 
 
-def cast_to(value: Value, dtype: Any, loc: Location | None = None) -> Value:
-    """``value`` cast to ``dtype`` (no op emitted when it already has that type)."""
+def cast_to(value: Value | bool | int | float, dtype: Any, loc: Location | None = None,
+            ) -> Value:
+    """``value`` as ``dtype``: a Value is cast (no op when it already has that type), a Python
+    scalar becomes a 0-d constant of ``dtype``."""
     target = DType.of(dtype)
+    if not isinstance(value, Value):
+        return coreai.constant(value, dtype=target, loc=loc)
     if value.type.element_type is target:
         return value
     return coreai.cast(value, target, loc=loc)
+
+
+def scalar_like(value: Any, like: Value, loc: Location | None = None) -> Value:
+    """A 0-d constant holding ``value`` in ``like``'s element type."""
+    return coreai.constant(value, dtype=like.type.element_type, loc=loc)
 
 
 def normalize_dim(dim: int, rank: int) -> int:

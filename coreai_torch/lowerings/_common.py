@@ -15,6 +15,7 @@ from coreai_torch.utils import (
     get_operand,
     result_dtype,
     scalar_constant,
+    scalar_like,
 )
 
 ValuesMap = Mapping[str, Value]
@@ -85,11 +86,6 @@ def lower_binary(builder: Builder, *, compute: str = "result") -> Callable:
 
     lowering.__doc__ = f"Broadcasting binary lowering onto {builder.__name__}."
     return lowering
-
-
-def scalar_like(value: Any, like: Value, loc: Location) -> Value:
-    """A 0-d constant of ``like``'s element type."""
-    return coreai.constant(value, dtype=like.type.element_type, loc=loc)
 
 
 __all__ = [

@@ -52,7 +52,7 @@ def aten_logical_not_default(values_map: ValuesMap, node: torch.fx.Node, loc: Lo
     return cast_to(coreai.not_(x, loc=loc), result_dtype(node), loc)
 
 
-def _truthy(x: Value, loc: Location) -> Value:
+def _truthy(x: Value, loc: Location | None = None) -> Value:
     if x.type.element_type is DType.bool:
         return x
     return coreai.broadcasting_not_equal(x, scalar_like(0, x, loc), loc=loc)
@@ -207,38 +207,28 @@ def aten_div_tensor_mode(values_map: ValuesMap, node: torch.fx.Node, loc: Locati
 
 @reg("aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther",
      "aten::where.Scalar")
-def aten_where_self(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_where_self(condition: Value, self: Value | float, other: Value | float) -> Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    cond = _truthy(get_operand(values_map, node, 0, loc), loc)
-    dtype = result_dtype(node)
-    a = operand_as(values_map, node, 1, dtype, loc)
-    b = operand_as(values_map, node, 2, dtype, loc)
-    return coreai.broadcasting_where(cond, a, b, loc=loc)
+    dtype = result_dtype()
+    return coreai.broadcasting_where(_truthy(condition), cast_to(self, dtype),
+                                     cast_to(other, dtype))
 
 
-def _clamp(x: Value, lo: Value | None, hi: Value | None, loc: Location) -> Value:
+def _clamp(x: Value, lo: Value | None, hi: Value | None) -> Value:
     if lo is not None:
-        x = coreai.broadcasting_maximum(x, lo, loc=loc)
+        x = coreai.broadcasting_maximum(x, lo)
     if hi is not None:
-        x = coreai.broadcasting_minimum(x, hi, loc=loc)
+        x = coreai.broadcasting_minimum(x, hi)
     return x
 
 
 @reg("aten::clamp.default", "aten::clamp.Tensor", "aten::clip.default", "aten::clip.Tensor")
-def aten_clamp_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_clamp_default(self: Value, min: Value | float | None = None,
+                       max: Value | float | None = None) -> Value:
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 0, dtype, loc)
-    bounds = []
-    for i, name in ((1, "min"), (2, "max")):
-        arg = get_arg(node, i, name)
-        if arg is None:
-            bounds.append(None)
-        elif isinstance(arg, torch.fx.Node):
-            bounds.append(cast_to(values_map[arg.name], dtype, loc))
-        else:
-            bounds.append(coreai.constant(arg, dtype=dtype, loc=loc))
-    return _clamp(x, bounds[0], bounds[1], loc)
+    dtype = result_dtype()
+    return _clamp(cast_to(self, dtype), None if min is None else cast_to(min, dtype),
+                  None if max is None else cast_to(max, dtype))
 
 
 @reg("aten::clamp_min.default", "aten::clamp_max.default")
@@ -248,15 +238,13 @@ def aten_clamp_min_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loca
     x = operand_as(values_map, node, 0, dtype, loc)
     bound = operand_as(values_map, node, 1, dtype, loc)
     is_min = node.target._schema.name.endswith("min")
-    return _clamp(x, bound if is_min else None, None if is_min else bound, loc)
+    return _clamp(x, bound if is_min else None, None if is_min else bound)
 
 
 @reg("aten::hardtanh.default")
-def aten_hardtanh_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_hardtanh_default(self: Value, min_val: float = -1.0, max_val: float = 1.0) -> Value:
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    lo, hi = get_arg(node, 1, "min_val", -1.0), get_arg(node, 2, "max_val", 1.0)
-    return _clamp(x, scalar_like(lo, x, loc), scalar_like(hi, x, loc), loc)
+    return _clamp(self, scalar_like(min_val, self), scalar_like(max_val, self))
 
 
 # -- activations built from the dialect's primitives ----------------------------------------------
@@ -354,7 +342,7 @@ def aten_hardsigmoid_default(values_map: ValuesMap, node: torch.fx.Node, loc: Lo
     x = _act(values_map, node, loc)
     y = coreai.broadcasting_add(coreai.broadcasting_divide(x, scalar_like(6, x, loc), loc=loc),
                                 scalar_like(0.5, x, loc), loc=loc)
-    return _clamp(y, scalar_like(0, x, loc), scalar_like(1, x, loc), loc)
+    return _clamp(y, scalar_like(0, x, loc), scalar_like(1, x, loc))
 
 
 @reg("aten::hardswish.default")
@@ -362,7 +350,7 @@ def aten_hardswish_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loca
     """hardswish(Tensor self) -> Tensor: x * relu6(x + 3) / 6"""
     x = _act(values_map, node, loc)
     r6 = _clamp(coreai.broadcasting_add(x, scalar_like(3, x, loc), loc=loc),
-                scalar_like(0, x, loc), scalar_like(6, x, loc), loc)
+                scalar_like(0, x, loc), scalar_like(6, x, loc))
     return coreai.broadcasting_divide(coreai.broadcasting_mul(x, r6, loc=loc),
                                       scalar_like(6, x, loc), loc=loc)
 
