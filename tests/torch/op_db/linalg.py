@@ -209,7 +209,8 @@ add("aten::cholesky.default", lambda a, upper: torch.cholesky(a, upper=upper),
 
 @st.composite
 def _cholesky_factor(draw: Any, rhs: bool) -> Sample:
-    g, batch, dtype, upper = draw(seeds()), draw(batches()), draw(LINALG_DTYPES), draw(st.booleans())
+    g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
+    upper = draw(st.booleans())
     n = draw(matrix_size())
     factor = torch.linalg.cholesky(spd(g, batch, n), upper=upper).to(dtype)
     if not rhs:
