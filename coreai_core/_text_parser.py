@@ -38,7 +38,9 @@ _NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)(?![
                      re.ASCII)
 _FLOAT_TOKEN = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)", re.ASCII)
 _NAN_BITS = re.compile(r"nan\(0x([0-9a-fA-F]{1,16})\)", re.ASCII)
-_DENSE_TOKEN = re.compile(r"\[|\]|,|[^\s\[\],]+|\s+", re.ASCII)
+# a complex element `(real, imag)` is one token; its parts may be `nan(0x...)`
+_DENSE_TOKEN = re.compile(r"\[|\]|,|\((?:[^()]|\([^()]*\))*\)|[^\s\[\],]+|\s+", re.ASCII)
+_COMPLEX_TOKEN = re.compile(r"\(\s*([^\s,]+)\s*,\s*([^\s,]+)\s*\)", re.ASCII)
 _ELEMENT = re.compile(r"[a-z]+\d*", re.ASCII)
 _FROM_SHORT = {v: k for k, v in SHORT_NAME.items()}
 
@@ -317,11 +319,25 @@ class Parser:
                             if not _SINT.fullmatch(s) or len(s) > 40), None)
                 if bad is None:
                     return np.array([int(s) for s in toks], dtype=dtype.numpy)
+            elif dtype.is_complex:
+                return self.complex_elements(raw, dtype)
             else:
                 return self.float_elements(raw, dtype)
         except OverflowError:
             raise self.error(f"a dense element is out of range for {dtype}", raw.pos) from None
         raise self.error(f"bad {dtype} element {toks[bad]!r} in dense data", raw.pos)
+
+    def complex_elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
+        """``(real, imag)`` pairs; each part is read like a float of the part's width."""
+        parts: list[str] = []
+        for s in raw.tokens:
+            m = _COMPLEX_TOKEN.fullmatch(s)
+            if m is None:
+                raise self.error(f"bad {dtype} element {s!r} in dense data; expected "
+                                 "(real, imag)", raw.pos)
+            parts += m.groups()
+        pairs = self.float_elements(_Dense(parts, None, raw.pos), dtype.real_dtype)
+        return pairs.view(dtype.numpy).reshape(len(raw.tokens))
 
     def float_elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
         values: list[float] = []

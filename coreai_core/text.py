@@ -20,6 +20,7 @@ the printed result types are checked against it. Grammar (informal)::
     type       := 'tensor<' {dim 'x'} ELEMENT '>'          e.g. tensor<2x?batch[1:64]xf32>
     dim        := INT | '?' [NAME | STRING] ['[' [INT] ':' [INT] ']']
     dense      := 'dense<' (scalar | nested list) '>'       a bare scalar is a splat
+    scalar     := INT | FLOAT | 'true' | 'false' | '(' FLOAT ',' FLOAT ')'   complex: (real, imag)
     loc        := 'loc(' [STRING [':' INT]] ['in' STRING] ')'
 
 Names that are not identifiers are JSON-quoted (``%"x-1"``, ``@"my weight"``); a dynamic
@@ -126,6 +127,8 @@ def _dense(a: np.ndarray) -> str:
 
 
 def _is_splat(flat: np.ndarray) -> bool:
+    if flat.dtype.kind == "c":  # compare the bits of both parts
+        flat = flat.view(flat.real.dtype).reshape(flat.size, 2)
     bits = flat.view(_UINT_OF_SIZE[flat.itemsize])
     return bool((bits == bits[0]).all())
 
@@ -135,6 +138,10 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
         return ["true" if x else "false" for x in flat.tolist()]
     if dtype.is_int:
         return [str(x) for x in flat.tolist()]
+    if dtype.is_complex:  # `(real, imag)`, each part printed like a float of its width
+        part = dtype.real_dtype
+        re, im = _elements(flat.real.copy(), part), _elements(flat.imag.copy(), part)
+        return [f"({r}, {i})" for r, i in zip(re, im)]
     # the shortest decimal that reads back to the same value in its own width; bfloat16 goes
     # through float32, which holds it exactly (numpy has no bfloat16 formatting)
     shown = flat.astype(np.float32) if dtype is DType.bfloat16 else flat

@@ -237,7 +237,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
 def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool | int | float:
     if isinstance(arg, torch.fx.Node):
         return values.value(arg)
-    if isinstance(arg, (bool, int, float)):
+    if isinstance(arg, (bool, int, float, complex)):
         return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
         return coreai.constant(utils.to_numpy(arg))

@@ -23,8 +23,6 @@ NOT_LOWERED: dict[str, str] = {
     "aten::rand.default": _RANDOM,
     "aten::randn.default": _RANDOM,
     "aten::randperm.default": _RANDOM,
-    "aten::_fft_r2c.default": "produces a complex tensor; Core AI has no complex element types",
-    "aten::_fft_c2r.default": "consumes a complex tensor; Core AI has no complex element types",
 }
 
 

@@ -6,9 +6,13 @@ insertion context appends the op to the current graph and returns its result Val
 """
 
 from coreai_core._opdef import OPS
+from coreai_core.dialects._complex import *  # noqa: F403
+from coreai_core.dialects._complex import __all__ as _complex_all
 from coreai_core.dialects._control import if_, invoke, output, while_, yield_
 from coreai_core.dialects._elementwise import *  # noqa: F403
 from coreai_core.dialects._elementwise import __all__ as _elementwise_all
+from coreai_core.dialects._fft import *  # noqa: F403
+from coreai_core.dialects._fft import __all__ as _fft_all
 from coreai_core.dialects._linalg import *  # noqa: F403
 from coreai_core.dialects._linalg import __all__ as _linalg_all
 from coreai_core.dialects._nn import *  # noqa: F403
@@ -18,5 +22,5 @@ from coreai_core.dialects._tensor import __all__ as _tensor_all
 
 __all__ = [
     "OPS", "if_", "invoke", "output", "while_", "yield_",
-    *_elementwise_all, *_nn_all, *_tensor_all, *_linalg_all,
+    *_elementwise_all, *_nn_all, *_tensor_all, *_complex_all, *_fft_all, *_linalg_all,
 ]

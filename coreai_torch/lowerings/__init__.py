@@ -12,10 +12,12 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    complex,
     control,
     creation,
     elementwise,
     embedding,
+    fft,
     indexing,
     linalg,
     nn,
@@ -31,7 +33,8 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward, linalg,
+    pooling, resample, attention, symbolic, control, backward, complex, fft,
+    linalg,
 )
 
 _DEFAULT: LoweringTable | None = None

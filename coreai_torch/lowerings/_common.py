@@ -48,7 +48,7 @@ def operand_as(values_map: ValuesMap, node: torch.fx.Node, index: int, dtype: DT
                loc: Location) -> Value:
     """Operand ``index`` converted to ``dtype`` (scalars become constants of that dtype)."""
     arg = node.args[index]
-    if isinstance(arg, (bool, int, float)):
+    if isinstance(arg, (bool, int, float, complex)):
         return coreai.constant(arg, dtype=dtype, loc=loc)
     return cast_to(get_operand(values_map, node, index, loc), dtype, loc)
 
@@ -63,7 +63,9 @@ def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable:
     def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
         x = get_operand(values_map, node, 0, loc)
         out = result_dtype(node)
-        if float_compute or (out.is_float and not x.type.element_type.is_float):
+        # (a complex input keeps its type: abs(complex) is a float computed from both parts)
+        if float_compute or (out.is_float and not x.type.element_type.is_float
+                             and not x.type.element_type.is_complex):
             x = cast_to(x, out, loc)
         return cast_to(builder(x, loc=loc), out, loc)
 

@@ -82,7 +82,7 @@ def aten_isnan_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location
     """isnan / isinf / isfinite / isposinf / isneginf (Tensor self) -> Tensor"""
     x = get_operand(values_map, node, 0, loc)
     op = node.target._schema.name.split("::")[1]
-    if not x.type.element_type.is_float:
+    if not (x.type.element_type.is_float or x.type.element_type.is_complex):
         value = op == "isfinite"
         return coreai.broadcast_to(coreai.constant(value), coreai.get_shape(x, loc=loc), loc=loc)
     if op == "isnan":

@@ -4,7 +4,7 @@ Tensor factories are the ``creation`` family. Layout-only arguments (``memory_fo
 ``device``, ``layout``) are ignored: Core AI tensors are dense row-major
 values, so clones, detaches and aliases are the value itself.
 
-Not lowered here: ``view_as_real`` / ``view_as_complex`` (Core AI has no complex dtypes),
+Not lowered here: ``view_as_real`` / ``view_as_complex`` (the ``complex`` family),
 ``reshape`` / ``expand_as`` / ``lift_fresh_copy`` (torch.export always decomposes them to
 ``view`` / ``expand`` / ``clone`` before the converter sees them), and the composites torch's
 default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, ...).

@@ -113,6 +113,15 @@ _TABLE: dict[str, Sample] = {
     "coreai.scatter_nd": Sample((t(4, 3), t(2, 1, dtype=I64), t(2, 3)),
                                 lambda x, i, u: coreai.scatter_nd(x, i, u, accumulate=True)),
     "coreai.non_zero": Sample((t(2, 3),), coreai.non_zero),
+    "coreai.complex": Sample((t(2, 3), t(3)), coreai.complex_),
+    "coreai.view_as_real": Sample((t(2, 3, dtype="complex64"),), coreai.view_as_real),
+    "coreai.view_as_complex": Sample((t(3, 2, dtype="float64"),), coreai.view_as_complex),
+    "coreai.fft_c2c": Sample((t(4, 3, dtype="complex64"),), lambda x: coreai.fft_c2c(
+        x, axes=[0, -1], forward=False, normalization="by_n")),
+    "coreai.fft_r2c": Sample((t(4, 5),), lambda x: coreai.fft_r2c(
+        x, axes=[1, 0], normalization="by_root_n", onesided=True)),
+    "coreai.fft_c2r": Sample((t(4, 3, dtype="complex128"),), lambda x: coreai.fft_c2r(
+        x, axes=[1], last_dim_size=5)),
     "coreai.if": Sample((t(dtype="bool"), t(2, 3)), lambda p, x: coreai.if_(
         p, [x], lambda a: coreai.neg(a), lambda a: a)),
     "coreai.while": Sample((t(),), lambda i: coreai.while_(
@@ -155,11 +164,11 @@ def _elementwise_sample(opdef: OpDef) -> Sample | None:
         shapes = [(2, 3), (3,) if opdef.name.startswith("coreai.broadcasting_") else (2, 3)]
     else:
         return None
-    for dtype in (DType.float32, DType.int32, DType.bool):
+    for dtype in (DType.float32, DType.int32, DType.bool, DType.complex64):
         types = tuple(TensorType(s, dtype) for s in shapes)
         if _accepts(opdef, types):
             return Sample(types, BUILDERS[opdef.name])
-    raise AssertionError(f"{opdef.name} accepts none of float32, int32, bool")
+    raise AssertionError(f"{opdef.name} accepts none of float32, int32, bool, complex64")
 
 
 def _all_samples() -> dict[str, Sample]:

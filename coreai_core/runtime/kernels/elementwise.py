@@ -6,6 +6,8 @@
   ``ZeroDivisionError`` like torch; ``divide`` truncates, ``floor_divide`` floors,
   ``modulo`` is ``torch.fmod`` and ``remainder`` is ``torch.remainder``.
 - maximum/minimum propagate NaN; ``sign(NaN)`` is 0 like ``torch.sign``; round is half-even.
+- complex64/complex128 use numpy's complex functions (principal branches, like torch); a cast
+  from complex to a real type keeps the real part, to bool tests both parts.
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ def cast(x: np.ndarray, *, dtype: DType) -> np.ndarray:
     target = dtype.numpy
     if x.dtype == target:
         return x
+    if x.dtype.kind == "c" and target.kind not in "cb":
+        x = x.real  # complex -> real keeps the real part, like torch
     if x.dtype in HALF and target.kind != "f":
-        x = x.astype(F32)  # bfloat16 -> int goes through float32, exactly
+        x = x.astype(F32)  # bfloat16 -> int or complex goes through float32, exactly
     return x.astype(target)
 
 
@@ -94,12 +98,14 @@ def _sign(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
     e = np.exp(-np.abs(x))  # never overflows
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 for _op, _fn, _doc in [
-    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer)."),
+    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer); complex modulus."),
     ("coreai.neg", np.negative, "Negation."),
     ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
     ("coreai.floor", _integral_identity(np.floor), "Round toward -inf."),

@@ -7,8 +7,10 @@ module and are tested by the named test instead.
 
 from tests.torch.op_db import (
     backward,
+    complex,
     control,
     elementwise,
+    fft,
     indexing,
     linalg,
     nn,
@@ -18,7 +20,8 @@ from tests.torch.op_db import (
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, linalg)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, complex,
+            fft, linalg)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
