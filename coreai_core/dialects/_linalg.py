@@ -7,7 +7,8 @@ which are also torch.linalg's: pivots are 1-based int32 row interchanges (row ``
 with row ``pivots[i]``, applied in order), ``info`` is an int32 per matrix, 0 on success and
 ``k > 0`` when the ``k``-th leading minor / pivot failed (the factor is then incomplete but
 defined). Factorizations that are not unique (signs of singular vectors, eigenvector phases)
-are defined up to that freedom. Element types: float32 and float64.
+are defined up to that freedom. Element types: float32 and float64 (``eig`` also takes
+complex64/complex128 and always returns complex results).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ _LINALG_DTYPES = (DType.float32, DType.float64)
 DimT = int | Dim
 
 
-def _matrix(x: Value, what: str, square: bool = False) -> tuple[tuple, DimT, DimT]:
+def _matrix(x: Value, what: str, square: bool = False,
+            complex_ok: bool = False) -> tuple[tuple, DimT, DimT]:
     """(batch, rows, cols) of a matrix stack, checking its rank and element type."""
     t = x.type
     expect(t.rank >= 2, f"{what} must be a matrix or a stack of matrices, got {t}")
-    expect(t.element_type in _LINALG_DTYPES,
-           f"{what} must be float32 or float64 (like torch.linalg), got {t}")
+    if complex_ok:
+        expect(t.element_type in _LINALG_DTYPES or t.element_type.is_complex,
+               f"{what} must be float32, float64, complex64 or complex128, got {t}")
+    else:
+        expect(t.element_type in _LINALG_DTYPES,
+               f"{what} must be float32 or float64 (like torch.linalg), got {t}")
     *batch, m, n = t.shape
     if square and isinstance(m, int) and isinstance(n, int):
         expect(m == n, f"{what} must be square, got {t}")
@@ -80,6 +86,20 @@ def eigh(x: Value, upper: bool = False, compute_v: bool = True) -> list[TensorTy
     batch, n, _ = _matrix(x, "eigh input", square=True)
     w = TensorType([*batch, n], x.type.element_type)
     return [w, x.type] if compute_v else [w]
+
+
+@defop(traits=("multi_result",))
+def eig(x: Value) -> list[TensorType]:
+    """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` with ``x @ v = v @ diag(w)``, each scaled to unit norm
+    (unique up to a unit complex factor for distinct eigenvalues). The element type is the
+    complex type of the input's precision (complex64 for float32 and complex64 input).
+    """
+    batch, n, _ = _matrix(x, "eig input", square=True, complex_ok=True)
+    c = x.type.element_type.complex_dtype
+    return [TensorType([*batch, n], c), x.type.with_dtype(c)]
 
 
 @defop(traits=("multi_result",))
@@ -211,5 +231,5 @@ def ldl_solve(ld: Value, pivots: Value, b: Value) -> TensorType:
     return TensorType([*broadcast_shapes(lb, pivots.type.shape[:-1], bb), n, k], dtype)
 
 
-__all__ = ["cholesky", "eigh", "geqrf", "householder_product", "ldl_factor", "ldl_solve",
+__all__ = ["cholesky", "eig", "eigh", "geqrf", "householder_product", "ldl_factor", "ldl_solve",
            "lu_factor", "lu_solve", "pivots_to_permutation", "svd", "triangular_solve"]

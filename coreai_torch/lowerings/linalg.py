@@ -1,6 +1,6 @@
 """Linear-algebra lowerings onto the linalg dialect ops (``coreai_core/dialects/_linalg.py``).
 
-Factorizations map onto one op each (svd, eigh, cholesky, lu_factor, geqrf, ldl_factor);
+Factorizations map onto one op each (svd, eigh, eig, cholesky, lu_factor, geqrf, ldl_factor);
 everything else is composed from them the way LAPACK/torch compose it: ``solve`` and ``inv``
 are getrf + getrs, ``qr`` is geqrf + orgqr, ``det``/``slogdet`` read the LU diagonal and the
 pivot parity, ``cholesky_solve``/``cholesky_inverse`` are two triangular solves, ``pinv``
@@ -62,6 +62,13 @@ def aten__linalg_eigh_default(A: Value, UPLO: str = "L", compute_v: bool = True,
         (w,) = coreai.eigh(A, upper=UPLO == "U", compute_v=False)
         return w, empty(result_type(node, 1))
     w, v = coreai.eigh(A, upper=UPLO == "U")
+    return w, v
+
+
+@reg("aten::linalg_eig.default")
+def aten_linalg_eig_default(self: Value) -> tuple[Value, Value]:
+    """linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    w, v = coreai.eig(self)
     return w, v
 
 

@@ -130,6 +130,7 @@ _TABLE: dict[str, Sample] = {
     "coreai.invoke": Sample((t(2),), lambda x: coreai.invoke([x], callee="helper"),
                             setup=_helper_graph),
     "coreai.svd": Sample((t(2, 4, 3),), lambda x: coreai.svd(x, full_matrices=True)),
+    "coreai.eig": Sample((t(2, 3, 3),), coreai.eig),
     "coreai.eigh": Sample((t(3, 3, dtype="float64"),), lambda x: coreai.eigh(x, upper=True)),
     "coreai.cholesky": Sample((t(2, 3, 3),), lambda x: coreai.cholesky(x, upper=True)),
     "coreai.lu_factor": Sample((t(4, 3),), coreai.lu_factor),

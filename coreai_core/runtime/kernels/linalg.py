@@ -59,6 +59,14 @@ def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
     return [w.astype(x.dtype, copy=False), v.astype(x.dtype, copy=False)]
 
 
+@KERNELS.kernel("coreai.eig")
+def eig(x: np.ndarray) -> list:
+    """``numpy.linalg.eig`` (LAPACK geev, torch's CPU routine), cast to complex."""
+    c = np.result_type(x.dtype, np.complex64)
+    w, v = np.linalg.eig(x)
+    return [w.astype(c, copy=False), v.astype(c, copy=False)]
+
+
 @KERNELS.kernel("coreai.cholesky")
 def cholesky(x: np.ndarray, *, upper: bool = False) -> list:
     """LAPACK potrf per matrix; the unused triangle of the factor is zeroed."""

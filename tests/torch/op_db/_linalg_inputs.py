@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tests.torch.op_db._entry import Sample, sizes
 
 LINALG_DTYPES = st.sampled_from((torch.float32, torch.float64))
+EIG_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.complex64, torch.complex128))
 Build = Callable[[torch.Generator, tuple[int, ...], int, int], torch.Tensor]
 
 
@@ -34,7 +35,8 @@ def matrix_size() -> st.SearchStrategy[int]:
 def tolerance(dtype: Any, n: int) -> float:
     """Backward-stable factorizations of matrices with condition number <= ~10 agree to
     ``n * eps * cond`` between LAPACK builds; 50 * n * eps leaves headroom for that."""
-    eps = float(np.finfo(np.float32 if dtype in (torch.float32, np.float32) else np.float64).eps)
+    single = (torch.float32, torch.complex64, np.float32, np.complex64)
+    eps = float(np.finfo(np.float32 if dtype in single else np.float64).eps)
     return 50.0 * max(n, 1) * eps
 
 
@@ -72,6 +74,28 @@ def symmetric(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) ->
     """``Q diag(d) Q.T`` with |d| in [0.5, 3], mixed signs: indefinite, condition <= 6."""
     q = _orthogonal(g, batch, n)
     return (q * spectrum(g, batch, n, signed=True).unsqueeze(-2)) @ q.mT
+
+
+def normal(g: torch.Generator, batch: tuple[int, ...], n: int, dtype: torch.dtype,
+           ) -> torch.Tensor:
+    """``Q T Q^H`` with Q unitary: a normal matrix, so its eigenvalues are perfectly
+    conditioned. Real dtypes: T has 2x2 blocks [[a, b], [-b, a]] (eigenvalues a +- ib,
+    b in [0.5, 2]) and real diagonal entries, all parts in [-3, 3]; complex dtypes: T is a
+    diagonal of random complex values."""
+    if dtype.is_complex:
+        z = torch.complex(gaussian(g, (*batch, n, n)), gaussian(g, (*batch, n, n)))
+        q, _ = torch.linalg.qr(z)
+        w = torch.complex(3 * _uniform(g, (*batch, n)), 3 * _uniform(g, (*batch, n)))
+        return ((q * w.unsqueeze(-2)) @ q.mH).to(dtype)
+    t = torch.diag_embed(3 * _uniform(g, (*batch, n)))
+    pairs = int(torch.randint(0, n // 2 + 1, (), generator=g))
+    for i in range(pairs):
+        b = 0.5 + 1.5 * torch.rand(batch, generator=g, dtype=torch.float64)
+        t[..., 2 * i, 2 * i + 1] = b
+        t[..., 2 * i + 1, 2 * i] = -b
+        t[..., 2 * i + 1, 2 * i + 1] = t[..., 2 * i, 2 * i]
+    q = _orthogonal(g, batch, n)
+    return (q @ t @ q.mT).to(dtype)
 
 
 def spd(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) -> torch.Tensor:

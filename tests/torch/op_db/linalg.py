@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import OpEntry, Sample
 from tests.torch.op_db._linalg_inputs import (
+    EIG_DTYPES,
     LINALG_DTYPES,
     as64,
     batches,
@@ -25,6 +26,7 @@ from tests.torch.op_db._linalg_inputs import (
     gaussian,
     general,
     matrix_size,
+    normal,
     orthonormal_columns,
     same_layout,
     seeds,
@@ -140,6 +142,43 @@ add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigh(a, UPLO=UPLO
 add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigvalsh(a, UPLO=UPLO),
     matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), UPLO=st.sampled_from("LU")),
     compare=matches, name="eigvalsh")
+
+
+def _same_spectrum(got: np.ndarray, want: np.ndarray, tol: float) -> None:
+    """Each eigenvalue of one set is within tol of one of the other, both ways (the order is
+    LAPACK's implementation detail). Eigenvalues of the normal test matrices move by at most
+    the backward error, so no separation between them is needed."""
+    distance = np.abs(got[..., :, None] - want[..., None, :])
+    assert (distance.min(axis=-1) <= tol).all(), "eigenvalues differ from torch's"
+    assert (distance.min(axis=-2) <= tol).all(), "eigenvalues differ from torch's"
+
+
+def _eig_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
+    same_layout(expected, got, "eig")
+    a = np.asarray(sample.args[0].numpy(), np.complex128)
+    tol = tolerance(sample.args[0].dtype, _size(sample)) * 3  # |eigenvalues| <= 3 * sqrt(2)
+    w, v = (np.asarray(x, np.complex128) for x in got)
+    _same_spectrum(w, expected[0].numpy(), tol)
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=tol, err_msg="A V != V diag(w)")
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1.0, atol=tol,
+                               err_msg="eigenvectors are not unit norm")
+
+
+def _eigvals(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
+    same_layout(expected, got, "eigvals")
+    tol = tolerance(sample.args[0].dtype, _size(sample)) * 3
+    _same_spectrum(np.asarray(got[0], np.complex128), expected[0].numpy(), tol)
+
+
+@st.composite
+def _normal_matrices(draw: Any) -> Sample:
+    dtype = draw(EIG_DTYPES)
+    return Sample((normal(draw(seeds()), draw(batches()), draw(matrix_size()), dtype),))
+
+
+add("aten::linalg_eig.default", torch.linalg.eig, _normal_matrices(), compare=_eig_invariants)
+add("aten::linalg_eig.default", torch.linalg.eigvals, _normal_matrices(), compare=_eigvals,
+    name="eigvals")
 
 
 def _qr_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
