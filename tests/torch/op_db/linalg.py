@@ -404,3 +404,17 @@ def _ldl_solve_args(draw: Any) -> Sample:
 
 add("aten::linalg_ldl_solve.default", lambda ld, p, b, hermitian: torch.linalg.ldl_solve(
     ld, p, b, hermitian=hermitian), _ldl_solve_args(), compare=matches)
+
+
+# -- torch.linalg's checked forms: *_ex plus with_effects(_linalg_check_errors) -----------------
+
+WITH_EFFECTS = "higher_order::with_effects.default"
+add(WITH_EFFECTS, torch.linalg.inv, matrices(general), compare=matches, name="linalg.inv")
+add(WITH_EFFECTS, lambda a, b, left: torch.linalg.solve(a, b, left=left), _solve_args(),
+    compare=matches, name="linalg.solve")
+add(WITH_EFFECTS, lambda a, upper: torch.linalg.cholesky(a, upper=upper),
+    matrices(spd, upper=st.booleans()), compare=matches, name="linalg.cholesky")
+add(WITH_EFFECTS, torch.linalg.lu_factor, matrices(general, square=False), compare=matches,
+    name="linalg.lu_factor")
+add(WITH_EFFECTS, torch.linalg.ldl_factor, matrices(symmetric), compare=matches,
+    name="linalg.ldl_factor")
