@@ -7,8 +7,9 @@ which are also torch.linalg's: pivots are 1-based int32 row interchanges (row ``
 with row ``pivots[i]``, applied in order), ``info`` is an int32 per matrix, 0 on success and
 ``k > 0`` when the ``k``-th leading minor / pivot failed (the factor is then incomplete but
 defined). Factorizations that are not unique (signs of singular vectors, eigenvector phases)
-are defined up to that freedom. Element types: float32 and float64 (``eig`` also takes
-complex64/complex128 and always returns complex results).
+are defined up to that freedom. Element types: float32, float64, complex64 and complex128;
+for complex matrices every transpose below is the conjugate transpose (``.T`` reads ``^H``),
+"symmetric" reads "Hermitian", and singular values and eigh's eigenvalues are real.
 """
 
 from __future__ import annotations
@@ -18,21 +19,17 @@ from coreai_core._ir import Dim, TensorType, Value
 from coreai_core._opdef import defop
 from coreai_core._shapes import broadcast_shapes, expect, same_dtype
 
-_LINALG_DTYPES = (DType.float32, DType.float64)
+_LINALG_DTYPES = (DType.float32, DType.float64, DType.complex64, DType.complex128)
 DimT = int | Dim
 
 
-def _matrix(x: Value, what: str, square: bool = False,
-            complex_ok: bool = False) -> tuple[tuple, DimT, DimT]:
+def _matrix(x: Value, what: str, square: bool = False) -> tuple[tuple, DimT, DimT]:
     """(batch, rows, cols) of a matrix stack, checking its rank and element type."""
     t = x.type
     expect(t.rank >= 2, f"{what} must be a matrix or a stack of matrices, got {t}")
-    if complex_ok:
-        expect(t.element_type in _LINALG_DTYPES or t.element_type.is_complex,
-               f"{what} must be float32, float64, complex64 or complex128, got {t}")
-    else:
-        expect(t.element_type in _LINALG_DTYPES,
-               f"{what} must be float32 or float64 (like torch.linalg), got {t}")
+    expect(t.element_type in _LINALG_DTYPES,
+           f"{what} must be float32, float64, complex64 or complex128 (like torch.linalg), "
+           f"got {t}")
     *batch, m, n = t.shape
     if square and isinstance(m, int) and isinstance(n, int):
         expect(m == n, f"{what} must be square, got {t}")
@@ -67,7 +64,7 @@ def svd(x: Value, full_matrices: bool = False, compute_uv: bool = True) -> list[
     """
     batch, m, n = _matrix(x, "svd input")
     k = _min(m, n)
-    s = TensorType([*batch, k], x.type.element_type)
+    s = TensorType([*batch, k], x.type.element_type.real_dtype)
     if not compute_uv:
         return [s]
     u = x.type.with_shape([*batch, m, m if full_matrices else k])
@@ -84,7 +81,7 @@ def eigh(x: Value, upper: bool = False, compute_v: bool = True) -> list[TensorTy
     ``(w,)`` when not ``compute_v``.
     """
     batch, n, _ = _matrix(x, "eigh input", square=True)
-    w = TensorType([*batch, n], x.type.element_type)
+    w = TensorType([*batch, n], x.type.element_type.real_dtype)
     return [w, x.type] if compute_v else [w]
 
 
@@ -97,7 +94,7 @@ def eig(x: Value) -> list[TensorType]:
     (unique up to a unit complex factor for distinct eigenvalues). The element type is the
     complex type of the input's precision (complex64 for float32 and complex64 input).
     """
-    batch, n, _ = _matrix(x, "eig input", square=True, complex_ok=True)
+    batch, n, _ = _matrix(x, "eig input", square=True)
     c = x.type.element_type.complex_dtype
     return [TensorType([*batch, n], c), x.type.with_dtype(c)]
 
@@ -206,8 +203,11 @@ def householder_product(a: Value, tau: Value) -> TensorType:
 
 
 @defop(traits=("multi_result",))
-def ldl_factor(x: Value) -> list[TensorType]:
+def ldl_factor(x: Value, hermitian: bool = False) -> list[TensorType]:
     """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
+
+    For complex input, ``hermitian`` factors ``x = L D L^H`` (hetrf) instead of the complex
+    symmetric ``x = L D L^T``; real input ignores it.
 
     Results ``(ld, pivots, info)``: L (unit lower, diagonal not stored) and the block
     diagonal D packed in the lower triangle of ``ld`` (upper triangle zero); int32
@@ -218,8 +218,9 @@ def ldl_factor(x: Value) -> list[TensorType]:
 
 
 @defop()
-def ldl_solve(ld: Value, pivots: Value, b: Value) -> TensorType:
-    """Solve ``A @ X = B`` from ``ldl_factor``'s ld and pivots (LAPACK sytrs).
+def ldl_solve(ld: Value, pivots: Value, b: Value, hermitian: bool = False) -> TensorType:
+    """Solve ``A @ X = B`` from ``ldl_factor``'s ld and pivots (LAPACK sytrs; hetrs for a
+    complex ``hermitian`` factor).
 
     ``ld`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
     """

@@ -22,6 +22,12 @@ def mT(x: Value) -> Value:
     return coreai.transpose(x, [*range(r - 2), r - 1, r - 2])
 
 
+def mH(x: Value) -> Value:
+    """The conjugate transpose of the last two axes (``mT`` for real x)."""
+    t = mT(x)
+    return coreai.conj(t) if x.type.element_type.is_complex else t
+
+
 def triangle(x: Value, upper: bool, diagonal: int = 0) -> Value:
     """``triu(x, diagonal)`` (or ``tril``) of a matrix stack; the rest is zero."""
     m, n = matrix_dims(x, "a triangle")
@@ -81,7 +87,21 @@ def permutation_sign(pivots: Value, dtype: DType) -> Value:
     swaps = coreai.cast(coreai.broadcasting_not_equal(pivots, unmoved), DType.int32)
     odd = coreai.broadcasting_modulo(coreai.reduce_sum(swaps, axes=[-1]),
                                      coreai.constant(2, dtype=DType.int32))
-    # 1 - 2 * odd
-    one = coreai.constant(1, dtype=dtype)
-    return coreai.broadcasting_sub(one, coreai.broadcasting_mul(
-        coreai.constant(2, dtype=dtype), coreai.cast(odd, dtype)))
+    # 1 - 2 * odd, in the real type and then (for a complex dtype) cast
+    real = dtype.real_dtype
+    one = coreai.constant(1, dtype=real)
+    sign = coreai.broadcasting_sub(one, coreai.broadcasting_mul(
+        coreai.constant(2, dtype=real), coreai.cast(odd, real)))
+    return sign if real is dtype else coreai.cast(sign, dtype)
+
+
+def sgn(x: Value) -> Value:
+    """``x / |x|`` (0 at 0) for complex x; ``sign(x)`` for real x."""
+    if not x.type.element_type.is_complex:
+        return coreai.sign(x)
+    modulus = coreai.cast(coreai.abs_(x), x.type.element_type)
+    zero = coreai.constant(0, dtype=x.type.element_type)
+    is_zero = coreai.broadcasting_equal(modulus, zero)
+    safe = coreai.broadcasting_where(is_zero, coreai.constant(1, dtype=x.type.element_type),
+                                     modulus)
+    return coreai.broadcasting_where(is_zero, zero, coreai.broadcasting_divide(x, safe))

@@ -27,9 +27,11 @@ from coreai_torch.lowerings._linalg_utils import (
     empty,
     eye,
     matrix_dims,
+    mH,
     mT,
     pad_cols,
     permutation_sign,
+    sgn,
     slice_matrix,
     triangle,
 )
@@ -120,7 +122,7 @@ def aten_ormqr_default(self: Value, input2: Value, input3: Value, left: bool = T
     rows, _ = matrix_dims(self, "ormqr")
     q = coreai.householder_product(pad_cols(self, rows), input2)
     if transpose:
-        q = mT(q)
+        q = mH(q)
     return coreai.batch_matmul(q, input3) if left else coreai.batch_matmul(input3, q)
 
 
@@ -142,11 +144,11 @@ def aten_cholesky_default(self: Value, upper: bool = False) -> Value:
 def aten_cholesky_solve_default(self: Value, input2: Value, upper: bool = False) -> Value:
     """cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor
 
-    ``A = L @ L.T`` (``U.T @ U``): two triangular solves, as LAPACK potrs does.
+    ``A = L @ L^H`` (``U^H @ U``): two triangular solves, as LAPACK potrs does.
     """
-    factor, other = input2, mT(input2)
+    factor, other = input2, mH(input2)
     first, second = (other, factor) if upper else (factor, other)
-    # first a lower-triangular solve (L, or U.T), then an upper one (L.T, or U)
+    # first a lower-triangular solve (L, or U^H), then an upper one (L^H, or U)
     y = coreai.triangular_solve(first, self, upper=False)
     return coreai.triangular_solve(second, y, upper=True)
 
@@ -155,22 +157,19 @@ def aten_cholesky_solve_default(self: Value, input2: Value, upper: bool = False)
 def aten_cholesky_inverse_default(self: Value, upper: bool = False) -> Value:
     """cholesky_inverse(Tensor self, bool upper=False) -> Tensor
 
-    ``inv(L @ L.T) = inv(L).T @ inv(L)`` (``inv(U) @ inv(U).T`` when upper).
+    ``inv(L @ L^H) = inv(L)^H @ inv(L)`` (``inv(U) @ inv(U)^H`` when upper).
     """
     n, _ = matrix_dims(self, "cholesky_inverse")
     inv = coreai.triangular_solve(self, eye(n, n, self.type.element_type), upper=upper)
-    return coreai.batch_matmul(inv, mT(inv)) if upper else coreai.batch_matmul(mT(inv), inv)
+    return coreai.batch_matmul(inv, mH(inv)) if upper else coreai.batch_matmul(mH(inv), inv)
 
 
 @reg("aten::linalg_ldl_factor_ex.default")
 def aten_linalg_ldl_factor_ex_default(self: Value, hermitian: bool = False,
                                       check_errors: bool = False,
                                       ) -> tuple[Value, Value, Value]:
-    """linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (Tensor LD, Tensor pivots, Tensor info)
-
-    ``hermitian`` only matters for complex input; real symmetric input is factored alike.
-    """  # noqa: E501
-    ld, pivots, info = coreai.ldl_factor(self)
+    """linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (Tensor LD, Tensor pivots, Tensor info)"""  # noqa: E501
+    ld, pivots, info = coreai.ldl_factor(self, hermitian=hermitian)
     return ld, pivots, info
 
 
@@ -178,7 +177,7 @@ def aten_linalg_ldl_factor_ex_default(self: Value, hermitian: bool = False,
 def aten_linalg_ldl_solve_default(LD: Value, pivots: Value, B: Value,
                                   hermitian: bool = False) -> Value:
     """linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False) -> Tensor"""
-    return coreai.ldl_solve(LD, pivots, B)
+    return coreai.ldl_solve(LD, pivots, B, hermitian=hermitian)
 
 
 # -- LU and what is built on it -----------------------------------------------------------------
@@ -231,8 +230,8 @@ def aten_lu_unpack_default(LU_data: Value, LU_pivots: Value, unpack_data: bool =
 def _lu_solve(lu: Value, pivots: Value, b: Value, left: bool, adjoint: bool) -> Value:
     if left:
         return coreai.lu_solve(lu, pivots, b, adjoint=adjoint)
-    # X @ op(A) = B  <=>  op(A).T @ X.T = B.T
-    return mT(coreai.lu_solve(lu, pivots, mT(b), adjoint=not adjoint))
+    # X @ op(A) = B  <=>  op(A)^H @ X^H = B^H
+    return mH(coreai.lu_solve(lu, pivots, mH(b), adjoint=not adjoint))
 
 
 @reg("aten::linalg_lu_solve.default")
@@ -272,11 +271,12 @@ def aten_linalg_inv_ex_default(A: Value, check_errors: bool = False) -> tuple[Va
 
 
 def _det_factor(A: Value, node: torch.fx.Node) -> tuple[Value, Value]:
-    """The LU factor torch's det/slogdet return: of A.T when A is row-major (torch factors
-    the column-major view), else of A. Either has the same determinant."""
+    """The LU factor torch's det/slogdet return: of A.T when A is real and row-major (torch
+    factors the column-major view), else of A. Either has the same determinant."""
     val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
     row_major = not isinstance(val, torch.Tensor) or val.is_contiguous()
-    lu, pivots, _ = coreai.lu_factor(mT(A) if row_major else A)
+    transposed = row_major and not A.type.element_type.is_complex
+    lu, pivots, _ = coreai.lu_factor(mT(A) if transposed else A)
     return lu, pivots
 
 
@@ -297,13 +297,13 @@ def aten__linalg_slogdet_default(A: Value, *, node: torch.fx.Node,
                                  ) -> tuple[Value, Value, Value, Value]:
     """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
 
-    ``sign = sign(P) * prod(sign(diag(U)))``, ``logabsdet = sum(log|diag(U)|)`` (a singular
-    matrix gives sign 0 and -inf).
+    ``sign = sign(P) * prod(sgn(diag(U)))``, ``logabsdet = sum(log|diag(U)|)`` (a singular
+    matrix gives sign 0 and -inf; complex input gives a complex sign of modulus 1).
     """
     lu, pivots = _det_factor(A, node)
     d = diagonal(lu)
     sign = coreai.broadcasting_mul(permutation_sign(pivots, A.type.element_type),
-                                   coreai.reduce_product(coreai.sign(d), axes=[-1]))
+                                   coreai.reduce_product(sgn(d), axes=[-1]))
     logabsdet = coreai.reduce_sum(coreai.log(coreai.abs_(d)), axes=[-1])
     return sign, logabsdet, lu, pivots
 
@@ -325,8 +325,8 @@ def _pinv_tolerance(A: Value, atol: Value | None, rtol: Value | None,
     """
     f64 = DType.float64
     m, n = matrix_dims(A, "pinv")
-    default_rtol = coreai.constant(float(np.finfo(A.type.element_type.numpy).eps) * max(m, n),
-                                   dtype=f64)
+    eps = float(np.finfo(A.type.element_type.real_dtype.numpy).eps)
+    default_rtol = coreai.constant(eps * max(m, n), dtype=f64)
     zero = coreai.constant(0.0, dtype=f64)
     atol64 = zero if atol is None else coreai.cast(atol, f64)
     if rtol is not None:
@@ -346,24 +346,25 @@ def aten_linalg_pinv_atol_rtol_tensor(self: Value, atol: Value | None = None,
                                       hermitian: bool = False) -> Value:
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor
 
-    Singular values above the cutoff are inverted, the rest zeroed: ``V @ diag(1/s) @ U.T``;
-    with ``hermitian``, eigenvalues of the lower triangle: ``V @ diag(1/w) @ V.T``.
+    Singular values above the cutoff are inverted, the rest zeroed: ``V @ diag(1/s) @ U^H``;
+    with ``hermitian``, eigenvalues of the lower triangle: ``V @ diag(1/w) @ V^H``.
     """  # noqa: E501
     dtype = self.type.element_type
-    zero = coreai.constant(0, dtype=dtype)
     if hermitian:
         w, v = coreai.eigh(self)
         magnitude = coreai.abs_(w)
         largest = coreai.reduce_max(magnitude, axes=[-1], keep_dims=True)
-        left, right, values = v, mT(v), w
+        left, right, values = v, mH(v), w
     else:
         u, s, vh = coreai.svd(self)
         magnitude = s
         largest = coreai.slice_(s, [0], [1], axes=[-1], strides=[1])  # s is descending
-        left, right, values = mT(vh), mT(u), s
+        left, right, values = mH(vh), mH(u), s
     tol = _pinv_tolerance(self, atol, rtol, largest)
     keep = coreai.broadcasting_greater(coreai.cast(magnitude, DType.float64), tol)
-    inverted = coreai.broadcasting_where(keep, coreai.reciprocal(values), zero)
+    zero = coreai.constant(0, dtype=values.type.element_type)
+    inverted = coreai.cast(coreai.broadcasting_where(keep, coreai.reciprocal(values), zero),
+                           dtype)  # singular values / eigenvalues are real
     scaled = coreai.broadcasting_mul(left, coreai.expand_dims(inverted, [-2]))
     return coreai.batch_matmul(scaled, right)
 

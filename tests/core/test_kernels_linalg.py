@@ -26,6 +26,14 @@ SIZES = st.sampled_from([1, 2, 3, 5, 47])
 BATCHES = st.lists(st.integers(1, 3), max_size=2).map(tuple)
 
 
+def check_complex(got: np.ndarray, want: torch.Tensor, tolerance: float) -> None:
+    """Shape, dtype, then both parts (kernel_util.check compares real values only)."""
+    w = want.numpy()
+    assert got.shape == w.shape and got.dtype == w.dtype, (got.shape, got.dtype, w.shape, w.dtype)
+    np.testing.assert_allclose(got.astype(np.complex128), w.astype(np.complex128),
+                               rtol=tolerance, atol=tolerance)
+
+
 def tol(dtype: type, n: int) -> float:
     return 50.0 * max(n, 1) * float(np.finfo(dtype).eps)
 
@@ -120,7 +128,7 @@ def test_householder_product_with_fewer_reflectors(seed, m, n, dtype):
 
 
 @pytest.mark.parametrize("build, inputs, message", [
-    (coreai.lu_factor, [TensorType((3, 3), "int32")], "float32 or float64"),
+    (coreai.lu_factor, [TensorType((3, 3), "int32")], "float32, float64, complex64"),
     (coreai.cholesky, [TensorType((3, 4), "float32")], "must be square"),
     (coreai.eigh, [TensorType((3,), "float32")], "matrix"),
     (lambda a, b: coreai.triangular_solve(a, b, upper=True),
@@ -135,3 +143,31 @@ def test_type_rules_reject_ill_formed_operands(build, inputs, message):
     with p.graph("main", inputs={f"x{i}": t for i, t in enumerate(inputs)}) as g, \
             pytest.raises(TypeRuleError, match=message):
         build(*[g[f"x{i}"] for i in range(len(inputs))])
+
+
+@given(seed=seeds, n=SIZES, dtype=st.sampled_from([np.complex64, np.complex128]))
+def test_complex_adjoint_is_the_conjugate_transpose(seed, n, dtype):
+    rng = np.random.default_rng(seed)
+    a = (np.eye(n) + (rng.uniform(-1, 1, (n, n)) + 1j * rng.uniform(-1, 1, (n, n))) / (4 * n)
+         ).astype(dtype)
+    b = (rng.standard_normal((n, 2)) + 1j * rng.standard_normal((n, 2))).astype(dtype)
+    lu, piv, _ = run_op(coreai.lu_factor, a)
+    (x,) = run_op(lambda f, p, r: coreai.lu_solve(f, p, r, adjoint=True), lu, piv, b)
+    want = torch.linalg.solve(torch.from_numpy(a).mH, torch.from_numpy(b))
+    check_complex(x, want, tol(dtype, n))
+
+
+@given(seed=seeds, n=SIZES, hermitian=st.booleans())
+def test_complex_ldl_hermitian_or_symmetric(seed, n, hermitian):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    a = np.eye(n) * 2 * n + (z + (z.conj().T if hermitian else z.T))
+    ld, piv, info = run_op(lambda x: coreai.ldl_factor(x, hermitian=hermitian), a)
+    want = torch.linalg.ldl_factor_ex(torch.from_numpy(a), hermitian=hermitian)
+    check_complex(ld, want.LD, tol(np.complex128, n))
+    check(piv, want.pivots)
+    check(info, want.info)
+    b = rng.standard_normal((n, 1)).astype(np.complex128)
+    (x,) = run_op(lambda f, p, r: coreai.ldl_solve(f, p, r, hermitian=hermitian), ld, piv, b)
+    check_complex(x, torch.linalg.solve(torch.from_numpy(a), torch.from_numpy(b)),
+                  tol(np.complex128, n))

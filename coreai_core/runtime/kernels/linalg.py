@@ -34,6 +34,11 @@ def _each(batch: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
     return np.ndindex(*batch) if batch else iter([()])
 
 
+def _real(x: np.ndarray) -> np.dtype:
+    """The dtype of x's real part (x's own dtype for real x)."""
+    return np.finfo(x.dtype).dtype
+
+
 def _check(info: int, routine: str) -> None:
     if info < 0:  # an argument error is a bug in this module, never a property of the data
         raise RuntimeError(f"LAPACK {routine}: invalid argument {-info}")
@@ -43,9 +48,9 @@ def _check(info: int, routine: str) -> None:
 def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) -> list:
     """``numpy.linalg.svd`` (LAPACK gesdd, torch's CPU driver)."""
     if not compute_uv:
-        return [np.linalg.svd(x, compute_uv=False).astype(x.dtype, copy=False)]
+        return [np.linalg.svd(x, compute_uv=False).astype(_real(x), copy=False)]
     u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
-    return [u.astype(x.dtype, copy=False), s.astype(x.dtype, copy=False),
+    return [u.astype(x.dtype, copy=False), s.astype(_real(x), copy=False),
             vh.astype(x.dtype, copy=False)]
 
 
@@ -54,9 +59,9 @@ def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
     """``numpy.linalg.eigh`` (LAPACK syevd, torch's CPU routine) on the chosen triangle."""
     uplo = "U" if upper else "L"
     if not compute_v:
-        return [np.linalg.eigvalsh(x, UPLO=uplo).astype(x.dtype, copy=False)]
+        return [np.linalg.eigvalsh(x, UPLO=uplo).astype(_real(x), copy=False)]
     w, v = np.linalg.eigh(x, UPLO=uplo)
-    return [w.astype(x.dtype, copy=False), v.astype(x.dtype, copy=False)]
+    return [w.astype(_real(x), copy=False), v.astype(x.dtype, copy=False)]
 
 
 @KERNELS.kernel("coreai.eig")
@@ -112,7 +117,8 @@ def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
         return out
     getrs = _lapack("getrs", lu)
     for i in _each(batch):
-        x, code = getrs(lu_b[i], piv_b[i] - 1, b_b[i], trans=1 if adjoint else 0)
+        trans = (2 if np.iscomplexobj(lu) else 1) if adjoint else 0  # 2: conjugate transpose
+        x, code = getrs(lu_b[i], piv_b[i] - 1, b_b[i], trans=trans)
         _check(code, "getrs")
         out[i] = x
     return out
@@ -165,7 +171,7 @@ def geqrf(x: np.ndarray) -> list:
 
 @KERNELS.kernel("coreai.householder_product")
 def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
-    """LAPACK orgqr per matrix."""
+    """LAPACK orgqr (ungqr for complex) per matrix."""
     batch = a.shape[:-2]
     q = np.empty_like(a)
     if a.shape[-1] == 0:
@@ -173,7 +179,7 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
     if tau.shape[-1] == 0:  # no reflectors: the first n columns of the identity
         q[...] = np.eye(*a.shape[-2:], dtype=a.dtype)
         return q
-    orgqr = _lapack("orgqr", a)
+    orgqr = _lapack("ungqr" if np.iscomplexobj(a) else "orgqr", a)
     for i in _each(batch):
         f, _, code = orgqr(a[i], tau[i])
         _check(code, "orgqr")
@@ -182,15 +188,16 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.kernel("coreai.ldl_factor")
-def ldl_factor(x: np.ndarray) -> list:
-    """LAPACK sytrf (lower) per matrix; the upper triangle of ``ld`` is zeroed."""
+def ldl_factor(x: np.ndarray, *, hermitian: bool = False) -> list:
+    """LAPACK sytrf (hetrf for complex hermitian; lower) per matrix; the upper triangle of
+    ``ld`` is zeroed."""
     batch, n = x.shape[:-2], x.shape[-1]
     ld = np.zeros_like(x)
     piv = np.empty((*batch, n), np.int32)
     info = np.zeros(batch, np.int32)
     if n == 0:
         return [ld, piv, info]
-    sytrf = _lapack("sytrf", x)
+    sytrf = _lapack("hetrf" if hermitian and np.iscomplexobj(x) else "sytrf", x)
     for i in _each(batch):
         f, p, code = sytrf(x[i], lower=1)
         _check(code, "sytrf")
@@ -199,13 +206,14 @@ def ldl_factor(x: np.ndarray) -> list:
 
 
 @KERNELS.kernel("coreai.ldl_solve")
-def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LAPACK sytrs (lower) per matrix of the broadcast batch."""
+def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
+              hermitian: bool = False) -> np.ndarray:
+    """LAPACK sytrs (hetrs for complex hermitian; lower) per matrix of the broadcast batch."""
     batch, (ld_b, piv_b, b_b) = _batches(ld, pivots, b, core=(2, 1, 2))
     out = np.empty(batch + b.shape[-2:], b.dtype)
     if out.size == 0:
         return out
-    sytrs = _lapack("sytrs", ld)
+    sytrs = _lapack("hetrs" if hermitian and np.iscomplexobj(ld) else "sytrs", ld)
     for i in _each(batch):
         x, code = sytrs(ld_b[i], piv_b[i], b_b[i], lower=1)
         _check(code, "sytrs")

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import Sample, sizes
+from tests.torch.op_db._entry import sizes
 
-LINALG_DTYPES = st.sampled_from((torch.float32, torch.float64))
-EIG_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.complex64, torch.complex128))
+LINALG_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.complex64, torch.complex128))
+EIG_DTYPES = LINALG_DTYPES
 Build = Callable[[torch.Generator, tuple[int, ...], int, int], torch.Tensor]
 
 
@@ -40,40 +40,84 @@ def tolerance(dtype: Any, n: int) -> float:
     return 50.0 * max(n, 1) * eps
 
 
-def _uniform(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
-    return torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+def _uniform(g: torch.Generator, shape: tuple[int, ...], cplx: bool = False) -> torch.Tensor:
+    """Uniform in [-1, 1] (complex: both parts, scaled by 1/sqrt(2) so |z| <= 1)."""
+    re = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+    if not cplx:
+        return re
+    im = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+    return torch.complex(re, im) / 2**0.5
 
 
-def general(g: torch.Generator, batch: tuple[int, ...], m: int, n: int) -> torch.Tensor:
-    """Rows of ``I + E / 2`` (E uniform in [-1, 1] / size) in a random order, cut to m x n.
+def gaussian(g: torch.Generator, shape: tuple[int, ...], cplx: bool = False) -> torch.Tensor:
+    re = torch.randn(shape, generator=g, dtype=torch.float64)
+    return torch.complex(re, torch.randn(shape, generator=g, dtype=torch.float64)) if cplx \
+        else re
+
+
+def general(g: torch.Generator, batch: tuple[int, ...], m: int, n: int,
+            cplx: bool = False) -> torch.Tensor:
+    """Rows of ``I + E / 2`` (|E| <= 1 / size) in a random order, cut to m x n.
 
     Strictly diagonally dominant before the row shuffle (condition number <= 3), so partial
     pivoting has no near-ties and swaps rows whenever the shuffle moved them.
     """
     size = max(m, n)
-    a = torch.eye(size, dtype=torch.float64) + _uniform(g, (*batch, size, size)) / (2 * size)
+    a = torch.eye(size, dtype=torch.float64) + _uniform(g, (*batch, size, size), cplx) / (
+        2 * size)
     order = torch.argsort(torch.rand((*batch, size), generator=g), dim=-1)
     a = torch.take_along_dim(a, order.unsqueeze(-1), dim=-2)
     return a[..., :m, :n]
 
 
-def _orthogonal(g: torch.Generator, batch: tuple[int, ...], n: int) -> torch.Tensor:
-    q, r = torch.linalg.qr(torch.randn((*batch, n, n), generator=g, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+def _unitary(g: torch.Generator, batch: tuple[int, ...], n: int, cplx: bool) -> torch.Tensor:
+    q, _ = torch.linalg.qr(gaussian(g, (*batch, n, n), cplx))
+    return q
 
 
 def spectrum(g: torch.Generator, batch: tuple[int, ...], k: int, signed: bool) -> torch.Tensor:
-    """k values with magnitudes in [0.5, 3] (random signs if ``signed``)."""
+    """k real values with magnitudes in [0.5, 3] (random signs if ``signed``)."""
     s = 0.5 + 2.5 * torch.rand((*batch, k), generator=g, dtype=torch.float64)
     if signed:
         s = s * torch.where(torch.rand((*batch, k), generator=g) < 0.5, -1.0, 1.0)
     return s
 
 
-def symmetric(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) -> torch.Tensor:
-    """``Q diag(d) Q.T`` with |d| in [0.5, 3], mixed signs: indefinite, condition <= 6."""
-    q = _orthogonal(g, batch, n)
-    return (q * spectrum(g, batch, n, signed=True).unsqueeze(-2)) @ q.mT
+def symmetric(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0,
+              cplx: bool = False, hermitian: bool = True) -> torch.Tensor:
+    """``Q diag(d) Q^H`` (``Q diag(d) Q^T``, complex symmetric, when not ``hermitian``) with
+    Q unitary and real |d| in [0.5, 3] of mixed signs: indefinite, condition <= 6."""
+    q = _unitary(g, batch, n, cplx)
+    d = spectrum(g, batch, n, signed=True).unsqueeze(-2)
+    return (q * d) @ (q.mH if hermitian else q.mT)
+
+
+def spd(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0,
+        cplx: bool = False) -> torch.Tensor:
+    """``Q diag(d) Q^H`` with d in [0.5, 3]: positive definite, condition <= 6."""
+    q = _unitary(g, batch, n, cplx)
+    return (q * spectrum(g, batch, n, signed=False).unsqueeze(-2)) @ q.mH
+
+
+def spread(g: torch.Generator, batch: tuple[int, ...], m: int, n: int,
+           cplx: bool = False) -> torch.Tensor:
+    """``U diag(s) V^H`` with singular values in [0.5, 3] (condition <= 6), any m x n."""
+    k = min(m, n)
+    u = _unitary(g, batch, m, cplx)[..., :k]
+    v = _unitary(g, batch, n, cplx)[..., :k]
+    return (u * spectrum(g, batch, k, signed=False).unsqueeze(-2)) @ v.mH
+
+
+def triangular(g: torch.Generator, batch: tuple[int, ...], n: int, upper: bool,
+               cplx: bool = False) -> torch.Tensor:
+    """Diagonal in +-[1, 2], off-diagonal |.| <= 1 / n (condition stays small, also with a
+    unit diagonal); the other triangle is large noise that solvers must not read."""
+    diag = 1 + torch.rand((*batch, n), generator=g, dtype=torch.float64)
+    diag = diag * torch.where(torch.rand((*batch, n), generator=g) < 0.5, -1.0, 1.0)
+    off = _uniform(g, (*batch, n, n), cplx) / n
+    tri = torch.triu(off, 1) if upper else torch.tril(off, -1)
+    noise = torch.tril(off, -1) if upper else torch.triu(off, 1)
+    return tri + torch.diag_embed(diag).to(off.dtype) + 100 * noise
 
 
 def normal(g: torch.Generator, batch: tuple[int, ...], n: int, dtype: torch.dtype,
@@ -83,9 +127,8 @@ def normal(g: torch.Generator, batch: tuple[int, ...], n: int, dtype: torch.dtyp
     b in [0.5, 2]) and real diagonal entries, all parts in [-3, 3]; complex dtypes: T is a
     diagonal of random complex values."""
     if dtype.is_complex:
-        z = torch.complex(gaussian(g, (*batch, n, n)), gaussian(g, (*batch, n, n)))
-        q, _ = torch.linalg.qr(z)
-        w = torch.complex(3 * _uniform(g, (*batch, n)), 3 * _uniform(g, (*batch, n)))
+        q = _unitary(g, batch, n, cplx=True)
+        w = 3 * _uniform(g, (*batch, n), cplx=True)
         return ((q * w.unsqueeze(-2)) @ q.mH).to(dtype)
     t = torch.diag_embed(3 * _uniform(g, (*batch, n)))
     pairs = int(torch.randint(0, n // 2 + 1, (), generator=g))
@@ -94,37 +137,8 @@ def normal(g: torch.Generator, batch: tuple[int, ...], n: int, dtype: torch.dtyp
         t[..., 2 * i, 2 * i + 1] = b
         t[..., 2 * i + 1, 2 * i] = -b
         t[..., 2 * i + 1, 2 * i + 1] = t[..., 2 * i, 2 * i]
-    q = _orthogonal(g, batch, n)
+    q = _unitary(g, batch, n, cplx=False)
     return (q @ t @ q.mT).to(dtype)
-
-
-def spd(g: torch.Generator, batch: tuple[int, ...], n: int, _: int = 0) -> torch.Tensor:
-    """``Q diag(d) Q.T`` with d in [0.5, 3]: positive definite, condition <= 6."""
-    q = _orthogonal(g, batch, n)
-    return (q * spectrum(g, batch, n, signed=False).unsqueeze(-2)) @ q.mT
-
-
-def spread(g: torch.Generator, batch: tuple[int, ...], m: int, n: int) -> torch.Tensor:
-    """``U diag(s) V.T`` with singular values in [0.5, 3] (condition <= 6), any m x n."""
-    k = min(m, n)
-    u = _orthogonal(g, batch, m)[..., :k]
-    v = _orthogonal(g, batch, n)[..., :k]
-    return (u * spectrum(g, batch, k, signed=False).unsqueeze(-2)) @ v.mT
-
-
-def triangular(g: torch.Generator, batch: tuple[int, ...], n: int, upper: bool) -> torch.Tensor:
-    """Diagonal in +-[1, 2], off-diagonal uniform / n (condition stays small, also with a
-    unit diagonal); the other triangle is random noise that solvers must not read."""
-    diag = 1 + torch.rand((*batch, n), generator=g, dtype=torch.float64)
-    diag = diag * torch.where(torch.rand((*batch, n), generator=g) < 0.5, -1.0, 1.0)
-    off = _uniform(g, (*batch, n, n)) / n
-    tri = torch.triu(off, 1) if upper else torch.tril(off, -1)
-    noise = torch.tril(off, -1) if upper else torch.triu(off, 1)
-    return tri + torch.diag_embed(diag) + 100 * noise
-
-
-def gaussian(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
-    return torch.randn(shape, generator=g, dtype=torch.float64)
 
 
 @st.composite
@@ -134,8 +148,15 @@ def seeds(draw: Any) -> torch.Generator:
 
 # -- invariant checks --------------------------------------------------------------------------
 
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values (torch may hand back a lazily conjugated view)."""
+    return t.detach().resolve_conj().resolve_neg().numpy()
+
+
 def as64(x: Any) -> np.ndarray:
-    return np.asarray(x.detach().numpy() if isinstance(x, torch.Tensor) else x, np.float64)
+    """float64 (complex128 for complex data) numpy copy."""
+    a = np.asarray(_numpy(x) if isinstance(x, torch.Tensor) else x)
+    return a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
 
 
 def same_layout(expected: list[torch.Tensor], got: list[np.ndarray], what: str) -> None:
@@ -143,7 +164,7 @@ def same_layout(expected: list[torch.Tensor], got: list[np.ndarray], what: str) 
     assert len(got) == len(expected), f"{what}: {len(got)} outputs, torch has {len(expected)}"
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert tuple(np.shape(g)) == tuple(e.shape), f"{what} output {i}: shape"
-        assert np.asarray(g).dtype == e.detach().numpy().dtype, f"{what} output {i}: dtype"
+        assert np.asarray(g).dtype == _numpy(e).dtype, f"{what} output {i}: dtype"
 
 
 def close(got: Any, want: Any, tol: float, what: str) -> None:
@@ -153,10 +174,7 @@ def close(got: Any, want: Any, tol: float, what: str) -> None:
 
 def orthonormal_columns(q: np.ndarray, tol: float, what: str) -> None:
     q = as64(q)
-    gram = q.swapaxes(-1, -2) @ q
-    close(gram, np.broadcast_to(np.eye(q.shape[-1]), gram.shape), tol, f"{what}: Q.T @ Q != I")
+    gram = q.swapaxes(-1, -2).conj() @ q
+    close(gram, np.broadcast_to(np.eye(q.shape[-1]), gram.shape), tol, f"{what}: Q^H @ Q != I")
 
 
-def sample_of(build: Build, m: int, n: int, dtype: torch.dtype, g: torch.Generator,
-              batch: tuple[int, ...], **kwargs: Any) -> Sample:
-    return Sample((build(g, batch, m, n).to(dtype),), kwargs)

@@ -51,8 +51,8 @@ def _size(sample: Sample) -> int:
 
 
 def _dtype(sample: Sample) -> torch.dtype:
-    return next(a.dtype for a in sample.args
-                if isinstance(a, torch.Tensor) and a.dtype.is_floating_point)
+    return next(a.dtype for a in sample.args if isinstance(a, torch.Tensor)
+                and (a.dtype.is_floating_point or a.dtype.is_complex))
 
 
 def matches(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
@@ -60,7 +60,7 @@ def matches(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample)
     same_layout(expected, got, "linalg")
     tol = tolerance(_dtype(sample), _size(sample))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-        if e.dtype.is_floating_point:
+        if e.dtype.is_floating_point or e.dtype.is_complex:
             close(g, e, tol, f"output {i}")
         else:
             np.testing.assert_array_equal(np.asarray(g), e.numpy(), err_msg=f"output {i}")
@@ -75,12 +75,13 @@ def _contiguous(sample: Sample) -> Sample:
 def matrices(build: Callable[..., torch.Tensor], *, square: bool = True,
              rect: Callable[[int, int], bool] = lambda m, n: True,
              **kwargs: st.SearchStrategy[Any]) -> st.SearchStrategy[Sample]:
-    """One matrix stack from ``build(g, batch, m, n)`` plus drawn keyword arguments."""
+    """One matrix stack from ``build(g, batch, m, n, cplx)`` plus drawn keyword arguments."""
     @st.composite
     def draw_sample(draw: Any) -> Sample:
         m = draw(matrix_size())
         n = m if square else draw(matrix_size().filter(lambda n: rect(m, n)))
-        a = build(draw(seeds()), draw(batches()), m, n).to(draw(LINALG_DTYPES))
+        dtype = draw(LINALG_DTYPES)
+        a = build(draw(seeds()), draw(batches()), m, n, cplx=dtype.is_complex).to(dtype)
         return _contiguous(Sample((a,), {k: draw(v) for k, v in kwargs.items()}))
 
     return draw_sample()
@@ -91,6 +92,11 @@ def _tol(sample: Sample) -> float:
 
 
 # -- SVD, eigh, QR: unique up to signs; checked by invariants --------------------------------
+
+def _gaussian(g: torch.Generator, batch: tuple[int, ...], m: int, n: int,
+              cplx: bool = False) -> torch.Tensor:
+    return gaussian(g, (*batch, m, n), cplx)
+
 
 def _svd_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
     same_layout(expected, got, "svd")
@@ -106,22 +112,23 @@ def _svd_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample:
 
 add("aten::_linalg_svd.default",
     lambda a, full_matrices: torch.linalg.svd(a, full_matrices=full_matrices),
-    matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), square=False,
+    matrices(_gaussian, square=False,
              full_matrices=st.booleans()),
     compare=_svd_invariants)
 add("aten::_linalg_svd.default", torch.linalg.svdvals,
-    matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), square=False),
+    matrices(_gaussian, square=False),
     compare=matches, name="svdvals")
 add("aten::_linalg_svd.default", lambda a: aten._linalg_svd(a, compute_uv=False),
-    matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), square=False),
+    matrices(_gaussian, square=False),
     compare=matches, name="_linalg_svd(compute_uv=False)")
 
 
 def _chosen_triangle(a: np.ndarray, uplo: str) -> np.ndarray:
-    """The symmetric matrix eigh sees: the UPLO triangle mirrored."""
-    tri = np.tril(a) if uplo == "L" else np.triu(a)
+    """The Hermitian matrix eigh sees: the UPLO triangle mirrored (LAPACK reads only the real
+    part of the diagonal)."""
     strict = np.tril(a, -1) if uplo == "L" else np.triu(a, 1)
-    return tri + strict.swapaxes(-1, -2)
+    diag = np.diagonal(a, axis1=-2, axis2=-1).real
+    return strict + strict.swapaxes(-1, -2).conj() + diag[..., None] * np.eye(a.shape[-1])
 
 
 def _eigh_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
@@ -137,10 +144,10 @@ def _eigh_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample
 
 # The input is not symmetric: only the UPLO triangle may be read.
 add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigh(a, UPLO=UPLO),
-    matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), UPLO=st.sampled_from("LU")),
+    matrices(_gaussian, UPLO=st.sampled_from("LU")),
     compare=_eigh_invariants)
 add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigvalsh(a, UPLO=UPLO),
-    matrices(lambda g, b, m, n: gaussian(g, (*b, m, n)), UPLO=st.sampled_from("LU")),
+    matrices(_gaussian, UPLO=st.sampled_from("LU")),
     compare=matches, name="eigvalsh")
 
 
@@ -158,7 +165,7 @@ def _eig_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample:
     a = np.asarray(sample.args[0].numpy(), np.complex128)
     tol = tolerance(sample.args[0].dtype, _size(sample)) * 3  # |eigenvalues| <= 3 * sqrt(2)
     w, v = (np.asarray(x, np.complex128) for x in got)
-    _same_spectrum(w, expected[0].numpy(), tol)
+    _same_spectrum(w, as64(expected[0]), tol)
     np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=tol, err_msg="A V != V diag(w)")
     np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1.0, atol=tol,
                                err_msg="eigenvectors are not unit norm")
@@ -167,7 +174,7 @@ def _eig_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample:
 def _eigvals(expected: list[torch.Tensor], got: list[np.ndarray], sample: Sample) -> None:
     same_layout(expected, got, "eigvals")
     tol = tolerance(sample.args[0].dtype, _size(sample)) * 3
-    _same_spectrum(np.asarray(got[0], np.complex128), expected[0].numpy(), tol)
+    _same_spectrum(np.asarray(got[0], np.complex128), as64(expected[0]), tol)
 
 
 @st.composite
@@ -187,8 +194,8 @@ def _qr_invariants(expected: list[torch.Tensor], got: list[np.ndarray], sample: 
     q, r = as64(got[0]), as64(got[1])
     assert not np.tril(r, -1).any(), "R is not upper triangular"
     if sample.kwargs["mode"] == "r":
-        rt = r.swapaxes(-1, -2)
-        close(rt @ r, a.swapaxes(-1, -2) @ a, tol, "R.T @ R != A.T @ A")
+        rh = r.swapaxes(-1, -2).conj()
+        close(rh @ r, a.swapaxes(-1, -2).conj() @ a, tol, "R^H @ R != A^H @ A")
         return
     orthonormal_columns(q, tol, "Q")
     close(q @ r, a, tol, "Q @ R != A")
@@ -209,13 +216,13 @@ def _reflectors(draw: Any, rhs: bool = False) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     m = draw(matrix_size())
     n = draw(st.integers(1, m)) if not rhs else draw(matrix_size())
-    a, tau = torch.geqrf(spread(g, batch, m, n))
+    a, tau = torch.geqrf(spread(g, batch, m, n, cplx=dtype.is_complex))
     if not rhs:
         tau = tau[..., :draw(st.integers(0, tau.shape[-1]))]
         return _contiguous(Sample((a.to(dtype), tau.to(dtype))))
     left, transpose = draw(st.booleans()), draw(st.booleans())
     other = draw(matrix_size())
-    c = gaussian(g, (*batch, m, other) if left else (*batch, other, m))
+    c = gaussian(g, (*batch, m, other) if left else (*batch, other, m), dtype.is_complex)
     return _contiguous(Sample((a.to(dtype), tau.to(dtype), c.to(dtype)),
                               {"left": left, "transpose": transpose}))
 
@@ -251,10 +258,11 @@ def _cholesky_factor(draw: Any, rhs: bool) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     upper = draw(st.booleans())
     n = draw(matrix_size())
-    factor = torch.linalg.cholesky(spd(g, batch, n), upper=upper).to(dtype)
+    factor = torch.linalg.cholesky(spd(g, batch, n, cplx=dtype.is_complex), upper=upper)
+    factor = factor.to(dtype)
     if not rhs:
         return _contiguous(Sample((factor,), {"upper": upper}))
-    b = gaussian(g, (*batch, n, draw(matrix_size()))).to(dtype)
+    b = gaussian(g, (*batch, n, draw(matrix_size())), dtype.is_complex).to(dtype)
     return _contiguous(Sample((b, factor), {"upper": upper}))
 
 
@@ -266,9 +274,10 @@ add("aten::cholesky_inverse.default", lambda f, upper: torch.cholesky_inverse(f,
 
 # -- LU, solve, inverse, determinants -----------------------------------------------------------
 
-def singular(g: torch.Generator, batch: tuple[int, ...], m: int, n: int) -> torch.Tensor:
+def singular(g: torch.Generator, batch: tuple[int, ...], m: int, n: int,
+             cplx: bool = False) -> torch.Tensor:
     """``general`` with its last column zeroed: U gets an exact zero pivot (info > 0)."""
-    a = general(g, batch, m, n).clone()
+    a = general(g, batch, m, n, cplx).clone()
     a[..., -1] = 0
     return a
 
@@ -285,7 +294,7 @@ add("aten::linalg_lu.default", torch.linalg.lu, matrices(general, square=False),
 def _lu_unpack_args(draw: Any) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     m, n = draw(matrix_size()), draw(matrix_size())
-    lu, pivots = torch.linalg.lu_factor(general(g, batch, m, n))
+    lu, pivots = torch.linalg.lu_factor(general(g, batch, m, n, dtype.is_complex))
     return _contiguous(Sample((lu.to(dtype), pivots), {
         "unpack_data": draw(st.booleans()), "unpack_pivots": draw(st.booleans())}))
 
@@ -300,14 +309,14 @@ def _rhs(draw: Any, g: torch.Generator, batch: tuple[int, ...], n: int, left: bo
     """B for a left (n x k) or right (k x n) solve; its batch broadcasts against ``batch``."""
     b_batch = draw(st.sampled_from([batch, batch[1:], tuple(1 for _ in batch)]))
     k = draw(matrix_size())
-    return gaussian(g, (*b_batch, n, k) if left else (*b_batch, k, n)).to(dtype)
+    return gaussian(g, (*b_batch, n, k) if left else (*b_batch, k, n), dtype.is_complex).to(dtype)
 
 
 @st.composite
 def _lu_solve_args(draw: Any) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     n, left, adjoint = draw(matrix_size()), draw(st.booleans()), draw(st.booleans())
-    lu, pivots = torch.linalg.lu_factor(general(g, batch, n, n))
+    lu, pivots = torch.linalg.lu_factor(general(g, batch, n, n, dtype.is_complex))
     b = _rhs(draw, g, batch, n, left, dtype)
     return _contiguous(Sample((lu.to(dtype), pivots, b), {"left": left, "adjoint": adjoint}))
 
@@ -321,13 +330,13 @@ def _solve_args(draw: Any) -> Sample:
     """A and B for solve: matrix B (batch broadcast), one vector, or a batch of vectors."""
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     n, left = draw(matrix_size()), draw(st.booleans())
-    a = general(g, batch, n, n).to(dtype)
+    a = general(g, batch, n, n, dtype.is_complex).to(dtype)
     # torch rejects vector right-hand sides with left=False
     kind = draw(st.sampled_from(("matrix", "vector", "vectors") if left else ("matrix",)))
     if kind == "matrix":
         b = _rhs(draw, g, batch, n, left, dtype)
     else:
-        b = gaussian(g, (*batch, n) if kind == "vectors" else (n,)).to(dtype)
+        b = gaussian(g, (*batch, n) if kind == "vectors" else (n,), dtype.is_complex).to(dtype)
     return _contiguous(Sample((a, b), {"left": left}))
 
 
@@ -352,7 +361,7 @@ add("aten::_linalg_slogdet.default", torch.linalg.slogdet, matrices(singular), c
 def _triangular_args(draw: Any) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     n, upper, left = draw(matrix_size()), draw(st.booleans()), draw(st.booleans())
-    a = triangular(g, batch, n, upper).to(dtype)
+    a = triangular(g, batch, n, upper, dtype.is_complex).to(dtype)
     b = _rhs(draw, g, batch, n, left, dtype)
     return _contiguous(Sample((a, b), {"upper": upper, "left": left,
                                        "unitriangular": draw(st.booleans())}))
@@ -370,7 +379,9 @@ def _pinv_args(draw: Any) -> Sample:
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     hermitian = draw(st.booleans())
     m = draw(matrix_size())
-    a = symmetric(g, batch, m) if hermitian else spread(g, batch, m, draw(matrix_size()))
+    cplx = dtype.is_complex
+    a = symmetric(g, batch, m, cplx=cplx) if hermitian else spread(g, batch, m,
+                                                                    draw(matrix_size()), cplx)
     atol = draw(st.sampled_from((None, 1.0, "tensor")))
     rtol = draw(st.sampled_from((None, 0.3)))
     args: tuple[Any, ...] = (a.to(dtype),)
@@ -388,22 +399,27 @@ def _pinv(a: torch.Tensor, *tensor_atol: torch.Tensor, atol: Any, rtol: Any,
 
 add("aten::linalg_pinv.atol_rtol_tensor", _pinv, _pinv_args(), compare=matches)
 
+@st.composite
+def _ldl_args(draw: Any, solve: bool = False) -> Sample:
+    """A symmetric (complex: Hermitian or complex symmetric, as ``hermitian`` says) matrix;
+    for ldl_solve its torch factor and a right-hand side."""
+    g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
+    n, hermitian = draw(matrix_size()), draw(st.booleans())
+    a = symmetric(g, batch, n, cplx=dtype.is_complex, hermitian=hermitian).to(dtype)
+    if not solve:
+        return _contiguous(Sample((a,), {"hermitian": hermitian}))
+    ld, pivots = torch.linalg.ldl_factor(a, hermitian=hermitian)
+    b = _rhs(draw, g, batch, n, True, dtype)
+    return _contiguous(Sample((ld, pivots, b), {"hermitian": hermitian}))
+
+
 add("aten::linalg_ldl_factor_ex.default",
     lambda a, hermitian: torch.linalg.ldl_factor_ex(a, hermitian=hermitian),
-    matrices(symmetric, hermitian=st.booleans()), compare=matches)
-
-
-@st.composite
-def _ldl_solve_args(draw: Any) -> Sample:
-    g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
-    n = draw(matrix_size())
-    ld, pivots = torch.linalg.ldl_factor(symmetric(g, batch, n).to(dtype))
-    b = _rhs(draw, g, batch, n, True, dtype)
-    return _contiguous(Sample((ld, pivots, b), {"hermitian": draw(st.booleans())}))
+    _ldl_args(), compare=matches)
 
 
 add("aten::linalg_ldl_solve.default", lambda ld, p, b, hermitian: torch.linalg.ldl_solve(
-    ld, p, b, hermitian=hermitian), _ldl_solve_args(), compare=matches)
+    ld, p, b, hermitian=hermitian), _ldl_args(solve=True), compare=matches)
 
 
 # -- torch.linalg's checked forms: *_ex plus with_effects(_linalg_check_errors) -----------------
@@ -416,5 +432,6 @@ add(WITH_EFFECTS, lambda a, upper: torch.linalg.cholesky(a, upper=upper),
     matrices(spd, upper=st.booleans()), compare=matches, name="linalg.cholesky")
 add(WITH_EFFECTS, torch.linalg.lu_factor, matrices(general, square=False), compare=matches,
     name="linalg.lu_factor")
-add(WITH_EFFECTS, torch.linalg.ldl_factor, matrices(symmetric), compare=matches,
+add(WITH_EFFECTS, torch.linalg.ldl_factor, matrices(
+    lambda g, b, m, n, cplx: symmetric(g, b, m, cplx=cplx, hermitian=False)), compare=matches,
     name="linalg.ldl_factor")
