@@ -202,6 +202,14 @@ def householder_product(a: Value, tau: Value) -> TensorType:
     return TensorType([*batch, m, n], dtype)
 
 
+@defop()
+def matrix_exp(x: Value) -> TensorType:
+    """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
+    with a Pade approximant, as scipy.linalg.expm computes it)."""
+    _matrix(x, "matrix_exp input", square=True)
+    return x.type
+
+
 @defop(traits=("multi_result",))
 def ldl_factor(x: Value, hermitian: bool = False) -> list[TensorType]:
     """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
@@ -233,4 +241,5 @@ def ldl_solve(ld: Value, pivots: Value, b: Value, hermitian: bool = False) -> Te
 
 
 __all__ = ["cholesky", "eig", "eigh", "geqrf", "householder_product", "ldl_factor", "ldl_solve",
-           "lu_factor", "lu_solve", "pivots_to_permutation", "svd", "triangular_solve"]
+           "lu_factor", "lu_solve", "matrix_exp", "pivots_to_permutation", "svd",
+           "triangular_solve"]

@@ -340,6 +340,32 @@ def _pinv_tolerance(A: Value, atol: Value | None, rtol: Value | None,
     return coreai.broadcasting_maximum(coreai.expand_dims(atol64, [-1]), scaled)
 
 
+@reg("aten::triangular_solve.default")
+def aten_triangular_solve_default(self: Value, A: Value, upper: bool = True,
+                                  transpose: bool = False, unitriangular: bool = False, *,
+                                  node: torch.fx.Node) -> tuple[Value, Value]:
+    """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)
+
+    The deprecated form: solves ``op(A) @ X = self`` with ``op`` a plain transpose when
+    ``transpose`` (also for complex A), and returns A, broadcast to the batch, as the second.
+    """  # noqa: E501
+    a, up = (mT(A), not upper) if transpose else (A, upper)
+    x = coreai.triangular_solve(a, self, upper=up, unitriangular=unitriangular)
+    shape = list(result_type(node, 1).shape)
+    if shape == list(A.type.shape):
+        return x, A
+    if not all(isinstance(d, int) for d in shape):
+        raise NotImplementedError(f"triangular_solve needs a static batch to broadcast A, got "
+                                  f"{result_type(node, 1)}")
+    return x, coreai.broadcast_to(A, shape)
+
+
+@reg("aten::linalg_matrix_exp.default")
+def aten_linalg_matrix_exp_default(self: Value) -> Value:
+    """linalg_matrix_exp(Tensor self) -> Tensor"""
+    return coreai.matrix_exp(self)
+
+
 @reg("aten::linalg_pinv.atol_rtol_tensor")
 def aten_linalg_pinv_atol_rtol_tensor(self: Value, atol: Value | None = None,
                                       rtol: Value | None = None,

@@ -142,6 +142,7 @@ _TABLE: dict[str, Sample] = {
         a, b, upper=False, left=False, unitriangular=True)),
     "coreai.geqrf": Sample((t(5, 3),), coreai.geqrf),
     "coreai.householder_product": Sample((t(5, 3), t(2)), coreai.householder_product),
+    "coreai.matrix_exp": Sample((t(2, 3, 3),), coreai.matrix_exp),
     "coreai.ldl_factor": Sample((t(3, 3),), coreai.ldl_factor),
     "coreai.ldl_solve": Sample((t(3, 3), t(3, dtype="int32"), t(3, 1)), coreai.ldl_solve),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from scipy.linalg import blas, lapack
+from scipy.linalg import blas, expm, lapack
 
 from coreai_core.runtime.kernels._registry import KernelSet
 
@@ -185,6 +185,14 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
         _check(code, "orgqr")
         q[i] = f
     return q
+
+
+@KERNELS.kernel("coreai.matrix_exp")
+def matrix_exp(x: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.expm`` (batched over the leading axes)."""
+    if x.size == 0:
+        return x.copy()
+    return np.asarray(expm(x)).astype(x.dtype, copy=False)
 
 
 @KERNELS.kernel("coreai.ldl_factor")

@@ -40,7 +40,7 @@ def tolerance(dtype: Any, n: int) -> float:
     return 50.0 * max(n, 1) * eps
 
 
-def _uniform(g: torch.Generator, shape: tuple[int, ...], cplx: bool = False) -> torch.Tensor:
+def uniform(g: torch.Generator, shape: tuple[int, ...], cplx: bool = False) -> torch.Tensor:
     """Uniform in [-1, 1] (complex: both parts, scaled by 1/sqrt(2) so |z| <= 1)."""
     re = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
     if not cplx:
@@ -63,7 +63,7 @@ def general(g: torch.Generator, batch: tuple[int, ...], m: int, n: int,
     pivoting has no near-ties and swaps rows whenever the shuffle moved them.
     """
     size = max(m, n)
-    a = torch.eye(size, dtype=torch.float64) + _uniform(g, (*batch, size, size), cplx) / (
+    a = torch.eye(size, dtype=torch.float64) + uniform(g, (*batch, size, size), cplx) / (
         2 * size)
     order = torch.argsort(torch.rand((*batch, size), generator=g), dim=-1)
     a = torch.take_along_dim(a, order.unsqueeze(-1), dim=-2)
@@ -114,7 +114,7 @@ def triangular(g: torch.Generator, batch: tuple[int, ...], n: int, upper: bool,
     unit diagonal); the other triangle is large noise that solvers must not read."""
     diag = 1 + torch.rand((*batch, n), generator=g, dtype=torch.float64)
     diag = diag * torch.where(torch.rand((*batch, n), generator=g) < 0.5, -1.0, 1.0)
-    off = _uniform(g, (*batch, n, n), cplx) / n
+    off = uniform(g, (*batch, n, n), cplx) / n
     tri = torch.triu(off, 1) if upper else torch.tril(off, -1)
     noise = torch.tril(off, -1) if upper else torch.triu(off, 1)
     return tri + torch.diag_embed(diag).to(off.dtype) + 100 * noise
@@ -128,9 +128,9 @@ def normal(g: torch.Generator, batch: tuple[int, ...], n: int, dtype: torch.dtyp
     diagonal of random complex values."""
     if dtype.is_complex:
         q = _unitary(g, batch, n, cplx=True)
-        w = 3 * _uniform(g, (*batch, n), cplx=True)
+        w = 3 * uniform(g, (*batch, n), cplx=True)
         return ((q * w.unsqueeze(-2)) @ q.mH).to(dtype)
-    t = torch.diag_embed(3 * _uniform(g, (*batch, n)))
+    t = torch.diag_embed(3 * uniform(g, (*batch, n)))
     pairs = int(torch.randint(0, n // 2 + 1, (), generator=g))
     for i in range(pairs):
         b = 0.5 + 1.5 * torch.rand(batch, generator=g, dtype=torch.float64)

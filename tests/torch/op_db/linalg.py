@@ -35,6 +35,7 @@ from tests.torch.op_db._linalg_inputs import (
     symmetric,
     tolerance,
     triangular,
+    uniform,
 )
 
 aten = torch.ops.aten
@@ -365,6 +366,38 @@ def _triangular_args(draw: Any) -> Sample:
     b = _rhs(draw, g, batch, n, left, dtype)
     return _contiguous(Sample((a, b), {"upper": upper, "left": left,
                                        "unitriangular": draw(st.booleans())}))
+
+
+@st.composite
+def _legacy_triangular_args(draw: Any) -> Sample:
+    sample = draw(_triangular_args())
+    a, b = sample.args
+    upper, transpose = sample.kwargs["upper"], draw(st.booleans())
+    if not sample.kwargs["left"]:  # the legacy form solves on the left only
+        b = b.mT.contiguous()
+    return Sample((b, a), {"upper": upper, "transpose": transpose,
+                           "unitriangular": sample.kwargs["unitriangular"]})
+
+
+# Deprecated, but still what torch.triangular_solve exports.
+add("aten::triangular_solve.default",
+    lambda b, a, upper, transpose, unitriangular: torch.triangular_solve(
+        b, a, upper=upper, transpose=transpose, unitriangular=unitriangular),
+    _legacy_triangular_args(), compare=matches)
+
+
+@st.composite
+def _matrix_exp_args(draw: Any) -> Sample:
+    """Entries |.| <= 2 / n, so the norm stays below ~2: both Pade implementations are then
+    accurate to a few ulps times n."""
+    g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
+    n = draw(matrix_size())
+    a = 2 * uniform(g, (*batch, n, n), dtype.is_complex) / n
+    return Sample((a.to(dtype).contiguous(),))
+
+
+add("aten::linalg_matrix_exp.default", torch.linalg.matrix_exp, _matrix_exp_args(),
+    compare=matches)
 
 
 add("aten::linalg_solve_triangular.default",
