@@ -45,28 +45,27 @@ reg = LOWERINGS.register_torch_lowering
 
 @reg("aten::_linalg_svd.default")
 def aten__linalg_svd_default(A: Value, full_matrices: bool = False, compute_uv: bool = True,
-                             driver: str | None = None, *, node: torch.fx.Node,
-                             ) -> tuple[Value, Value, Value]:
+                             driver: str | None = None) -> tuple[Value, Value, Value]:
     """_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)
 
     ``driver`` selects a CUDA routine in torch; the CPU (and the runtime) always use gesdd.
     """  # noqa: E501
     if not compute_uv:
         (s,) = coreai.svd(A, compute_uv=False)
-        return empty(result_type(node, 0)), s, empty(result_type(node, 2))
+        return empty(result_type(index=0)), s, empty(result_type(index=2))
     u, s, vh = coreai.svd(A, full_matrices=full_matrices)
     return u, s, vh
 
 
 @reg("aten::_linalg_eigh.default")
-def aten__linalg_eigh_default(A: Value, UPLO: str = "L", compute_v: bool = True, *,
-                              node: torch.fx.Node) -> tuple[Value, Value]:
+def aten__linalg_eigh_default(A: Value, UPLO: str = "L", compute_v: bool = True,
+                              ) -> tuple[Value, Value]:
     """_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""  # noqa: E501
     if UPLO not in ("L", "U"):
         raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
     if not compute_v:
         (w,) = coreai.eigh(A, upper=UPLO == "U", compute_v=False)
-        return w, empty(result_type(node, 1))
+        return w, empty(result_type(index=1))
     w, v = coreai.eigh(A, upper=UPLO == "U")
     return w, v
 
@@ -92,8 +91,7 @@ def aten_linalg_householder_product_default(input: Value, tau: Value) -> Value:
 
 
 @reg("aten::linalg_qr.default")
-def aten_linalg_qr_default(A: Value, mode: str = "reduced", *, node: torch.fx.Node,
-                           ) -> tuple[Value, Value]:
+def aten_linalg_qr_default(A: Value, mode: str = "reduced") -> tuple[Value, Value]:
     """linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
 
     geqrf + orgqr like torch: Q's columns carry LAPACK's signs (R's diagonal may be negative).
@@ -107,7 +105,7 @@ def aten_linalg_qr_default(A: Value, mode: str = "reduced", *, node: torch.fx.No
         return coreai.householder_product(pad_cols(a, m), tau), triangle(a, upper=True)
     r = triangle(slice_matrix(a, k, n), upper=True)
     if mode == "r":
-        return empty(result_type(node, 0)), r
+        return empty(result_type(index=0)), r
     return coreai.householder_product(slice_matrix(a, m, k), tau), r
 
 
@@ -216,14 +214,13 @@ def aten_linalg_lu_default(A: Value) -> tuple[Value, Value, Value]:
 
 @reg("aten::lu_unpack.default")
 def aten_lu_unpack_default(LU_data: Value, LU_pivots: Value, unpack_data: bool = True,
-                           unpack_pivots: bool = True, *, node: torch.fx.Node,
-                           ) -> tuple[Value, Value, Value]:
+                           unpack_pivots: bool = True) -> tuple[Value, Value, Value]:
     """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""  # noqa: E501
     p, lower, upper = _lu_unpack(LU_data, LU_pivots)
     if not unpack_pivots:
-        p = empty(result_type(node, 0))
+        p = empty(result_type(index=0))
     if not unpack_data:
-        lower, upper = empty(result_type(node, 1)), empty(result_type(node, 2))
+        lower, upper = empty(result_type(index=1)), empty(result_type(index=2))
     return p, lower, upper
 
 
@@ -342,8 +339,8 @@ def _pinv_tolerance(A: Value, atol: Value | None, rtol: Value | None,
 
 @reg("aten::triangular_solve.default")
 def aten_triangular_solve_default(self: Value, A: Value, upper: bool = True,
-                                  transpose: bool = False, unitriangular: bool = False, *,
-                                  node: torch.fx.Node) -> tuple[Value, Value]:
+                                  transpose: bool = False, unitriangular: bool = False,
+                                  ) -> tuple[Value, Value]:
     """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)
 
     The deprecated form: solves ``op(A) @ X = self`` with ``op`` a plain transpose when
@@ -351,12 +348,12 @@ def aten_triangular_solve_default(self: Value, A: Value, upper: bool = True,
     """  # noqa: E501
     a, up = (mT(A), not upper) if transpose else (A, upper)
     x = coreai.triangular_solve(a, self, upper=up, unitriangular=unitriangular)
-    shape = list(result_type(node, 1).shape)
+    shape = list(result_type(index=1).shape)
     if shape == list(A.type.shape):
         return x, A
     if not all(isinstance(d, int) for d in shape):
         raise NotImplementedError(f"triangular_solve needs a static batch to broadcast A, got "
-                                  f"{result_type(node, 1)}")
+                                  f"{result_type(index=1)}")
     return x, coreai.broadcast_to(A, shape)
 
 

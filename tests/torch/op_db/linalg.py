@@ -150,6 +150,9 @@ add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigh(a, UPLO=UPLO
 add("aten::_linalg_eigh.default", lambda a, UPLO: torch.linalg.eigvalsh(a, UPLO=UPLO),
     matrices(_gaussian, UPLO=st.sampled_from("LU")),
     compare=matches, name="eigvalsh")
+add("aten::_linalg_eigh.default", lambda a, UPLO: aten._linalg_eigh(a, UPLO, compute_v=False),
+    matrices(_gaussian, UPLO=st.sampled_from("LU")), compare=matches,
+    name="_linalg_eigh(compute_v=False)")
 
 
 def _same_spectrum(got: np.ndarray, want: np.ndarray, tol: float) -> None:
