@@ -1,9 +1,10 @@
 """Numpy/LAPACK kernels of the linear-algebra ops.
 
-``numpy.linalg`` is batched for svd/eigh/cholesky; the LAPACK routines torch calls (getrf,
-getrs, trsm, geqrf, orgqr, sytrf, sytrs, potrf) come from ``scipy.linalg.lapack``/``blas`` in
-the input's precision and run once per matrix of the (broadcast) batch, so pivots and info
-follow LAPACK exactly. scipy's getrf/getrs use 0-based pivots; the dialect's are 1-based.
+``numpy.linalg`` (batched) computes svd, eigh and eig and ``scipy.linalg.expm`` the matrix
+exponential; the LAPACK routines torch calls (getrf, getrs, trsm, geqrf, orgqr/ungqr,
+sytrf/hetrf, sytrs/hetrs, potrf) come from ``scipy.linalg.lapack``/``blas`` in the input's
+precision and run once per matrix of the (broadcast) batch, so pivots and info follow LAPACK
+exactly. scipy's getrf/getrs use 0-based pivots; the dialect's are 1-based.
 """
 
 from __future__ import annotations
