@@ -86,7 +86,7 @@ def eigh(x: Value, upper: bool = False, compute_v: bool = True) -> list[TensorTy
 
 
 @defop(traits=("multi_result",))
-def eig(x: Value) -> list[TensorType]:
+def eig(x: Value) -> tuple[TensorType, TensorType]:
     """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
 
     Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
@@ -96,11 +96,11 @@ def eig(x: Value) -> list[TensorType]:
     """
     batch, n, _ = _matrix(x, "eig input", square=True)
     c = x.type.element_type.complex_dtype
-    return [TensorType([*batch, n], c), x.type.with_dtype(c)]
+    return TensorType([*batch, n], c), x.type.with_dtype(c)
 
 
 @defop(traits=("multi_result",))
-def cholesky(x: Value, upper: bool = False) -> list[TensorType]:
+def cholesky(x: Value, upper: bool = False) -> tuple[TensorType, TensorType]:
     """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
 
     Results ``(factor, info)``: ``x = L @ L.T`` with L lower triangular (or ``x = U.T @ U``
@@ -108,11 +108,11 @@ def cholesky(x: Value, upper: bool = False) -> list[TensorType]:
     ``info = k > 0`` when the leading minor of order k is not positive definite.
     """
     batch, _, _ = _matrix(x, "cholesky input", square=True)
-    return [x.type, TensorType(list(batch), DType.int32)]
+    return x.type, TensorType(list(batch), DType.int32)
 
 
 @defop(traits=("multi_result",))
-def lu_factor(x: Value) -> list[TensorType]:
+def lu_factor(x: Value) -> tuple[TensorType, TensorType, TensorType]:
     """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
 
     Results ``(lu, pivots, info)``: L (unit lower, diagonal not stored) and U packed in one
@@ -120,8 +120,8 @@ def lu_factor(x: Value) -> list[TensorType]:
     ``[*]`` (``k > 0`` when ``U[k-1, k-1]`` is exactly zero). ``x = P @ L @ U``.
     """
     batch, m, n = _matrix(x, "lu_factor input")
-    return [x.type, TensorType([*batch, _min(m, n)], DType.int32),
-            TensorType(list(batch), DType.int32)]
+    return (x.type, TensorType([*batch, _min(m, n)], DType.int32),
+            TensorType(list(batch), DType.int32))
 
 
 @defop()
@@ -171,7 +171,7 @@ def triangular_solve(a: Value, b: Value, upper: bool, left: bool = True,
 
 
 @defop(traits=("multi_result",))
-def geqrf(x: Value) -> list[TensorType]:
+def geqrf(x: Value) -> tuple[TensorType, TensorType]:
     """QR factorization in LAPACK's Householder form (geqrf).
 
     Results ``(a, tau)``: R on and above the diagonal of ``a`` ``[*, m, n]``, the Householder
@@ -179,7 +179,7 @@ def geqrf(x: Value) -> list[TensorType]:
     ``[*, min(m, n)]``; ``Q = H_0 @ H_1 @ ...`` with ``H_i = I - tau_i v_i v_i^T``.
     """
     batch, m, n = _matrix(x, "geqrf input")
-    return [x.type, TensorType([*batch, _min(m, n)], x.type.element_type)]
+    return x.type, TensorType([*batch, _min(m, n)], x.type.element_type)
 
 
 @defop()
@@ -211,7 +211,7 @@ def matrix_exp(x: Value) -> TensorType:
 
 
 @defop(traits=("multi_result",))
-def ldl_factor(x: Value, hermitian: bool = False) -> list[TensorType]:
+def ldl_factor(x: Value, hermitian: bool = False) -> tuple[TensorType, TensorType, TensorType]:
     """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
 
     For complex input, ``hermitian`` factors ``x = L D L^H`` (hetrf) instead of the complex
@@ -222,7 +222,7 @@ def ldl_factor(x: Value, hermitian: bool = False) -> list[TensorType]:
     ``pivots`` ``[*, n]`` in LAPACK's form (a negative pair marks a 2x2 block); int32 ``info``.
     """
     batch, n, _ = _matrix(x, "ldl_factor input", square=True)
-    return [x.type, TensorType([*batch, n], DType.int32), TensorType(list(batch), DType.int32)]
+    return x.type, TensorType([*batch, n], DType.int32), TensorType(list(batch), DType.int32)
 
 
 @defop()
