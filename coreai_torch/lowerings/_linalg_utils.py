@@ -62,11 +62,11 @@ def slice_matrix(x: Value, rows: int, cols: int) -> Value:
 
 def pad_cols(x: Value, cols: int) -> Value:
     """Zero columns appended (or columns dropped) so that each matrix has ``cols`` columns."""
-    _, n = matrix_dims(x, "a matrix")
+    m, n = matrix_dims(x, "a matrix")
     if cols == n:
         return x
     if cols < n:
-        return slice_matrix(x, x.type.shape[-2], cols)
+        return slice_matrix(x, m, cols)
     pads = [0] * (2 * x.type.rank)
     pads[-1] = cols - n
     return coreai.pad(x, pads)

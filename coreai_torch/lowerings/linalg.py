@@ -410,4 +410,6 @@ def higher_order_with_effects_default(values_map: Mapping[str, Value], node: tor
         raise NotImplementedError(f"with_effects around {op} is not supported (only "
                                   f"{_CHECK_ERRORS} is)")
     token = node.args[0]
+    if not isinstance(token, torch.fx.Node):
+        raise TypeError(f"with_effects expects a token node first, got {token!r}")
     return [values_map[token.name], None]

@@ -10,6 +10,7 @@ exactly. scipy's getrf/getrs use 0-based pivots; the dialect's are 1-based.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) 
 @KERNELS.kernel("coreai.eigh")
 def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
     """``numpy.linalg.eigh`` (LAPACK syevd, torch's CPU routine) on the chosen triangle."""
-    uplo = "U" if upper else "L"
+    uplo: Literal["L", "U"] = "U" if upper else "L"
     if not compute_v:
         return [np.linalg.eigvalsh(x, UPLO=uplo).astype(_real(x), copy=False)]
     w, v = np.linalg.eigh(x, UPLO=uplo)
