@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 
 from coreai_core._dtypes import DType
-from coreai_core._ir import UNKNOWN_LOC, Graph, Location, Program, Value
+from coreai_core._ir import UNKNOWN_LOC, Graph, Location, ProgramData
 
 # Constants with more elements than this are stored in Program.weights and printed by name.
 INLINE_LIMIT = 16
@@ -67,18 +67,9 @@ def current_graph() -> Graph:
     return current().graph
 
 
-def current_program() -> Program | None:
+def current_program() -> ProgramData | None:
     ip = _CURRENT.get()
     return ip.graph.program if ip is not None else None
-
-
-def as_value(v: Any, dtype: DType | None = None) -> Value:
-    """Return ``v`` if it is a Value, otherwise build a constant from it."""
-    if isinstance(v, Value):
-        return v
-    from coreai_core.dialects.coreai import constant
-
-    return constant(v, dtype=dtype)
 
 
 def default_dtype_of(value: Any) -> DType:

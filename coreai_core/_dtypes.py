@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 from typing import Any
 
@@ -42,16 +43,17 @@ class DType(enum.Enum):
     @property
     def torch(self) -> Any:
         """The torch dtype of this element type."""
+        # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
         return getattr(torch, self.value)
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:
         return self in _FLOATS
 
     @property
-    def is_complex(self) -> bool:
+    def is_complex(self) -> builtins.bool:
         """True for complex64 and complex128 (``is_float`` is False for them)."""
         return self in _COMPLEX_PART
 
@@ -71,12 +73,12 @@ class DType(enum.Enum):
         raise TypeError(f"no complex element type has {self} parts; use float32 or float64")
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         """True for signed and unsigned integers (not bool)."""
         return self in _INTS
 
     @property
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:
         return self in _FLOATS or self in _COMPLEX_PART or self.value.startswith("int")
 
     @property

@@ -1,4 +1,9 @@
-"""Core IR classes: types, values, operations, graphs and programs.
+"""Core IR classes: types, values, operations, graphs and program data.
+
+This module is plain data: it imports only the layers below it (``_dtypes``, ``_syntax``).
+What a user does *with* a program (build graphs in an insertion context, run, optimize, print,
+save) lives above, in :mod:`coreai_core._program_api`, whose ``Program`` extends
+:class:`ProgramData` with those methods.
 
 Values and operations have identity semantics (they are graph nodes); graphs and programs
 compare structurally (see :func:`structure`), ignoring locations, which are debug info.
@@ -6,21 +11,19 @@ compare structurally (see :func:`structure`), ignoring locations, which are debu
 
 from __future__ import annotations
 
-import contextlib
-import re
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
-from coreai_core._dtypes import DType
-
-if TYPE_CHECKING:
-    from coreai_core.optimizer import OptimizeReport
+from coreai_core._dtypes import SHORT_NAME, DType
+from coreai_core._syntax import DIM_NAME, IDENT, quote
 
 __all__ = [
-    "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "Program", "WeightRef",
+    "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "ProgramData", "WeightRef",
+    "format_type",
 ]
 
 
@@ -33,8 +36,6 @@ class Dim:
     max: int | None = None
 
     def __str__(self) -> str:
-        from coreai_core.text import _format_dim
-
         return _format_dim(self)
 
     def admits(self, size: int) -> bool:
@@ -59,6 +60,10 @@ def _to_dim(d: Any) -> int | Dim:
     return i
 
 
+def _to_dtype(dtype: Any) -> DType:
+    return DType.of(dtype)
+
+
 def _to_shape(shape: Any) -> tuple[int | Dim, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
@@ -74,7 +79,7 @@ class TensorType:
     """Type of a tensor value: a shape (ints or :class:`Dim`) and an element type."""
 
     shape: tuple[int | Dim, ...] = attrs.field(converter=_to_shape)
-    element_type: DType = attrs.field(converter=DType.of)
+    element_type: DType = attrs.field(converter=_to_dtype)
 
     @property
     def rank(self) -> int:
@@ -85,11 +90,16 @@ class TensorType:
         return all(isinstance(d, int) for d in self.shape)
 
     @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None when a dimension is dynamic."""
+        dims = tuple(d for d in self.shape if isinstance(d, int))
+        return dims if len(dims) == len(self.shape) else None
+
+    @property
     def numel(self) -> int | None:
         """Number of elements, or None when a dimension is dynamic."""
-        if not self.is_static:
-            return None
-        return int(np.prod(self.shape, dtype=np.int64))
+        shape = self.static_shape
+        return None if shape is None else int(np.prod(shape, dtype=np.int64))
 
     @property
     def dtype(self) -> DType:
@@ -102,9 +112,23 @@ class TensorType:
         return TensorType(self.shape, dtype)
 
     def __str__(self) -> str:
-        from coreai_core.text import format_type
-
         return format_type(self)
+
+
+def format_type(t: TensorType) -> str:
+    """``tensor<2x?batch[1:64]xf32>``: the unambiguous text of a tensor type."""
+    dims = "".join(_format_dim(d) + "x" for d in t.shape)
+    return f"tensor<{dims}{SHORT_NAME[t.element_type]}>"
+
+
+def _format_dim(d: int | Dim) -> str:
+    if not isinstance(d, Dim):
+        return str(d)
+    name = "" if d.name == "?" else d.name if DIM_NAME.fullmatch(d.name) else quote(d.name)
+    bounds = ""
+    if d.min is not None or d.max is not None:
+        bounds = f"[{'' if d.min is None else d.min}:{'' if d.max is None else d.max}]"
+    return f"?{name}{bounds}"
 
 
 @attrs.frozen
@@ -118,9 +142,9 @@ class Location:
     def __str__(self) -> str:
         parts = []
         if self.file is not None:
-            parts.append(_quote(self.file) + (f":{self.line}" if self.line is not None else ""))
+            parts.append(quote(self.file) + (f":{self.line}" if self.line is not None else ""))
         if self.module_path:
-            parts.append(f"in {_quote(self.module_path)}")
+            parts.append(f"in {quote(self.module_path)}")
         return f"loc({' '.join(parts)})"
 
     @property
@@ -138,7 +162,7 @@ class WeightRef:
     name: str
 
     def __str__(self) -> str:
-        return "@" + (self.name if _IDENT.fullmatch(self.name) else _quote(self.name))
+        return "@" + (self.name if IDENT.fullmatch(self.name) else quote(self.name))
 
 
 @attrs.define(eq=False, repr=False)
@@ -187,12 +211,20 @@ class Operation:
         return {k: v for k, v in self.attributes.items() if isinstance(v, Graph)}
 
 
+def _weak_program(program: ProgramData | None) -> weakref.ref[ProgramData] | None:
+    return None if program is None else weakref.ref(program)
+
+
 @attrs.define(eq=False, repr=False)
 class Graph:
     """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
 
-    Top-level graphs are entrypoints of a :class:`Program`; nested graphs are regions of
+    Top-level graphs are entrypoints of a :class:`ProgramData`; nested graphs are regions of
     control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...).
+
+    ``program`` is a back-reference to the program that owns the graph; it is weak (a parent
+    pointer), so caches keyed by program that hold graphs, such as a runtime's plans, never keep
+    a program alive.
     """
 
     name: str
@@ -201,7 +233,29 @@ class Graph:
     ops: list[Operation] = attrs.field(factory=list)
     output_values: dict[str, Value] = attrs.field(factory=dict)
     state_outputs: dict[str, Value] = attrs.field(factory=dict)
-    program: Program | None = None
+    _program_ref: weakref.ref[ProgramData] | None = attrs.field(
+        default=None, alias="program", converter=_weak_program, on_setattr=attrs.setters.NO_OP)
+
+    @property
+    def program(self) -> ProgramData | None:
+        """The program owning this graph (None for a free graph or once the program is gone)."""
+        return None if self._program_ref is None else self._program_ref()
+
+    @program.setter
+    def program(self, program: ProgramData | None) -> None:
+        self._program_ref = _weak_program(program)
+
+    # copy.deepcopy and pickle carry the owning program itself (a weak reference cannot be
+    # copied into the copy's world), so a copied program's graphs point to the copy
+    def __getstate__(self) -> dict[str, Any]:
+        state = {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
+        state["_program_ref"] = self.program
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._program_ref = _weak_program(state["_program_ref"])
 
     def __repr__(self) -> str:
         return f"Graph({self.name}, {len(self.ops)} ops)"
@@ -225,20 +279,30 @@ class Graph:
 
     def outputs(self, values: Mapping[str, Value] | Sequence[Value] | None = None, /,
                 state: Mapping[str, Value] | None = None, **named: Value) -> None:
-        """Set the graph outputs (and, for stateful graphs, the updated state values)."""
-        from coreai_core._builder import as_value
+        """Set the graph outputs (and, for stateful graphs, the updated state values).
 
+        Outputs are Values; :func:`coreai.output <coreai_core.dialects.coreai.output>` also
+        accepts Python numbers and arrays and turns them into constants first.
+        """
         if values is None:
             values = {}
         if not isinstance(values, Mapping):
             values = {f"out{i}": v for i, v in enumerate(values)}
         merged = {**values, **named}
-        self.output_values = {k: as_value(v) for k, v in merged.items()}
+        self.output_values = {k: self._checked(v, f"output {k!r}") for k, v in merged.items()}
         if state is not None:
             unknown = set(state) - set(self.state_inputs)
             if unknown:
                 raise KeyError(f"state {sorted(unknown)} is not declared by graph {self.name!r}")
-            self.state_outputs = {k: as_value(v) for k, v in state.items()}
+            self.state_outputs = {k: self._checked(v, f"state output {k!r}")
+                                  for k, v in state.items()}
+
+    def _checked(self, v: Any, what: str) -> Value:
+        if not isinstance(v, Value):
+            raise TypeError(
+                f"graph {self.name!r}: {what} must be a Value, got {type(v).__name__}; build a "
+                "constant with coreai.constant(...) or set outputs with coreai.output(...)")
+        return v
 
     @property
     def input_names(self) -> list[str]:
@@ -264,11 +328,14 @@ def _as_type(t: Any) -> TensorType:
     raise TypeError(f"expected a TensorType, got {t!r}")
 
 
-class Program:
-    """A Core AI program: entrypoint graphs, named weights and named state.
+class ProgramData:
+    """The data of a Core AI program: entrypoint graphs, named weights and named state.
 
     ``weights`` maps names to numpy arrays (``None`` for a weight not yet bound);
     ``initial_state`` holds the state's initial values and ``state`` its current values.
+    ``generation`` counts edits announced with :meth:`invalidate`: caches derived from the
+    program (a runtime's plans) are rebuilt when it changes. Users work with
+    :class:`coreai_core.Program`, which adds running, optimizing, printing and saving.
     """
 
     def __init__(self) -> None:
@@ -277,35 +344,20 @@ class Program:
         self.weight_types: dict[str, TensorType] = {}
         self.initial_state: dict[str, np.ndarray] = {}
         self.state: dict[str, np.ndarray] = {}
-        self._plans: dict[str, Any] = {}
+        self.generation = 0
 
     # -- building -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def graph(self, name: str = "main", inputs: Mapping[str, Any] | None = None,
-              state: Mapping[str, Any] | None = None) -> Iterator[Graph]:
-        """Create entrypoint ``name`` and make it the insertion point for builders.
-
-        ``state`` maps state names to initial numpy arrays; the graph reads them via
-        ``g[name]`` and writes the new values with ``g.outputs(..., state={name: v})``.
-        """
-        from coreai_core._builder import insertion_point
-
-        if name in self.graphs:
-            raise ValueError(f"program already has a graph named {name!r}")
-        g = Graph(name, program=self)
-        for k, t in (inputs or {}).items():
-            g.add_input(k, t)
-        for k, init in (state or {}).items():
-            self.declare_state(g, k, init)
-        self.graphs[name] = g
-        self._plans.clear()
-        with insertion_point(g):
-            yield g
+    def add_graph(self, g: Graph) -> Graph:
+        """Add entrypoint ``g`` (its name must be new) and make ``g.program`` this program."""
+        if g.name in self.graphs:
+            raise ValueError(f"program already has a graph named {g.name!r}")
+        g.program = self
+        self.graphs[g.name] = g
+        self.invalidate()
+        return g
 
     def declare_state(self, g: Graph, name: str, initial: Any) -> Value:
         """Add state ``name`` to graph ``g`` with the given initial value (shared by name)."""
-        from coreai_core._dtypes import DType
-
         if isinstance(initial, TensorType):
             t, arr = initial, None
         else:
@@ -345,6 +397,10 @@ class Program:
             i += 1
         return f"{hint}_{i}"
 
+    def invalidate(self) -> None:
+        """Announce that the graphs were edited: cached run plans are rebuilt on next use."""
+        self.generation += 1
+
     # -- introspection --------------------------------------------------------------------
     def _entry(self, entrypoint: str | None) -> Graph:
         if entrypoint is None:
@@ -376,75 +432,11 @@ class Program:
         """Restore every state variable to its initial value."""
         self.state = {k: v.copy() for k, v in self.initial_state.items()}
 
-    # -- behaviour (implemented in the other modules) ---------------------------------------
-    def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
-            entrypoint: str = "main", state: Mapping[str, Any] | None = None,
-            ) -> dict[str, np.ndarray]:
-        """Execute ``entrypoint`` with the numpy reference runtime.
-
-        Returns a dict output name -> array, in output order. Without ``state`` the program's
-        own state is read and updated (like calling a torch module with buffers); with
-        ``state`` that mapping is used and updated in place instead.
-        """
-        from coreai_core.runtime import run_program
-
-        return run_program(self, inputs, entrypoint=entrypoint, state=state)
-
-    def optimize(self, passes: Sequence[Any] | None = None) -> OptimizeReport:
-        """Run the optimizer pipeline in place and return its per-pass report."""
-        from coreai_core.optimizer import optimize
-
-        return optimize(self, passes)
-
-    def verify(self) -> None:
-        """Raise :class:`VerificationError` if any op does not satisfy its definition."""
-        from coreai_core.verifier import verify
-
-        verify(self)
-
-    def to_text(self, *, locations: bool = False, full: bool = False) -> str:
-        """The text form. ``full`` prints weight data; ``locations`` prints op locations."""
-        from coreai_core.text import print_program
-
-        return print_program(self, locations=locations, full=full)
-
-    def __str__(self) -> str:
-        return self.to_text()
-
     def __repr__(self) -> str:
         return f"<Program entrypoints={list(self.graphs)} weights={len(self.weights)}>"
 
-    def to_dot(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
-        """Graphviz dot text; ``collapse=k`` draws each module-path prefix of depth k as one
-        node."""
-        from coreai_core.draw import to_dot
-
-        return to_dot(self, entrypoint, collapse=collapse)
-
-    def to_mermaid(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
-        """Mermaid flowchart text (same options as :meth:`to_dot`)."""
-        from coreai_core.draw import to_mermaid
-
-        return to_mermaid(self, entrypoint, collapse=collapse)
-
-    def save(self, path: Any) -> None:
-        """Save as a directory artifact (text form + weights as .npy + checksums)."""
-        from coreai_core.serialization import save
-
-        save(self, path)
-
-    def bind_weights(self, source: Any, *, strict: bool = True) -> None:
-        """Bind unbound weights from a state dict, an .npz or a .safetensors file."""
-        from coreai_core.serialization import bind_weights
-
-        bind_weights(self, source, strict=strict)
-
-    def invalidate(self) -> None:
-        """Drop cached run plans after the graphs were edited."""
-        self._plans.clear()
-
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Program):
+        if not isinstance(other, ProgramData):
             return NotImplemented
         return structure(self) == structure(other)
 
@@ -494,19 +486,10 @@ def _graph_key(g: Graph, outer: dict[int, Any] | None = None) -> Any:
     )
 
 
-def structure(p: Program) -> Any:
+def structure(p: ProgramData) -> Any:
     """A hashable-ish key that two structurally equal programs share."""
     return (
         tuple((k, _graph_key(g)) for k, g in p.graphs.items()),
         tuple(sorted((k, p.weight_types[k], _array_key(v)) for k, v in p.weights.items())),
         tuple(sorted((k, _array_key(v)) for k, v in p.initial_state.items())),
     )
-
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
-
-
-def _quote(s: str) -> str:
-    import json
-
-    return json.dumps(s)

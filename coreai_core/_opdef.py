@@ -5,6 +5,14 @@ The rule's signature *is* the builder's signature. Parameters annotated ``Value`
 other parameter is an attribute whose annotation says how to normalize it (``Ints``,
 ``Floats``, ``int``, ``float``, ``bool``, ``str``, ``DType``, ``Literal[...]``, ``Array``).
 The builder, the verifier, the printer and the parser all read this definition.
+
+Typing: a builder accepts more than its rule receives (a Python number or array where the rule
+takes a Value, a list where it takes ``Ints``, a dtype name where it takes ``DType``) and adds
+``loc``. Python cannot derive such a signature from the rule's, so :func:`defop` is typed to
+return a :class:`Builder` whose result type follows the rule's return annotation, and the exact
+builder signatures a type checker sees for ``coreai_core.dialects.coreai`` are generated from
+the op definitions into ``coreai.pyi`` (``tools/gen_dialect_stub.py``, kept in sync by a test),
+with the caller-facing types below (``ValueLike``, ``IntsLike``, ...).
 """
 
 from __future__ import annotations
@@ -13,24 +21,60 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast, overload
 
 import attrs
 import numpy as np
 
+from coreai_core._builder import (
+    INLINE_LIMIT,
+    current,
+    current_program,
+    default_dtype_of,
+    insertion_point,
+)
 from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, Location, Operation, TensorType, Value, WeightRef
 from coreai_core.errors import TypeRuleError
 
 Ints = tuple[int, ...]
 Floats = tuple[float, ...]
+Array: TypeAlias = np.ndarray | WeightRef  # attribute: numpy data, or a program weight by name
+
+# What builders accept (the rule receives the normalized form).
+ValueLike: TypeAlias = Value | bool | int | float | np.ndarray | np.generic | Sequence[Any]
+IntsLike: TypeAlias = Sequence[int] | int | np.ndarray | Value
+FloatsLike: TypeAlias = Sequence[float] | float | np.ndarray | Value
+DTypeLike: TypeAlias = DType | str | np.dtype[Any] | type  # a torch dtype is accepted too
+ArrayLike: TypeAlias = np.ndarray | np.generic | WeightRef | bool | int | float | Sequence[Any]
+RegionLike: TypeAlias = Graph | Callable[..., Any]
+
+R_co = TypeVar("R_co", covariant=True)
 
 
-class Array:
-    """Attribute annotation: a numpy array (or a WeightRef to a program weight)."""
+class Builder(Protocol[R_co]):
+    """What :func:`defop` returns: calling it (inside an insertion context) appends the op to
+    the current graph and returns its result Value, or a tuple of Values for a multi-result op.
+    ``loc`` overrides the context's location."""
+
+    opdef: OpDef
+
+    def __call__(self, *args: Any, loc: Location | None = None, **kwargs: Any) -> R_co: ...
+
+
+class _Define(Protocol):
+    @overload
+    def __call__(self, rule: Callable[..., TensorType]) -> Builder[Value]: ...
+    @overload
+    def __call__(self, rule: Callable[..., tuple[TensorType, TensorType]],
+                 ) -> Builder[tuple[Value, Value]]: ...
+    @overload
+    def __call__(self, rule: Callable[..., Sequence[TensorType]],
+                 ) -> Builder[tuple[Value, ...]]: ...
 
 
 OPS: dict[str, OpDef] = {}
+_BUILDERS: dict[str, Builder[Any]] = {}  # op name -> its builder function
 
 
 @attrs.frozen
@@ -141,10 +185,10 @@ def _classify(name: str, hint: Any, default: Any) -> Param:
     return Param(name, "attr", kind, optional, (), default)
 
 
-def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> Callable[[Callable], Any]:
+def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> _Define:
     """Declare an op from its type rule; returns the op's builder function."""
 
-    def wrap(rule: Callable) -> Any:
+    def wrap(rule: Callable[..., Any]) -> Builder[Any]:
         op_name = name or "coreai." + rule.__name__.rstrip("_")
         if op_name in OPS:
             raise ValueError(f"op {op_name!r} is already defined by {OPS[op_name].rule}")
@@ -156,7 +200,7 @@ def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> Callable[[C
         OPS[op_name] = opdef
         return _make_builder(opdef)
 
-    return wrap
+    return cast(_Define, wrap)
 
 
 # -- attribute normalization ---------------------------------------------------------------------
@@ -168,8 +212,6 @@ def constant_data(v: Value) -> np.ndarray | None:
         return None
     data = op.attributes["value"]
     if isinstance(data, WeightRef):
-        from coreai_core._builder import current_program
-
         prog = current_program()
         return None if prog is None else prog.weights.get(data.name)
     return data
@@ -212,6 +254,7 @@ def normalize_attr(p: Param, value: Any, op: str) -> Any:
                                     f"got {value!r}", op=op)
             return value
         items = _scalar_list(value, p, op)
+        out: list[Any]
         if p.kind in ("ints", "int"):
             out = []
             for x in items:
@@ -271,8 +314,6 @@ def _scalar_dtype(value: Any, peer: DType | None) -> DType | None:
 
 
 def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -> Graph:
-    from coreai_core._builder import current_program, insertion_point
-
     if isinstance(fn, Graph):
         return fn
     if not callable(fn):
@@ -282,7 +323,7 @@ def _build_region(fn: Any, input_types: list[TensorType], op: str, pname: str) -
     with insertion_point(g):
         out = fn(*args)
         outs = [out] if isinstance(out, Value) or not isinstance(out, (list, tuple)) else out
-        g.outputs(list(outs))
+        g.outputs([as_value(v) for v in outs])
     return g
 
 
@@ -317,13 +358,11 @@ def _binder(sig: inspect.Signature) -> Callable[[tuple, dict], dict[str, Any]]:
     return bind
 
 
-def _make_builder(opdef: OpDef) -> Callable[..., Any]:
+def _make_builder(opdef: OpDef) -> Builder[Any]:
     sig = opdef.signature
     bind = _binder(sig)
 
     def builder(*args: Any, loc: Location | None = None, **kwargs: Any) -> Any:
-        from coreai_core._builder import as_value, current
-
         ip = current()
         try:
             raw = bind(args, kwargs)
@@ -374,12 +413,50 @@ def _make_builder(opdef: OpDef) -> Callable[..., Any]:
     builder.__qualname__ = opdef.rule.__qualname__
     builder.__doc__ = opdef.rule.__doc__
     builder.__module__ = opdef.rule.__module__
-    builder.__signature__ = sig.replace(parameters=[
+    # help() and inspect show the rule's parameters plus ``loc``
+    setattr(builder, "__signature__", sig.replace(parameters=[  # noqa: B010
         *sig.parameters.values(),
         inspect.Parameter("loc", inspect.Parameter.KEYWORD_ONLY, default=None),
-    ])
-    builder.opdef = opdef
-    return builder
+    ]))
+    typed = cast(Builder[Any], builder)
+    typed.opdef = opdef
+    _BUILDERS[opdef.name] = typed
+    return typed
+
+
+def as_value(v: Any, dtype: DType | None = None) -> Value:
+    """Return ``v`` if it is a Value, otherwise build a ``coreai.constant`` from it."""
+    if isinstance(v, Value):
+        return v
+    return build_constant(v, dtype)
+
+
+def build_constant(value: Any, dtype: Any = None, *, name: str | None = None,
+                   loc: Location | None = None) -> Value:
+    """Build a ``coreai.constant`` from a Python scalar/list, a numpy array or a WeightRef.
+
+    The logic behind :func:`coreai.constant <coreai_core.dialects.coreai.constant>`; it lives
+    here because every builder turns non-Value operands into constants.
+    """
+    constant = _BUILDERS.get("coreai.constant")
+    if constant is None:  # pragma: no cover - the dialect package defines it on import
+        raise RuntimeError("coreai.constant is not defined; import coreai_core.dialects")
+    if isinstance(value, WeightRef):
+        return constant(value, loc=loc)
+    if isinstance(value, Value):
+        raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")
+    target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
+    arr = np.asarray(value)
+    if arr.dtype != target.numpy:
+        arr = arr.astype(target.numpy)
+    if arr.size > INLINE_LIMIT or name is not None:
+        program = current().graph.program
+        if program is None:
+            raise RuntimeError("large constants need a graph that belongs to a Program")
+        ref = program.add_weight(program.unique_weight_name(name or current().weight_prefix),
+                                 arr)
+        return constant(ref, loc=loc)
+    return constant(arr, loc=loc)
 
 
 def build_operation(opdef: OpDef, operands: list[Value], attributes: dict[str, Any],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn, overload
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
@@ -13,7 +13,7 @@ from coreai_core.errors import TypeRuleError
 DimT = int | Dim
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     raise TypeRuleError(message)
 
 
@@ -96,6 +96,12 @@ def dim_mul(a: DimT, b: DimT) -> DimT:
     return Dim()
 
 
+@overload
+def window_out(size: int, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
+               ceil_mode: bool = False) -> int: ...
+@overload
+def window_out(size: DimT, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
+               ceil_mode: bool = False) -> DimT: ...
 def window_out(size: DimT, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
                ceil_mode: bool = False) -> DimT:
     """Output length of a sliding window (conv/pool), PyTorch's formula."""

@@ -20,10 +20,25 @@ import numpy as np
 
 from coreai_core._builder import insertion_point
 from coreai_core._dtypes import SHORT_NAME, DType
-from coreai_core._ir import UNKNOWN_LOC, Dim, Graph, Location, Program, TensorType, Value, WeightRef
+from coreai_core._ir import (
+    UNKNOWN_LOC,
+    Dim,
+    Graph,
+    Location,
+    ProgramData,
+    TensorType,
+    Value,
+    WeightRef,
+    format_type,
+)
 from coreai_core._opdef import OPS, OpDef, build_operation, normalize_attr
+from coreai_core._syntax import DIM_NAME as _DIM_NAME
+from coreai_core._syntax import IDENT as _IDENT
+from coreai_core._syntax import MAX_NESTING, TERMINATORS
+from coreai_core._syntax import UINT_OF_SIZE as _UINT_OF_SIZE
 from coreai_core.errors import ParseError, TypeRuleError
-from coreai_core.text import _DIM_NAME, _IDENT, _UINT_OF_SIZE, MAX_NESTING, TERMINATORS, format_type
+
+__all__ = ["MAX_SPLAT", "Parser", "parse_into", "parse_type"]
 
 # A splat `dense<v>` may describe at most this many elements (guards against absurd allocations).
 MAX_SPLAT = 1 << 28
@@ -63,11 +78,12 @@ class _Dense:
 class Parser:
     """Parses one text; ``program()`` or ``type()`` + ``end()``."""
 
-    def __init__(self, text: str, weights: Mapping[str, Any] | None) -> None:
+    def __init__(self, text: str, weights: Mapping[str, Any] | None,
+                 program: ProgramData | None = None) -> None:
         self.text = text
         self.pos = 0
         self.weights = weights
-        self.prog = Program()
+        self.prog = program if program is not None else ProgramData()
         self.depth = 0
 
     # -- scanning -------------------------------------------------------------------------
@@ -280,7 +296,7 @@ class Parser:
 
     def rectangular(self, lst: list[Any], out: list[str], at: int) -> tuple[int, ...]:
         """Flatten a nested list of tokens into ``out``; its shape, checking it is regular."""
-        shapes = set()
+        shapes: set[tuple[int, ...]] = set()
         for item in lst:
             if isinstance(item, str):
                 out.append(item)
@@ -292,20 +308,21 @@ class Parser:
         return (len(lst), *(shapes.pop() if shapes else ()))
 
     def materialize(self, raw: _Dense, t: TensorType) -> np.ndarray:
-        if not t.is_static:
+        shape = t.static_shape
+        if shape is None:
             raise self.error(f"dense data needs a static type, got {format_type(t)}", raw.pos)
-        numel = math.prod(t.shape)
+        numel = math.prod(shape)
         if raw.shape is None:
             if numel > MAX_SPLAT:
                 raise self.error(f"splat of {numel} elements is too large", raw.pos)
                 # broadcast + copy keeps the element's exact bits (NaN payloads included)
             # broadcast + copy keeps the element's exact bits (NaN payloads included)
             one = self.elements(raw, t.element_type).reshape(())
-            return np.broadcast_to(one, t.shape).copy()
+            return np.broadcast_to(one, shape).copy()
         if raw.shape != t.shape and not (numel == 0 and not raw.tokens):
             raise self.error(f"dense data of shape {list(raw.shape)} does not match "
                              f"{format_type(t)}", raw.pos)
-        return self.elements(raw, t.element_type).reshape(t.shape)
+        return self.elements(raw, t.element_type).reshape(shape)
 
     def elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
         toks = raw.tokens
@@ -368,7 +385,7 @@ class Parser:
         return arr
 
     # -- program --------------------------------------------------------------------------
-    def program(self) -> Program:
+    def program(self) -> ProgramData:
         self.skip()
         if not self.peek_word("coreai.program"):
             raise self.error(f"expected 'coreai.program', found {self.found()}")
@@ -562,10 +579,10 @@ class Parser:
             raise self.error(f"{opname}: {e.message}", at) from None
         except Exception as e:  # a type rule tripped over odd input: still a parse error
             raise self.error(f"{opname}: invalid operands or attributes ({e!r})", at) from e
-        for (key, key_at), r in zip(results, op.results):
-            if key in scope.values:
-                raise self.error(f"value %{key[1]} is defined twice", key_at)
-            scope.values[key] = r
+        for (value_key, key_at), r in zip(results, op.results, strict=True):
+            if value_key in scope.values:
+                raise self.error(f"value %{value_key[1]} is defined twice", key_at)
+            scope.values[value_key] = r
         g.ops.append(op)
 
     def normalize(self, opdef: OpDef, raw: dict[str, tuple[Any, int]], at: int) -> dict[str, Any]:
@@ -652,3 +669,28 @@ class Parser:
             module = self.string()
         self.expect(")", "to close the location")
         return Location(file, line, module)
+
+
+def parse_into(program: ProgramData, text: str | bytes,
+               weights: Mapping[str, Any] | None = None) -> None:
+    """Parse the text form into the empty ``program`` (``coreai_core.parse`` makes it).
+
+    ``weights`` binds the data of weights printed as declarations (a mapping name -> array;
+    extra names are ignored). Malformed text raises :class:`ParseError` with line and column.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ParseError(f"text is not UTF-8: {e}", 1, 1) from None
+    if not isinstance(text, str):
+        raise TypeError(f"parse expects a str, got {type(text).__name__}")
+    Parser(text, weights, program).program()
+
+
+def parse_type(text: str) -> TensorType:
+    """Parse one tensor type such as ``tensor<2x?batchxf32>`` (ParseError if malformed)."""
+    p = Parser(text, None)
+    t = p.type()
+    p.end()
+    return t

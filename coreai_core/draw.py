@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from coreai_core._ir import Graph, Operation, Program
+from coreai_core._ir import Graph, Operation, ProgramData
 
 __all__ = ["render_svg", "to_dot", "to_mermaid"]
 
@@ -76,13 +76,13 @@ def _nodes_and_edges(graph: Graph, collapse: int | None,
     return nodes, sorted(edges)
 
 
-def _graphs(program: Program, entrypoint: str | None) -> Iterator[tuple[str, Graph]]:
+def _graphs(program: ProgramData, entrypoint: str | None) -> Iterator[tuple[str, Graph]]:
     for name, g in program.graphs.items():
         if entrypoint is None or name == entrypoint:
             yield name, g
 
 
-def to_dot(program: Program, entrypoint: str | None = None, *, collapse: int | None = None,
+def to_dot(program: ProgramData, entrypoint: str | None = None, *, collapse: int | None = None,
            ) -> str:
     """Graphviz dot text of the program's graphs (ops clustered by module path)."""
     lines = ["digraph coreai {", "  rankdir=TB;", '  node [shape=box, fontname="monospace"];']
@@ -110,7 +110,7 @@ def to_dot(program: Program, entrypoint: str | None = None, *, collapse: int | N
     return "\n".join(lines) + "\n"
 
 
-def to_mermaid(program: Program, entrypoint: str | None = None, *,
+def to_mermaid(program: ProgramData, entrypoint: str | None = None, *,
                collapse: int | None = None) -> str:
     """Mermaid flowchart text of the program's graphs."""
     lines = ["flowchart TD"]
@@ -128,7 +128,7 @@ def to_mermaid(program: Program, entrypoint: str | None = None, *,
     return "\n".join(lines) + "\n"
 
 
-def render_svg(program: Program, path: str, *, collapse: int | None = None,
+def render_svg(program: ProgramData, path: str, *, collapse: int | None = None,
                entrypoint: str | None = None) -> None:
     """Render the dot picture to ``path`` with Graphviz (the ``dot`` binary must exist)."""
     dot = shutil.which("dot")

@@ -25,16 +25,19 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from coreai_core._dtypes import DType
-from coreai_core._ir import Program, TensorType
+from coreai_core._ir import ProgramData, TensorType
+from coreai_core._text_parser import parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
+from coreai_core.text import print_program
+from coreai_core.verifier import verify
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load", "read_safetensors",
-           "save"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
+           "read_safetensors", "save"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 1
@@ -62,15 +65,13 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def save(program: Program, path: str | os.PathLike[str]) -> Path:
+def save(program: ProgramData, path: str | os.PathLike[str]) -> Path:
     """Write ``program`` as a directory artifact at ``path`` and return the path.
 
     An existing artifact at ``path`` is replaced; any other existing file or non-empty
     directory is left alone and raises ``FileExistsError``. The artifact is written to a
     temporary sibling directory first, so a failed save never leaves a half-written one.
     """
-    from coreai_core.text import print_program
-
     target = Path(path)
     if target.exists() and not _is_replaceable(target):
         raise FileExistsError(f"{target} exists and is not a coreai artifact; not overwriting")
@@ -122,9 +123,10 @@ def _is_replaceable(target: Path) -> bool:
 
 
 def _shape_list(t: TensorType) -> list[int]:
-    if not t.is_static:
+    shape = t.static_shape
+    if shape is None:
         raise ValueError(f"weight type {t} is not static")
-    return [int(d) for d in t.shape]
+    return list(shape)
 
 
 def _write_array(root: Path, rel: str, data: np.ndarray, dtype: DType, add: Any) -> str:
@@ -227,7 +229,7 @@ def _load_array(files: dict[str, Path], rel: Any, dtype: DType, shape: tuple[int
     if rel not in files:
         raise _fail(f"{what}: file {rel!r} is not listed with a checksum in {MANIFEST}")
     path = files[rel]
-    mmap = "r" if path.stat().st_size > MMAP_BYTES else None
+    mmap: Literal["r"] | None = "r" if path.stat().st_size > MMAP_BYTES else None
     try:
         arr = np.load(path, mmap_mode=mmap, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -241,14 +243,13 @@ def _load_array(files: dict[str, Path], rel: Any, dtype: DType, shape: tuple[int
     return arr.view(dtype.numpy) if dtype is DType.bfloat16 else arr
 
 
-def load(path: str | os.PathLike[str]) -> Program:
-    """Load an artifact written by :func:`save`, verifying it completely first.
+def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
+    """Load an artifact written by :func:`save` into the empty ``program``, verifying it
+    completely first (``coreai_core.load`` makes the program).
 
     Raises :class:`ArtifactError` (naming the file) for a missing, extra, truncated, modified
     or inconsistent file, a path escaping the artifact folder, or a symlink.
     """
-    from coreai_core.text import parse_program
-
     root = Path(os.path.realpath(path))
     if not root.is_dir():
         raise _fail(f"{path}: not a coreai artifact directory")
@@ -268,14 +269,13 @@ def load(path: str | os.PathLike[str]) -> Program:
         state[name] = _load_array(files, entry.get("file"), dtype, shape, f"state {name!r}")
     try:
         text = files[PROGRAM_FILE].read_bytes().decode("utf-8")
-        program = parse_program(text, weights=weights)
-        program.verify()
+        parse_into(program, text, weights=weights)
+        verify(program)
     except UnicodeDecodeError as e:
         raise _fail(f"{PROGRAM_FILE}: not UTF-8 text ({e})") from None
     except CoreAIError as e:
         raise _fail(f"{PROGRAM_FILE}: {e}") from None
     _reconcile(program, weights, state)
-    return program
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -284,7 +284,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
         np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
 
-def _reconcile(program: Program, weights: dict[str, Any], state: dict[str, np.ndarray]) -> None:
+def _reconcile(program: ProgramData, weights: dict[str, Any], state: dict[str, np.ndarray]) -> None:
     """Check the manifest's weights and state against the text's, then install the arrays."""
     for kind, listed, declared in (("weight", weights, program.weight_types),
                                    ("state", state, program.initial_state)):
@@ -358,7 +358,7 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         what = f"{path.name}: tensor {name!r}"
         if not isinstance(info, dict):
             raise _fail(f"{what}: entry must be an object")
-        dtype = _SAFETENSORS_DTYPES.get(info.get("dtype"))
+        dtype = _SAFETENSORS_DTYPES.get(str(info.get("dtype")))
         if dtype is None:
             raise _fail(f"{what}: unsupported dtype {info.get('dtype')!r}")
         shape, offsets = info.get("shape"), info.get("data_offsets")
@@ -380,6 +380,7 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 def _to_numpy(value: Any) -> np.ndarray:
     if type(value).__module__.startswith("torch"):
+        # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
         t = value.detach().cpu()
@@ -404,7 +405,7 @@ def _source_arrays(source: Any) -> Mapping[str, Any]:
                     f"or .safetensors file, got {type(source).__name__}")
 
 
-def bind_weights(program: Program, source: Any, *, strict: bool = True) -> None:
+def bind_weights(program: ProgramData, source: Any, *, strict: bool = True) -> None:
     """Fill ``program.weights`` from ``source``: a mapping name -> numpy array or torch
     tensor (e.g. a state dict), or the path of an ``.npz`` or ``.safetensors`` file.
 

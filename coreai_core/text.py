@@ -34,33 +34,26 @@ may ``invoke`` only graphs printed before it (as when they were built in that or
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from coreai_core._builder import INLINE_LIMIT
-from coreai_core._dtypes import SHORT_NAME, DType
-from coreai_core._ir import Dim, Graph, Operation, Program, TensorType, Value, WeightRef
+from coreai_core._dtypes import DType
+from coreai_core._ir import Graph, Operation, ProgramData, TensorType, Value, WeightRef, format_type
 from coreai_core._opdef import OPS
-from coreai_core.errors import ParseError
+from coreai_core._syntax import IDENT as _IDENT
+from coreai_core._syntax import MAX_NESTING, TERMINATORS
+from coreai_core._syntax import UINT_OF_SIZE as _UINT_OF_SIZE
+from coreai_core._syntax import quote as _quote
+from coreai_core._text_parser import parse_type
 
-__all__ = ["print_program", "parse_program", "format_type", "parse_type", "MAX_NESTING"]
-
-# Deepest nesting of regions and `[...]` lists the parser accepts.
-MAX_NESTING = 48
-TERMINATORS = ("coreai.output", "coreai.yield")  # graph terminators (not ops of OPS)
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
-_DIM_NAME = re.compile(r"[A-Za-wyz_][A-Za-wyz0-9_]*")  # no 'x': it separates dimensions
-_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+__all__ = ["print_program", "format_type", "parse_type", "MAX_NESTING"]
 
 
 # ============================================================================== printing
 
-def print_program(program: Program, *, locations: bool = False, full: bool = False) -> str:
+def print_program(program: ProgramData, *, locations: bool = False, full: bool = False) -> str:
     """The text form of ``program``.
 
     Weights with more than ``INLINE_LIMIT`` elements print as a typed declaration unless
@@ -84,26 +77,6 @@ def print_program(program: Program, *, locations: bool = False, full: bool = Fal
         lines.append("  " + _Printer(locations).graph(g, f"graph {_sym(name)}", "  "))
     lines.append("}")
     return "\n".join(lines)
-
-
-def format_type(t: TensorType) -> str:
-    """``tensor<2x?batch[1:64]xf32>``: the unambiguous text of a tensor type."""
-    dims = "".join(_format_dim(d) + "x" for d in t.shape)
-    return f"tensor<{dims}{SHORT_NAME[t.element_type]}>"
-
-
-def _format_dim(d: int | Dim) -> str:
-    if not isinstance(d, Dim):
-        return str(d)
-    name = "" if d.name == "?" else d.name if _DIM_NAME.fullmatch(d.name) else _quote(d.name)
-    bounds = ""
-    if d.min is not None or d.max is not None:
-        bounds = f"[{'' if d.min is None else d.min}:{'' if d.max is None else d.max}]"
-    return f"?{name}{bounds}"
-
-
-def _quote(s: str) -> str:
-    return json.dumps(s)
 
 
 def _name(s: str) -> str:
@@ -280,33 +253,3 @@ def _ordered_attrs(op: Operation) -> list[tuple[str, Any]]:
     out = [(k, v) for k, v in out if not (v is None and params[k].default is None)]
     return out + sorted(((k, v) for k, v in op.attributes.items() if k not in params),
                         key=lambda kv: kv[0])
-
-
-# ============================================================================== parsing
-
-def parse_program(text: str, weights: Mapping[str, Any] | None = None) -> Program:
-    """Parse the text form into a Program.
-
-    ``weights`` binds the data of weights printed as declarations (a mapping name -> array;
-    extra names are ignored). Malformed text raises :class:`ParseError` with line and column.
-    """
-    from coreai_core._text_parser import Parser
-
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ParseError(f"text is not UTF-8: {e}", 1, 1) from None
-    if not isinstance(text, str):
-        raise TypeError(f"parse_program expects a str, got {type(text).__name__}")
-    return Parser(text, weights).program()
-
-
-def parse_type(text: str) -> TensorType:
-    """Parse one tensor type such as ``tensor<2x?batchxf32>`` (ParseError if malformed)."""
-    from coreai_core._text_parser import Parser
-
-    p = Parser(text, None)
-    t = p.type()
-    p.end()
-    return t

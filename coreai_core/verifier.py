@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from coreai_core._builder import insertion_point
-from coreai_core._ir import Graph, Operation, Program, Value
+from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core._opdef import OPS, normalize_attr
 from coreai_core.errors import TypeRuleError, VerificationError
 
 __all__ = ["verify", "verify_graph"]
 
 
-def verify(program: Program) -> None:
+def verify(program: ProgramData) -> None:
     """Raise :class:`VerificationError` listing every problem in ``program``."""
     problems: list[str] = []
     for name, t in program.weight_types.items():
         data = program.weights.get(name)
-        mismatch = data is not None and (
-            tuple(data.shape) != t.shape or data.dtype != t.element_type.numpy)
-        if mismatch:
+        if data is not None and (
+                tuple(data.shape) != t.shape or data.dtype != t.element_type.numpy):
             problems.append(f"weight @{name}: data {data.dtype}{list(data.shape)} != type {t}")
     for g in program.graphs.values():
         problems.extend(verify_graph(g))

@@ -17,7 +17,9 @@ Two forms of lowering are accepted, by built-ins and users alike:
   arrives as its 0-d Value. Missing arguments take the schema default. A Python keyword among
   the schema names gets a trailing underscore (``lambda_``). A keyword-only parameter named
   ``node`` receives the FX node. A schema argument the lowering does not declare must hold its
-  default value, or the conversion fails naming it (so nothing is silently ignored).
+  default value, or the conversion fails naming it (so nothing is silently ignored). A
+  parameter with a default that the schema lacks keeps its default, so one function can serve
+  several overloads (``mean.dim`` and ``mean.default``).
 * **FX-node**: ``fn(values_map, node, loc)`` - three positional parameters without defaults,
   the second named ``node`` (or names that are not all schema arguments). The function reads
   ``node.args`` itself, e.g. with :func:`coreai_torch.utils.get_operand`. Ops without a schema
@@ -69,8 +71,10 @@ class NodeValues(Mapping[str, Value]):
         return (node if index is None else (node, index)) in self._values
 
     def _key(self, key: object) -> ValueKey:
-        if isinstance(key, (torch.fx.Node, tuple)):
-            return key  # type: ignore[return-value]
+        if isinstance(key, torch.fx.Node):
+            return key
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], torch.fx.Node):
+            return (key[0], int(key[1]))
         if not isinstance(key, str):
             raise KeyError(key)
         name, sep, index = key.rpartition("#")
@@ -115,6 +119,7 @@ def is_node_form(fn: Callable[..., Any], target: Any = None) -> bool:
 class _FnSignature:
     three_positional: bool
     params: tuple[str, ...]  # parameters bound by name
+    optional: frozenset[str]  # those with a default
     wants_node: bool
     var_keyword: bool
 
@@ -135,6 +140,7 @@ def _signature_of(fn: Callable[..., Any]) -> _FnSignature:
                           and all(p.default is p.empty for p in positional)),
         params=tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                      and not (p.name == "node" and p.kind is p.KEYWORD_ONLY)),
+        optional=frozenset(p.name for p in params if p.default is not p.empty),
         wants_node=any(p.name == "node" and p.kind is p.KEYWORD_ONLY for p in params),
         var_keyword=any(p.kind is p.VAR_KEYWORD for p in params),
     )
@@ -240,7 +246,7 @@ def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool |
     if isinstance(arg, (bool, int, float, complex)):
         return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
-        return coreai.constant(utils.to_numpy(arg))
+        return coreai.constant(utils.tensor_data(arg))
     raise TypeError(f"cannot use {arg!r} as a tensor")
 
 
@@ -269,13 +275,14 @@ def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Nod
     specs = _schema_args(node.target)
     raw = bind_arguments(node)
     by_name = {s.name: s for s in specs}
-    unknown = [p for p in sig.params if p not in by_name]
+    unknown = [p for p in sig.params if p not in by_name and p not in sig.optional]
     if unknown:
         p = unknown[0]
         close = difflib.get_close_matches(p, list(by_name), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise TypeError(
-            f"lowering parameter {p!r} is not an argument of {node.target._schema}{hint}; "
+            f"lowering parameter {p!r} is not an argument of "
+            f"{getattr(node.target, '_schema', node.target)}{hint}; "
             "name the parameters after the schema, or write the lowering in the FX-node "
             "form fn(values_map, node, loc)")
     kwargs: dict[str, Any] = {}

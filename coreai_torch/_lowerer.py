@@ -149,6 +149,7 @@ class GraphLowerer:
                 elif kind == InputKind.USER_INPUT:
                     values.bind(node, g.add_input(rename[node.name], _utils.result_type(node)))
                 elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                    target = str(target)
                     tensor = _lookup_tensor(ep, target)
                     if target in state_of_target:
                         data = _utils.to_numpy(tensor)
@@ -226,7 +227,7 @@ class GraphLowerer:
     def _lower_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         if node.target is GETITEM:
             src, idx = node.args
-            if isinstance(src, torch.fx.Node) and values.has(src, idx):
+            if isinstance(src, torch.fx.Node) and isinstance(idx, int) and values.has(src, idx):
                 values.bind(node, values.value(src, idx))
                 return
         qn = qualified_name(node.target)
@@ -251,7 +252,7 @@ class GraphLowerer:
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
                values: NodeValues) -> None:
-        val = node.meta.get("val")
+        val: Any = node.meta.get("val")
         multi = isinstance(val, (list, tuple))
 
         def fail(msg: str) -> None:

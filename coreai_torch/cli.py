@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# torch.export prints this FutureWarning on every export from its own internals; a CLI user can
+# do nothing about it (pyproject's pytest filterwarnings silences the same message in tests)
+TORCH_EXPORT_NOISE = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 
 
 class CliError(Exception):
@@ -198,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.fn(args)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=TORCH_EXPORT_NOISE, category=FutureWarning)
+            return args.fn(args)
     except CliError as e:
         print(f"coreai-torch {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ its former name, ``coreai_torch._utils``.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,17 +22,21 @@ __all__ = [
     "get_operand", "get_operands", "get_arg", "result_type", "result_dtype", "node_dtype",
     "scalar_constant", "cast_to", "normalize_dim", "normalize_dims", "to_numpy", "shape_value",
     "dtype_of", "int_list", "ConversionContext", "current_context", "peer_dtype", "scalar_like",
+    "tensor_data",
 ]
 
 
 class ConversionContext:
-    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, and the
-    FX node being lowered (``node``)."""
+    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, the FX
+    node being lowered (``node``) and ``lower_subgraph(graph_module, args)``, which lowers a
+    higher-order op's subgraph inline and returns its outputs."""
 
     def __init__(self, symbols: Mapping[str, Dim] | None = None) -> None:
         self.symbols: dict[str, Dim] = dict(symbols or {})
         self.sym_values: dict[str, Value] = {}
         self.node: torch.fx.Node | None = None
+        self.lower_subgraph: Callable[[torch.fx.GraphModule, Sequence[Value]], list[Value]] = (
+            _no_subgraphs)
 
     def dim(self, size: Any) -> int | Dim:
         """A torch size (int or SymInt) as a Core AI dimension."""
@@ -45,6 +49,10 @@ class ConversionContext:
             name = str(expr)
             return self.symbols.get(name, Dim(name))
         raise TypeError(f"not a tensor size: {size!r}")
+
+
+def _no_subgraphs(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
+    raise RuntimeError("subgraphs can be lowered only during a conversion")
 
 
 _CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.ContextVar(
@@ -217,7 +225,7 @@ def _to_value(values_map: Mapping[str, Value], node: torch.fx.Node, arg: Any,
             return coreai.constant(arg, dtype=dtype, loc=loc)
         return scalar_constant(arg, peer_dtype(node), loc)
     if isinstance(arg, torch.Tensor):
-        return coreai.constant(to_numpy(arg), loc=loc)
+        return coreai.constant(tensor_data(arg), loc=loc)
     raise TypeError(f"cannot turn argument {arg!r} of FX node {node.name!r} into a tensor")
 
 
@@ -295,3 +303,12 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
 
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return t.contiguous().numpy()
+
+
+
+def tensor_data(tensor: torch.Tensor) -> np.ndarray:
+    """:func:`to_numpy` of a tensor that must hold data (not a meta or fake tensor)."""
+    data = to_numpy(tensor)
+    if data is None:
+        raise ValueError(f"a {tuple(tensor.shape)} constant tensor has no data (meta or fake)")
+    return data

@@ -72,7 +72,7 @@ class VerifyReport:
 
 def _to_numpy(t: Any) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        t = t.detach().cpu()
+        t = t.detach().cpu().resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:
             t = t.float()
         return t.numpy()
@@ -102,19 +102,50 @@ def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     return float(diff.max()), float(rel.max())
 
 
+def _parts(a: np.ndarray) -> np.ndarray:
+    """A complex array as its (real, imag) pairs along a new last axis; others unchanged."""
+    return np.stack([a.real, a.imag], axis=-1) if a.dtype.kind == "c" else a[..., None]
+
+
+def dtype_kind(dtype: np.dtype) -> str:
+    """``bool``, ``integer``, ``float`` or ``complex`` (ml_dtypes' bfloat16 and float8 types
+    are floats); another dtype is its own kind."""
+    if dtype.kind == "b":
+        return "bool"
+    if dtype.kind in "iu":
+        return "integer"
+    if dtype.kind == "c":
+        return "complex"
+    if dtype.kind == "f" or dtype.name.startswith(("bfloat", "float")):
+        return "float"
+    return dtype.name
+
+
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
             ) -> OutputError:
-    """Shape, then dtype kind, then values (NaN matches NaN)."""
+    """Shape, then dtype kind, then values (NaN matches NaN).
+
+    Kinds are bool, integer, float and complex: an integer result where torch returns floats
+    fails even if the values agree, while float32 against torch's bfloat16 (which is compared
+    in float32) passes on its values.
+    """
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return OutputError(name, got.shape, str(got.dtype), np.inf, np.inf, False,
                            f"shape {list(got.shape)} != torch {list(want.shape)}")
+    if dtype_kind(got.dtype) != dtype_kind(want.dtype):
+        abs_err, rel_err = _errors(_parts(got), _parts(want))
+        return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, False,
+                           f"dtype {got.dtype} ({dtype_kind(got.dtype)}) != torch "
+                           f"{want.dtype} ({dtype_kind(want.dtype)})")
+    shape, dtype = got.shape, str(got.dtype)
+    if got.dtype.kind == "c":  # compare real and imaginary parts
+        got, want = _parts(got), _parts(want)
     abs_err, rel_err = _errors(got, want)
     g, w = got.astype(np.float64), want.astype(np.float64)
     ok = bool(np.all((np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w))
                      | (g == w)))
-    return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, ok,
-                       "" if ok else "values differ")
+    return OutputError(name, shape, dtype, abs_err, rel_err, ok, "" if ok else "values differ")
 
 
 def _inputs_for(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
@@ -141,6 +172,7 @@ def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inp
     Neither the model's buffers nor the program's state are changed: both run on copies.
     """
     args = _torch_args(inputs)
+    module: torch.nn.Module
     if isinstance(model_or_ep, ExportedProgram):
         module = model_or_ep.module()
     else:
@@ -174,17 +206,34 @@ class NodeError:
 
 @attrs.frozen
 class DivergenceReport:
-    """Errors of every mapped intermediate, in graph order, and the first failing one."""
+    """Errors of every mapped intermediate, in graph order, and the first failing one.
+
+    ``torch_values`` and ``runtime_named`` count what could have been paired (torch's
+    intermediates, and runtime values that carry an FX node name); when no pair was found,
+    ``nodes`` is empty and the text says that nothing was compared and why.
+    """
 
     nodes: list[NodeError]
     rtol: float
     atol: float
+    torch_values: int = 0
+    runtime_named: int = 0
 
     @property
     def first(self) -> NodeError | None:
         return next((n for n in self.nodes if not n.passed), None)
 
     def __str__(self) -> str:
+        if not self.nodes:
+            if self.runtime_named == 0:
+                why = ("no runtime value carries an FX node name: a program parsed or loaded "
+                       "from text has none; compare the program the converter returned")
+            else:
+                why = (f"none of the {self.runtime_named} FX node names carried by runtime "
+                       f"values is among torch's {self.torch_values} intermediates: was the "
+                       "program converted from this exported program (after the same "
+                       "decompositions)?")
+            return f"compared nothing, so no divergence can be reported: {why}"
         first = self.first
         head = (f"compared {len(self.nodes)} intermediates (rtol={self.rtol:g}, "
                 f"atol={self.atol:g}): ")
@@ -279,7 +328,8 @@ def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
             name, qualified_name(fx.target) if fx is not None else "?",
             describe(fx) if fx is not None else None, value.owner.name if value.owner else "?",
             cmp.max_abs, cmp.max_rel, cmp.passed))
-    return DivergenceReport(rows, rtol, atol)
+    return DivergenceReport(rows, rtol, atol, torch_values=len(expected),
+                            runtime_named=len(by_name))
 
 
 @attrs.frozen
@@ -298,8 +348,8 @@ def find_first_nonfinite(program: Program, inputs: Any, *, entrypoint: str = "ma
                                   entrypoint=entrypoint, state=state)
     for value, array in record.items():
         a = np.asarray(array)
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            bad = ~np.isfinite(a.astype(np.float64))
+        if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+            bad = ~np.isfinite(a if a.dtype.kind == "c" else a.astype(np.float64))
             if bad.any():
                 op = value.owner
                 return NonFinite(op.name if op else "?", value.name,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coreai_core._builder import current
 from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, TensorType, Value
-from coreai_core._opdef import defop
-from coreai_core._shapes import expect
+from coreai_core._opdef import as_value, defop
+from coreai_core._shapes import expect, fail
 
 
 def _types(g: Graph) -> list[TensorType]:
@@ -57,8 +57,8 @@ def while_(init: Sequence[Value], cond: Graph, body: Graph) -> list[TensorType]:
 def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
     """Call entrypoint graph ``callee`` of the same program with ``args``."""
     program = current().graph.program
-    expect(program is not None and callee in program.graphs,
-           f"callee @{callee} is not a graph of this program")
+    if program is None or callee not in program.graphs:
+        fail(f"callee @{callee} is not a graph of this program")
     g = program.graphs[callee]
     expect(not g.state_inputs, f"callee @{callee} has state; only stateless graphs are invoked")
     _expect_inputs(g, args, f"@{callee}")
@@ -67,9 +67,15 @@ def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
 
 def output(values: Any = None, /, state: Any = None, **named: Value) -> None:
     """Terminate the current graph: set its named outputs (and updated state)."""
-    current().graph.outputs(values, state=state, **named)
+    if isinstance(values, Mapping):
+        values = {k: as_value(v) for k, v in values.items()}
+    elif values is not None:
+        values = [as_value(v) for v in values]
+    if state is not None:
+        state = {k: as_value(v) for k, v in state.items()}
+    current().graph.outputs(values, state=state, **{k: as_value(v) for k, v in named.items()})
 
 
 def yield_(*values: Value) -> None:
     """Terminate the current region graph with positional results."""
-    current().graph.outputs(list(values))
+    current().graph.outputs([as_value(v) for v in values])

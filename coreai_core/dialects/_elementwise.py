@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-import numpy as np
-
-from coreai_core._builder import INLINE_LIMIT, current, default_dtype_of
+from coreai_core._builder import current
 from coreai_core._dtypes import DType
 from coreai_core._ir import Location, TensorType, Value, WeightRef
-from coreai_core._opdef import Array, defop
-from coreai_core._shapes import broadcast_shapes, expect, fail, same_dtype
+from coreai_core._opdef import (
+    Array,
+    ArrayLike,
+    Builder,
+    DTypeLike,
+    ValueLike,
+    build_constant,
+    defop,
+)
+from coreai_core._shapes import broadcast_shapes, expect, fail, norm_axis, same_dtype
 
 # Which element types an elementwise op accepts.
 FLOAT = "float"
@@ -54,13 +60,13 @@ def _constant(value: Array) -> TensorType:
     """A constant tensor; large ones live in ``Program.weights`` and are referenced by name."""
     if isinstance(value, WeightRef):
         prog = current().graph.program
-        expect(prog is not None and value.name in prog.weight_types,
-               f"weight @{value.name} is not declared by the program")
+        if prog is None or value.name not in prog.weight_types:
+            fail(f"weight @{value.name} is not declared by the program")
         return prog.weight_types[value.name]
     return TensorType(value.shape, DType.of(value.dtype))
 
 
-def constant(value: Any, dtype: Any = None, *, name: str | None = None,
+def constant(value: ArrayLike, dtype: DTypeLike | None = None, *, name: str | None = None,
              loc: Location | None = None) -> Value:
     """Build a constant from a Python scalar/list, a numpy array or a program WeightRef.
 
@@ -68,22 +74,7 @@ def constant(value: Any, dtype: Any = None, *, name: str | None = None,
     float32, ints int64 and bools bool. Arrays with more than ``INLINE_LIMIT`` elements (or any
     array given a ``name``) are stored in the program's weights under ``name``.
     """
-    if isinstance(value, WeightRef):
-        return _constant(value, loc=loc)
-    target = DType.of(dtype) if dtype is not None else default_dtype_of(value)
-    if isinstance(value, Value):
-        raise TypeError("coreai.constant expects data, not a Value; use coreai.cast instead")
-    arr = np.asarray(value)
-    if arr.dtype != target.numpy:
-        arr = arr.astype(target.numpy)
-    if arr.size > INLINE_LIMIT or name is not None:
-        program = current().graph.program
-        if program is None:
-            raise RuntimeError("large constants need a graph that belongs to a Program")
-        ref = program.add_weight(program.unique_weight_name(name or current().weight_prefix),
-                                 arr)
-        return _constant(ref, loc=loc)
-    return _constant(arr, loc=loc)
+    return build_constant(value, dtype, name=name, loc=loc)
 
 
 @defop(traits=("elementwise",))
@@ -94,7 +85,8 @@ def cast(x: Value, dtype: DType) -> TensorType:
 
 # -- unary ---------------------------------------------------------------------------------------
 
-def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None) -> Any:
+def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None,
+           ) -> Builder[Value]:
     def rule(x: Value) -> TensorType:
         _check(accepts, x=x)
         return x.type if result is None else x.type.with_dtype(result)
@@ -161,8 +153,6 @@ def gelu(x: Value, approximate: Literal["none", "tanh"] = "none") -> TensorType:
 
 
 def _softmax_rule(x: Value, axis: int = -1) -> TensorType:
-    from coreai_core._shapes import norm_axis
-
     _check(FLOAT, x=x)
     norm_axis(axis, x.type.rank)
     return x.type
@@ -183,7 +173,7 @@ def log_softmax(x: Value, axis: int = -1) -> TensorType:
 # -- binary --------------------------------------------------------------------------------------
 
 def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = None,
-            broadcast: bool = True, traits: tuple[str, ...] = ()) -> Any:
+            broadcast: bool = True, traits: tuple[str, ...] = ()) -> Builder[Value]:
     def rule(lhs: Value, rhs: Value) -> TensorType:
         dtype = same_dtype(lhs, rhs)
         _check(accepts, lhs=lhs, rhs=rhs)
@@ -247,7 +237,7 @@ divide = _binary("divide", "lhs / rhs (integers: rounded toward zero).", NUMBER,
                  broadcast=False)
 
 
-def broadcasting_bitwise_not(x: Any, *, loc: Location | None = None) -> Value:
+def broadcasting_bitwise_not(x: ValueLike, *, loc: Location | None = None) -> Value:
     """Alias of :func:`bitwise_not`, listed with the broadcasting family."""
     return bitwise_not(x, loc=loc)
 
@@ -265,5 +255,18 @@ def broadcasting_where(condition: Value, lhs: Value, rhs: Value) -> TensorType:
 where = broadcasting_where
 
 
-__all__ = [n for n, v in list(globals().items())
-           if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == __name__]
+__all__ = [
+    "constant", "cast", "abs_", "neg", "sign", "floor", "ceil", "round_", "trunc", "relu", "acos",
+    "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "exp",
+    "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "erf",
+    "erfinv", "lgamma", "digamma", "sigmoid", "silu", "not_", "bitwise_not", "isnan", "isinf",
+    "gelu", "softmax", "log_softmax", "broadcasting_add", "broadcasting_sub", "broadcasting_mul",
+    "broadcasting_divide", "broadcasting_floor_divide", "broadcasting_modulo",
+    "broadcasting_remainder", "broadcasting_pow", "broadcasting_atan2", "broadcasting_maximum",
+    "broadcasting_minimum", "broadcasting_equal", "broadcasting_not_equal", "broadcasting_greater",
+    "broadcasting_greater_equal", "broadcasting_less", "broadcasting_less_equal",
+    "broadcasting_and", "broadcasting_or", "broadcasting_xor", "broadcasting_bitwise_and",
+    "broadcasting_bitwise_or", "broadcasting_bitwise_xor", "broadcasting_shift_left",
+    "broadcasting_shift_right", "add", "sub", "mul", "divide", "broadcasting_bitwise_not",
+    "broadcasting_where", "where"
+]

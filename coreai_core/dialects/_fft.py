@@ -1,19 +1,20 @@
 """Discrete Fourier transforms over several axes, with torch's ``_fft_*`` semantics.
 
-For a signal of ``n`` elements along the transformed axes (the product of their sizes), the
-unnormalized transform is ``X[k] = sum_j x[j] * exp(-2*pi*i * j*k / n)`` (per axis, summed
-over every transformed axis), and the inverse uses ``exp(+2*pi*i ...)``. ``normalization``
-scales the result, whatever the direction: ``"none"`` by 1, ``"by_root_n"`` by
-``1/sqrt(n)``, ``"by_n"`` by ``1/n``. (``torch.fft.fft(norm="backward")`` is a forward
-transform with ``"none"``; ``torch.fft.ifft(norm="backward")`` an inverse one with ``"by_n"``.)
+Over transformed axes ``a`` of (signal) lengths ``n_a``, the unnormalized forward transform is
+``X[k] = sum_j x[j] * prod_a exp(-2*pi*i * j_a * k_a / n_a)`` (the sum over every index ``j``
+of those axes, the other axes batched), and the inverse uses ``exp(+2*pi*i ...)``.
+``normalization`` scales the result, whatever the direction, with ``n = prod_a n_a``:
+``"none"`` by 1, ``"by_root_n"`` by ``1/sqrt(n)``, ``"by_n"`` by ``1/n``.
+(``torch.fft.fft(norm="backward")`` is a forward transform with ``"none"``;
+``torch.fft.ifft(norm="backward")`` an inverse one with ``"by_n"``.)
 
 - ``fft_c2c``: complex to complex, forward or inverse.
 - ``fft_r2c``: a real signal's forward transform; ``onesided`` keeps the non-redundant half
   ``n_last // 2 + 1`` of the last listed axis (``rfftn``).
 - ``fft_c2r``: the inverse of a onesided transform: the last listed axis holds
   ``last_dim_size // 2 + 1`` entries of a Hermitian-symmetric spectrum and becomes
-  ``last_dim_size`` real samples (``irfftn``; the imaginary parts of the entries that must be
-  real, index 0 and the Nyquist entry, are ignored).
+  ``last_dim_size`` real samples, its signal length ``n_a`` (``irfftn``; the imaginary parts
+  of the entries that must be real, index 0 and the Nyquist entry, are ignored).
 
 The runtime computes every transform in double precision (numpy.fft) and rounds the result
 once to the output type.
@@ -27,6 +28,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
 from coreai_core._opdef import Ints, defop
 from coreai_core._shapes import expect, norm_axis
+from coreai_core.errors import TypeRuleError
 
 __all__ = ["fft_c2c", "fft_c2r", "fft_r2c"]
 
@@ -66,8 +68,9 @@ def fft_r2c(x: Value, axes: Ints, normalization: Normalization = "none",
     shape = list(x.type.shape)
     if onesided:
         last = shape[ax[-1]]
-        expect(isinstance(last, int), f"a onesided transform needs a static size on axis "
-                                      f"{ax[-1]}, got {x.type}")
+        if not isinstance(last, int):
+            raise TypeRuleError(f"a onesided transform needs a static size on axis {ax[-1]}, "
+                                f"got {x.type}")
         shape[ax[-1]] = last // 2 + 1
     return TensorType(shape, dtype.complex_dtype)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, overload
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
-from coreai_core._opdef import Floats, Ints, defop
+from coreai_core._opdef import Floats, Ints, IntsLike, ValueLike, defop
 from coreai_core._shapes import broadcast_shapes, expect, norm_axis, same_dtype, window_out
+from coreai_core.errors import TypeRuleError
 
 
 @defop()
@@ -35,7 +37,7 @@ def _spatial(x: Value, n: int | None, what: str) -> int:
     return rank - 2
 
 
-def _fill(values: Ints | None, n: int, default: int, name: str) -> tuple[int, ...]:
+def _fill(values: Sequence[int] | None, n: int, default: int, name: str) -> tuple[int, ...]:
     if values is None or len(values) == 0:
         return (default,) * n
     if len(values) == 1:
@@ -44,7 +46,7 @@ def _fill(values: Ints | None, n: int, default: int, name: str) -> tuple[int, ..
     return tuple(values)
 
 
-def _pads(pads: Ints | None, n: int) -> tuple[int, ...]:
+def _pads(pads: Sequence[int] | None, n: int) -> tuple[int, ...]:
     """Pads as (lo0, hi0, lo1, hi1, ...); a list of n entries pads both sides equally."""
     if pads is None or len(pads) == 0:
         return (0,) * (2 * n)
@@ -52,6 +54,12 @@ def _pads(pads: Ints | None, n: int) -> tuple[int, ...]:
         return tuple(p for v in pads for p in (v, v))
     expect(len(pads) == 2 * n, f"pads needs {n} or {2 * n} entries, got {list(pads)}")
     return tuple(pads)
+
+
+def _static_kernel(weight: Value) -> list[int]:
+    k = [v for v in weight.type.shape[2:] if isinstance(v, int)]
+    expect(len(k) == weight.type.rank - 2, "kernel sizes must be static")
+    return k
 
 
 @defop()
@@ -73,8 +81,7 @@ def conv(x: Value, weight: Value, bias: Value | None = None, strides: Ints | Non
     if bias is not None:
         same_dtype(x, bias)
         expect(bias.type.rank == 1, f"bias must be 1-d, got {bias.type}")
-    k = weight.type.shape[2:]
-    expect(all(isinstance(v, int) for v in k), "kernel sizes must be static")
+    k = _static_kernel(weight)
     spatial = [window_out(x.type.shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i])
                for i in range(n)]
     return TensorType([x.type.shape[0], o, *spatial], dtype)
@@ -95,7 +102,7 @@ def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
     o = o * groups if isinstance(o, int) else Dim()
     if bias is not None:
         same_dtype(x, bias)
-    k = weight.type.shape[2:]
+    k = _static_kernel(weight)
     spatial: list[int | Dim] = []
     for i in range(n):
         size = x.type.shape[2 + i]
@@ -212,35 +219,47 @@ def dequantize(x: Value, scale: Value, zero_point: Value, axis: int | None = Non
 
 def _rank_checked(x: Any, n: int, name: str) -> None:
     if isinstance(x, Value) and x.type.rank != n + 2:
-        from coreai_core.errors import TypeRuleError
-
         raise TypeRuleError(f"{name} expects a rank-{n + 2} input, got {x.type}", op=name)
 
 
-def conv2d(x: Value, weight: Value, bias: Value | None = None, strides: Any = None,
-           pads: Any = None, dilation: Any = None, groups: int = 1, *,
+def conv2d(x: ValueLike, weight: ValueLike, bias: ValueLike | None = None,
+           strides: IntsLike | None = None, pads: IntsLike | None = None,
+           dilation: IntsLike | None = None, groups: int = 1, *,
            loc: Location | None = None) -> Value:
     """:func:`conv` on [N, C, H, W]."""
     _rank_checked(x, 2, "coreai.conv2d")
     return conv(x, weight, bias, strides, pads, dilation, groups, loc=loc)
 
 
-def sumpool2d(x: Value, kernel_size: Any, strides: Any = None, pads: Any = None,
-              dilation: Any = None, ceil_mode: bool = False, *,
-              loc: Location | None = None) -> Value:
+def sumpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = None,
+              pads: IntsLike | None = None, dilation: IntsLike | None = None,
+              ceil_mode: bool = False, *, loc: Location | None = None) -> Value:
     """:func:`sumpool` on [N, C, H, W]."""
     _rank_checked(x, 2, "coreai.sumpool2d")
     return sumpool(x, kernel_size, strides, pads, dilation, ceil_mode, loc=loc)
 
 
-def maxpool2d(x: Value, kernel_size: Any, strides: Any = None, pads: Any = None,
-              dilation: Any = None, ceil_mode: bool = False, return_indices: bool = False, *,
-              loc: Location | None = None) -> Any:
+@overload
+def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = None,
+              pads: IntsLike | None = None, dilation: IntsLike | None = None,
+              ceil_mode: bool = False, return_indices: Literal[False] = False, *,
+              loc: Location | None = None) -> Value: ...
+@overload
+def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = None,
+              pads: IntsLike | None = None, dilation: IntsLike | None = None,
+              ceil_mode: bool = False, *, return_indices: Literal[True],
+              loc: Location | None = None) -> tuple[Value, Value]: ...
+def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = None,
+              pads: IntsLike | None = None, dilation: IntsLike | None = None,
+              ceil_mode: bool = False, return_indices: bool = False, *,
+              loc: Location | None = None) -> Value | tuple[Value, Value]:
     """:func:`maxpool` on [N, C, H, W]; returns the values (and indices if asked)."""
     _rank_checked(x, 2, "coreai.maxpool2d")
     out = maxpool(x, kernel_size, strides, pads, dilation, ceil_mode, return_indices, loc=loc)
-    return out if return_indices else out[0]
+    return (out[0], out[1]) if return_indices else out[0]
 
 
-__all__ = [n for n, v in list(globals().items())
-           if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == __name__]
+__all__ = [
+    "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool", "avgpool", "interpolate",
+    "quantize", "dequantize", "conv2d", "sumpool2d", "maxpool2d"
+]

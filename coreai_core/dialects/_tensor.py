@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
-from coreai_core._opdef import Ints, defop
+from coreai_core._opdef import Builder, Ints, constant_data, defop
 from coreai_core._shapes import (
     broadcast_shapes,
     const_ints,
     expect,
     expect_int_vector,
+    fail,
     norm_axes,
     norm_axis,
     same_dtype,
@@ -29,7 +31,7 @@ def _reduced(x: Value, axes: Ints | None, keep_dims: bool, dtype: DType | None =
 
 
 def _reduction(name: str, doc: str, result: DType | None = None, numeric: bool = True,
-               floats: bool = False):
+               floats: bool = False) -> Builder[Value]:
     def rule(x: Value, axes: Ints | None = None, keep_dims: bool = False) -> TensorType:
         if numeric:
             expect(x.type.element_type is not DType.bool, f"expects a numeric tensor, got {x.type}")
@@ -116,24 +118,24 @@ def topk(x: Value, k: int, axis: int = -1, largest: bool = True, sorted: bool = 
 def _shape_from(shape: Value, numel_of: Value | None = None) -> tuple:
     expect_int_vector(shape, "shape")
     rank = shape.type.shape[0]
-    expect(isinstance(rank, int), "shape operand must have a static length")
+    if not isinstance(rank, int):
+        fail("shape operand must have a static length")
     values = const_ints(shape)
     if values is None:
         return tuple(Dim() for _ in range(rank))
-    dims: list[int | Dim] = []
     for v in values:
         expect(v >= -1, f"shape entries must be >= -1, got {list(values)}")
-        dims.append(v)
-    if -1 in dims:
-        expect(dims.count(-1) == 1, f"at most one -1 in a shape, got {list(values)}")
-        if numel_of is not None and numel_of.type.is_static:
+    dims: list[int | Dim] = list(values)
+    if -1 in values:
+        expect(list(values).count(-1) == 1, f"at most one -1 in a shape, got {list(values)}")
+        total = numel_of.type.numel if numel_of is not None else None
+        if total is not None:
             known = 1
-            for d in dims:
-                if d != -1:
-                    known *= d
-            total = numel_of.type.numel
+            for v in values:
+                if v != -1:
+                    known *= v
             expect(known != 0 and total % known == 0,
-                   f"cannot reshape {numel_of.type} into {list(values)}")
+                   f"cannot reshape {numel_of.type if numel_of else ''} into {list(values)}")
             dims[dims.index(-1)] = total // known
         else:
             dims[dims.index(-1)] = Dim()
@@ -283,7 +285,7 @@ def pad(x: Value, pads: Ints, mode: Literal["constant", "reflect", "replicate", 
         = "constant", value: float = 0.0) -> TensorType:
     """Pad each axis by ``pads[2i]`` before and ``pads[2i+1]`` after (negative crops)."""
     expect(len(pads) == 2 * x.type.rank, f"pads needs 2 entries per axis of {x.type}")
-    shape = []
+    shape: list[int | Dim] = []
     for i, d in enumerate(x.type.shape):
         lo, hi = pads[2 * i], pads[2 * i + 1]
         if mode == "reflect" and isinstance(d, int):
@@ -315,14 +317,10 @@ def range_(start: Value, end: Value, step: Value) -> TensorType:
     dtype = same_dtype(start, end, step)
     for v in (start, end, step):
         expect(v.type.rank == 0, f"range bounds must be 0-d, got {v.type}")
-    from coreai_core._opdef import constant_data
-
     s, e, st = (constant_data(v) for v in (start, end, step))
     if s is None or e is None or st is None:
         return TensorType([Dim()], dtype)
     expect(st.item() != 0, "range step must be nonzero")
-    import math
-
     n = max(0, math.ceil((e.item() - s.item()) / st.item()))
     return TensorType([n], dtype)
 
@@ -357,7 +355,8 @@ def gather_nd(x: Value, indices: Value) -> TensorType:
     _expect_indices(indices)
     expect(indices.type.rank >= 1, "indices must have rank >= 1")
     k = indices.type.shape[-1]
-    expect(isinstance(k, int) and k <= x.type.rank, f"index depth {k} exceeds rank of {x.type}")
+    if not isinstance(k, int) or k > x.type.rank:
+        fail(f"index depth {k} exceeds rank of {x.type}")
     return x.type.with_shape([*indices.type.shape[:-1], *x.type.shape[k:]])
 
 
@@ -381,7 +380,8 @@ def scatter_nd(x: Value, indices: Value, updates: Value, accumulate: bool = Fals
     same_dtype(x, updates)
     expect(indices.type.rank >= 1, "indices must have rank >= 1")
     k = indices.type.shape[-1]
-    expect(isinstance(k, int) and k <= x.type.rank, f"index depth {k} exceeds rank of {x.type}")
+    if not isinstance(k, int) or k > x.type.rank:
+        fail(f"index depth {k} exceeds rank of {x.type}")
     expected = [*indices.type.shape[:-1], *x.type.shape[k:]]
     broadcast_shapes(updates.type.shape, expected)
     return x.type
@@ -393,7 +393,10 @@ def non_zero(x: Value) -> TensorType:
     return TensorType([Dim("nnz"), x.type.rank], DType.int64)
 
 
-
-
-__all__ = [n for n, v in list(globals().items())
-           if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == __name__]
+__all__ = [
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_product", "all_", "any_",
+    "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
+    "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
+    "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
+    "scatter_along_axis", "scatter_nd", "non_zero"
+]

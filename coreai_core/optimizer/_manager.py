@@ -8,8 +8,13 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from coreai_core._ir import Program
+from coreai_core._ir import ProgramData
 from coreai_core.optimizer._rewrite import PassStats, count_ops
+from coreai_core.optimizer.canonicalize import CanonicalizePass
+from coreai_core.optimizer.constant_folding import ConstantFoldingPass
+from coreai_core.optimizer.cse import CSEPass
+from coreai_core.optimizer.dce import DCEPass
+from coreai_core.optimizer.fold_affine import FoldAffinePass
 
 DEFAULT_MAX_ITERATIONS = 8
 
@@ -24,16 +29,10 @@ class Pass(Protocol):
 
     name: str
 
-    def run(self, program: Program) -> PassStats: ...
+    def run(self, program: ProgramData) -> PassStats: ...
 
 
 def _registry() -> dict[str, Callable[[], Pass]]:
-    from coreai_core.optimizer.canonicalize import CanonicalizePass
-    from coreai_core.optimizer.constant_folding import ConstantFoldingPass
-    from coreai_core.optimizer.cse import CSEPass
-    from coreai_core.optimizer.dce import DCEPass
-    from coreai_core.optimizer.fold_affine import FoldAffinePass
-
     classes = (CanonicalizePass, ConstantFoldingPass, FoldAffinePass, CSEPass, DCEPass)
     return {cls.name: cls for cls in classes}
 
@@ -146,7 +145,7 @@ class PassManager:
                                    else [resolve_pass(p) for p in passes])
         self.max_iterations = max_iterations
 
-    def run(self, program: Program) -> OptimizeReport:
+    def run(self, program: ProgramData) -> OptimizeReport:
         """Optimize ``program`` in place and return the report."""
         passes = [resolve_pass(p) for p in self.passes]
         report = OptimizeReport([PassRecord(p.name) for p in passes],
@@ -168,7 +167,7 @@ class PassManager:
         return report
 
 
-def optimize(program: Program, passes: Sequence[str | Pass] | None = None, *,
+def optimize(program: ProgramData, passes: Sequence[str | Pass] | None = None, *,
              max_iterations: int = DEFAULT_MAX_ITERATIONS) -> OptimizeReport:
     """Optimize ``program`` in place with ``passes`` (names or instances; default pipeline
     when None), repeating them until nothing changes, and return the per-pass report.

@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 
 from coreai_core._builder import INLINE_LIMIT, insertion_point
-from coreai_core._ir import Graph, Location, Operation, Program, TensorType, Value, WeightRef
+from coreai_core._ir import Graph, Location, Operation, ProgramData, TensorType, Value, WeightRef
 from coreai_core._opdef import OPS, build_operation
 from coreai_core.errors import TypeRuleError
 
@@ -58,7 +58,7 @@ def is_pure(op: Operation) -> bool:
     return opdef is not None and not (opdef.traits & IMPURE_TRAITS)
 
 
-def all_graphs(program: Program) -> list[Graph]:
+def all_graphs(program: ProgramData) -> list[Graph]:
     """Every graph of ``program``: entrypoints and, recursively, the regions of their ops."""
     out: list[Graph] = []
 
@@ -73,7 +73,7 @@ def all_graphs(program: Program) -> list[Graph]:
     return out
 
 
-def weight_refs(program: Program) -> Counter[str]:
+def weight_refs(program: ProgramData) -> Counter[str]:
     """How many constant ops (in all graphs and regions) reference each weight."""
     refs: Counter[str] = Counter()
     for g in all_graphs(program):
@@ -83,11 +83,11 @@ def weight_refs(program: Program) -> Counter[str]:
     return refs
 
 
-def count_ops(program: Program) -> int:
+def count_ops(program: ProgramData) -> int:
     return sum(len(g.ops) for g in all_graphs(program))
 
 
-def drop_unreferenced_weights(program: Program, refs: Counter[str]) -> int:
+def drop_unreferenced_weights(program: ProgramData, refs: Counter[str]) -> int:
     """Delete the weights that no constant references; return how many."""
     dropped = 0
     for name in list(program.weights):
@@ -108,7 +108,7 @@ def weight_hint(name: str, suffix: str) -> str:
 class PassContext:
     """Program-wide bookkeeping of one pass run: statistics and weight reference counts."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: ProgramData) -> None:
         self.program = program
         self.stats = PassStats()
         self.refs = weight_refs(program)
@@ -371,7 +371,7 @@ class RewritePass:
 
     name = "rewrite"
 
-    def run(self, program: Program) -> PassStats:
+    def run(self, program: ProgramData) -> PassStats:
         """Sweep every graph (regions included) and return what changed."""
         ctx = PassContext(program)
         self.begin(ctx)

@@ -24,6 +24,7 @@ from coreai_core._builder import INLINE_LIMIT
 from coreai_core._ir import Operation, Value
 from coreai_core._opdef import OPS
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, is_pure
+from coreai_core.runtime import evaluate_op
 
 DEFAULT_MAX_ELEMENTS = 1 << 16
 
@@ -76,8 +77,6 @@ class ConstantFoldingPass(RewritePass):
 
 
 def _evaluate(op: Operation, arrays: list) -> list[np.ndarray] | None:
-    from coreai_core.runtime import evaluate_op
-
     try:
         with np.errstate(all="ignore"):
             out = evaluate_op(op, arrays)

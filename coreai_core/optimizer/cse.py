@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Operation, Program, Value, WeightRef, _attr_key
+from coreai_core._ir import Operation, ProgramData, Value, WeightRef, _attr_key
 from coreai_core._opdef import OPS
 from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, is_pure
 
@@ -33,7 +33,7 @@ def _fingerprint(a: np.ndarray) -> tuple[Any, ...]:
     return (a.dtype.str, a.shape, _bytes(np.asarray(a.flat[picks])).tobytes())
 
 
-def duplicate_weights(program: Program) -> dict[str, str]:
+def duplicate_weights(program: ProgramData) -> dict[str, str]:
     """Map each bound weight whose data duplicates an earlier weight to that weight's name."""
     groups: dict[tuple[Any, ...], list[str]] = {}
     for name, data in program.weights.items():

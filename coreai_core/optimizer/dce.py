@@ -8,7 +8,7 @@ program's signature.
 
 from __future__ import annotations
 
-from coreai_core._ir import Graph, Program
+from coreai_core._ir import Graph, ProgramData
 from coreai_core.optimizer._rewrite import (
     PassStats,
     drop_unreferenced_weights,
@@ -42,7 +42,7 @@ class DCEPass:
 
     name = "dce"
 
-    def run(self, program: Program) -> PassStats:
+    def run(self, program: ProgramData) -> PassStats:
         """Run on every entrypoint; return the ops and weights removed."""
         stats = PassStats()
         for g in program.graphs.values():

@@ -59,6 +59,14 @@ def _affine_operands(op: Operation, rw: Rewriter) -> tuple[Value, np.ndarray, st
     return None
 
 
+def _data(rw: Rewriter, v: Value) -> np.ndarray:
+    """The data of an operand :func:`_channel_axis` found to be a bound constant."""
+    data = rw.const(v)
+    if data is None:  # pragma: no cover - _channel_axis checked it
+        raise AssertionError(f"{v!r} is not a bound constant")
+    return data
+
+
 def _channel_axis(op: Operation, rw: Rewriter) -> tuple[int, int] | None:
     """(axis, size) of the per-channel axis of a foldable producer, else None."""
     t = op.result.type
@@ -115,10 +123,10 @@ class FoldAffinePass(RewritePass):
             return None
         operands = list(producer.operands)
         w_axis = 0 if producer.name == "coreai.conv" else -1
-        operands[1] = self._new_data(operands[1], _scaled(rw.const(operands[1]), v, w_axis),
+        operands[1] = self._new_data(operands[1], _scaled(_data(rw, operands[1]), v, w_axis),
                                      producer, rw)
         if len(operands) == 3:
-            bias = rw.const(operands[2])
+            bias = _data(rw, operands[2])
             operands[2] = self._new_data(operands[2], _scaled(bias, v, 0), producer, rw)
         # The operands keep their types, so the new op has the producer's (== op's) type.
         return rw.replacement(op, producer.name, operands, dict(producer.attributes))
@@ -131,7 +139,9 @@ class FoldAffinePass(RewritePass):
             return None
         y, b, kind = found
         inner = y.owner
-        channel = None if inner is None else _channel_axis(inner, rw)
+        if inner is None:
+            return None
+        channel = _channel_axis(inner, rw)
         if channel is None or rw.uses[id(y)] != 1:
             return None
         axis, size = channel
@@ -159,9 +169,9 @@ class FoldAffinePass(RewritePass):
             if v is None:
                 return None
             operands = list(producer.operands)
-            dtype = rw.const(operands[1]).dtype
+            dtype = _data(rw, operands[1]).dtype
             if len(operands) == 3:
-                bias = rw.const(operands[2])
+                bias = _data(rw, operands[2])
                 operands[2] = self._new_data(operands[2], (bias + v).astype(dtype), producer,
                                              rw)
             else:

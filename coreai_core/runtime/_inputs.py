@@ -26,6 +26,7 @@ def _is_torch_tensor(x: Any) -> bool:
 
 def _from_torch(t: Any) -> np.ndarray:
     """A numpy view of a CPU torch tensor (bfloat16 through an int16 view)."""
+    # torch is imported only when torch is asked for: importing coreai_core never loads it
     import torch
 
     t = t.detach()

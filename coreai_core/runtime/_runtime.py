@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Graph, Operation, Program, Value
+from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
 from coreai_core.runtime.kernels._registry import Kernel
@@ -21,16 +22,59 @@ _TOKENS = itertools.count()
 
 
 class _LazyCallee:
-    """A callee whose plan is still being built (recursive ``invoke``): resolved on first call."""
+    """A callee whose plan is still being built (recursive ``invoke``): resolved on first call.
 
-    def __init__(self, runtime: Runtime, program: Program, name: str) -> None:
-        self._runtime, self._program, self._name = runtime, program, name
+    It lives inside a cached plan, so it holds the program weakly (see :class:`_PlanCache`).
+    """
+
+    def __init__(self, runtime: Runtime, program: ProgramData, name: str) -> None:
+        self._runtime, self._program, self._name = runtime, weakref.ref(program), name
         self._plan: Plan | None = None
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         if self._plan is None:
-            self._plan = self._runtime.plan(self._program, self._name)
+            program = self._program()
+            if program is None:
+                raise RuntimeError(f"invoke @{self._name}: the program no longer exists")
+            self._plan = self._runtime.plan(program, self._name)
         return self._plan.run_arrays(arrays)
+
+
+class _PlanCache:
+    """A runtime's plans, per program and entrypoint, that never keep a program alive.
+
+    Keyed by program identity: a program compares structurally and is unhashable, so a
+    ``WeakKeyDictionary`` cannot hold it; a weak reference with a callback drops a program's
+    entry when the program is collected. Plans refer to their program only weakly (graphs
+    point to their program weakly too), so the cache does not keep programs alive. An entry
+    is stale once the program's ``generation`` moved on (``program.invalidate()``).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[ProgramData], int, dict[str, Plan]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, program: ProgramData, entrypoint: str) -> Plan | None:
+        entry = self._entries.get(id(program))
+        if entry is None or entry[0]() is not program or entry[1] != program.generation:
+            return None
+        return entry[2].get(entrypoint)
+
+    def put(self, program: ProgramData, entrypoint: str, plan: Plan) -> None:
+        key = id(program)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0]() is not program:
+                entries = self._entries
+                ref = weakref.ref(program, lambda _: entries.pop(key, None))
+                entry = (ref, program.generation, {})
+            elif entry[1] != program.generation:
+                entry = (entry[0], program.generation, {})
+            entry[2][entrypoint] = plan
+            self._entries[key] = entry
+
+    def __len__(self) -> int:
+        return sum(len(e[2]) for e in self._entries.values() if e[0]() is not None)
 
 
 class Runtime:
@@ -51,8 +95,8 @@ class Runtime:
 
     ``kernels`` registers several kernels at once (overriding defaults needs
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
-    Plans are built once per (program, entrypoint, runtime) and cached in the program;
-    ``program.invalidate()`` drops them after the graphs are edited.
+    Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
+    the program alive; ``program.invalidate()`` makes them stale after the graphs are edited.
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
@@ -60,6 +104,7 @@ class Runtime:
                  ) -> None:
         self.kernels = KernelTable(parent=base)
         self._token = next(_TOKENS)
+        self._plans = _PlanCache()
         self._building = threading.local()
         for name, fn in (kernels or {}).items():
             self.kernels.register(name, fn, allow_override=allow_override)
@@ -81,55 +126,60 @@ class Runtime:
         return self.kernels.get(op_name)
 
     # -- planning ----------------------------------------------------------------------------
-    def plan(self, program: Program, entrypoint: str = "main") -> Plan:
+    def plan(self, program: ProgramData, entrypoint: str = "main") -> Plan:
         """The cached plan of ``entrypoint``, built on first use (and after invalidation).
 
         Raises ``MissingKernelError`` listing every op without a kernel (in the graph, its
         regions and the graphs it invokes), or ``PlanError`` for unbound weights.
         """
-        key = (entrypoint, self._token)
-        plan = program._plans.get(key)
+        plan = self._plans.get(program, entrypoint)
         if plan is not None and self._is_current(plan, program, entrypoint):
             return plan
         plan = self._build(program, entrypoint)
         plan.problems.raise_if_any()
-        program._plans[key] = plan
+        self._plans.put(program, entrypoint, plan)
         return plan
 
-    def _is_current(self, plan: Plan, program: Program, entrypoint: str) -> bool:
+    def _is_current(self, plan: Plan, program: ProgramData, entrypoint: str) -> bool:
         return (plan.generation == self.kernels.generation
                 and program.graphs.get(entrypoint) is plan.graph
                 and all(program.weights.get(k) is v for k, v in plan.weights.items()))
 
-    def _build(self, program: Program, entrypoint: str) -> Plan:
+    def _build(self, program: ProgramData, entrypoint: str) -> Plan:
         graph = program._entry(entrypoint)
         building: set[str] = getattr(self._building, "names", None) or set()
         self._building.names = building
         building.add(entrypoint)
+        program_ref = weakref.ref(program)  # the plan is cached: it must not keep the program
+
+        def resolve_callee(name: str, problems: Problems) -> Callable[..., Any]:
+            p = program_ref()
+            if p is None:  # pragma: no cover - plans are built while the program is in use
+                raise RuntimeError(f"invoke @{name}: the program no longer exists")
+            return self._callee(p, name, problems)
+
         try:
-            return Plan(graph, self.kernels, program,
-                        resolve_callee=lambda name, problems: self._callee(program, name,
-                                                                           problems))
+            return Plan(graph, self.kernels, program, resolve_callee=resolve_callee)
         finally:
             building.discard(entrypoint)
 
-    def _callee(self, program: Program, name: str, problems: Problems) -> Callable[..., Any]:
+    def _callee(self, program: ProgramData, name: str, problems: Problems) -> Callable[..., Any]:
         if name not in program.graphs:
             problems.other.append(f"invoke: program has no graph @{name}")
             return _LazyCallee(self, program, name)
         if name in getattr(self._building, "names", ()):
             return _LazyCallee(self, program, name)
-        cached = program._plans.get((name, self._token))
+        cached = self._plans.get(program, name)
         if cached is not None and self._is_current(cached, program, name):
             return cached
         plan = self._build(program, name)
         problems.merge(plan.problems)
         if not plan.problems:
-            program._plans[(name, self._token)] = plan
+            self._plans.put(program, name, plan)
         return plan
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+    def run(self, program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
             entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
             ) -> dict[str, np.ndarray]:
         """Run ``entrypoint``; returns a dict output name -> array in output order.
@@ -143,7 +193,7 @@ class Runtime:
         _check_state_arg(state)
         return self.plan(program, entrypoint).run(inputs, state)
 
-    def run_collect(self, program: Program,
+    def run_collect(self, program: ProgramData,
                     inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                     entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
                     ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
@@ -158,7 +208,7 @@ class Runtime:
         return outputs, record
 
     def evaluate_op(self, op: Operation, arrays: Sequence[Any],
-                    program: Program | None = None) -> list[np.ndarray]:
+                    program: ProgramData | None = None) -> list[np.ndarray]:
         """Run one op's kernel on concrete operand arrays; returns one array per result.
 
         ``program`` resolves weight references and ``invoke`` callees. Used by constant
@@ -166,8 +216,7 @@ class Runtime:
         """
         graph = Graph("evaluate_op", program=program)
         operands = [Value(v.type, name=f"arg{i}") for i, v in enumerate(op.operands)]
-        for v in operands:
-            graph.inputs[v.name] = v
+        graph.inputs = {f"arg{i}": v for i, v in enumerate(operands)}
         copy = Operation(op.name, operands, op.attributes, [], op.location)
         copy.results = [Value(r.type, copy, i) for i, r in enumerate(op.results)]
         graph.ops.append(copy)
@@ -206,14 +255,15 @@ def default_runtime() -> Runtime:
     return _DEFAULT
 
 
-def run_program(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+def run_program(program: ProgramData, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                 entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
                 runtime: Runtime | None = None) -> dict[str, np.ndarray]:
     """Run ``program`` with ``runtime`` (the default runtime when None). See Runtime.run."""
     return (runtime or _DEFAULT).run(program, inputs, entrypoint, state)
 
 
-def run_graph_collect(program: Program, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+def run_graph_collect(program: ProgramData,
+                      inputs: Mapping[str, Any] | Sequence[Any] | None = None,
                       entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
                       *, runtime: Runtime | None = None,
                       ) -> tuple[dict[str, np.ndarray], dict[Value, np.ndarray]]:
@@ -221,7 +271,7 @@ def run_graph_collect(program: Program, inputs: Mapping[str, Any] | Sequence[Any
     return (runtime or _DEFAULT).run_collect(program, inputs, entrypoint, state)
 
 
-def evaluate_op(op: Operation, arrays: Sequence[Any], program: Program | None = None, *,
+def evaluate_op(op: Operation, arrays: Sequence[Any], program: ProgramData | None = None, *,
                 runtime: Runtime | None = None) -> list[np.ndarray]:
     """Run one op's kernel on concrete arrays (default runtime). See Runtime.evaluate_op."""
     return (runtime or _DEFAULT).evaluate_op(op, arrays, program)

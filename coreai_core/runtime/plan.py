@@ -9,12 +9,13 @@ ops holds O(1) intermediates.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Graph, Operation, Program, Value, WeightRef
+from coreai_core._ir import Graph, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
 from coreai_core.runtime._inputs import bind_named, bind_state, writable
@@ -154,11 +155,12 @@ class Plan:
     run from several threads at once.
     """
 
-    def __init__(self, graph: Graph, table: KernelTable, program: Program | None = None, *,
+    def __init__(self, graph: Graph, table: KernelTable, program: ProgramData | None = None, *,
                  resolve_callee: Callable[[str, Problems], Callable[..., Any]] | None = None,
                  nested: bool = False) -> None:
         self.graph = graph
-        self.program = program
+        # weak: runtimes cache plans per program, and a cache must not keep its key alive
+        self._program = None if program is None else weakref.ref(program)
         self.generation = table.generation
         self.problems = Problems()
         self.captures: list[Value] = []
@@ -186,6 +188,11 @@ class Plan:
         self.input_types = {k: v.type for k, v in graph.inputs.items()}
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
         self.output_names = [k for k, _ in self._outputs]
+
+    @property
+    def program(self) -> ProgramData | None:
+        """The program this plan was built from (None once it was garbage-collected)."""
+        return None if self._program is None else self._program()
 
     # -- building ---------------------------------------------------------------------------
     def _define(self, v: Value) -> int:
@@ -329,8 +336,15 @@ class Plan:
         arrays = bind_named(self.graph.name, self.input_types, inputs)
         state_map: MutableMapping[str, Any] | None = None
         if self._state_inputs:
-            state_map = state if state is not None else self.program.state
-            known = self.program.state_names if self.program is not None else ()
+            program = self.program
+            if state is not None:
+                state_map = state
+            elif program is not None:
+                state_map = program.state
+            else:
+                raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the "
+                                   "plan's program no longer exists")
+            known = program.state_names if program is not None else ()
             bound_state = bind_state(self.graph.name, self.state_types, state_map, known)
         env = self._template.copy()
         for s, a in zip(self._input_slots, arrays, strict=True):

@@ -44,11 +44,14 @@ _LOCK = threading.Lock()
 def default_table() -> LoweringTable:
     """The frozen table of built-in lowerings (built once, shared read-only)."""
     global _DEFAULT
-    if _DEFAULT is None:
+    table = _DEFAULT
+    if table is None:
         with _LOCK:
-            if _DEFAULT is None:
+            table = _DEFAULT
+            if table is None:
                 table = LoweringTable(owner="the built-in lowerings")
                 for family in FAMILIES:
                     table.update(family.LOWERINGS)
-                _DEFAULT = table.freeze()
-    return _DEFAULT
+                table.freeze()
+                _DEFAULT = table
+    return table

@@ -7,16 +7,8 @@ from typing import Any
 
 import torch.fx
 
-from coreai_core import DType, Location, Value
-from coreai_core.dialects import coreai
-from coreai_torch.utils import (
-    cast_to,
-    dtype_of,
-    get_operand,
-    result_dtype,
-    scalar_constant,
-    scalar_like,
-)
+from coreai_core import DType, Value
+from coreai_torch.utils import cast_to, dtype_of, result_dtype, scalar_constant, scalar_like
 
 ValuesMap = Mapping[str, Value]
 Builder = Callable[..., Value]
@@ -44,53 +36,43 @@ def computation_dtype(node: torch.fx.Node, arg_indices: tuple[int, int] = (0, 1)
     return dtype_of(torch.result_type(a, b))
 
 
-def operand_as(values_map: ValuesMap, node: torch.fx.Node, index: int, dtype: DType,
-               loc: Location) -> Value:
-    """Operand ``index`` converted to ``dtype`` (scalars become constants of that dtype)."""
-    arg = node.args[index]
-    if isinstance(arg, (bool, int, float, complex)):
-        return coreai.constant(arg, dtype=dtype, loc=loc)
-    return cast_to(get_operand(values_map, node, index, loc), dtype, loc)
-
-
-def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable:
+def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable[..., Value]:
     """Lowering for an elementwise unary op whose result dtype torch fixes in meta['val'].
 
     With ``float_compute`` the input is cast to the result dtype first (torch computes e.g.
     sin(int) in the default float type).
     """
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        out = result_dtype(node)
+    def lowering(self: Value) -> Value:
+        out = result_dtype()
+        x = self
         # (a complex input keeps its type: abs(complex) is a float computed from both parts)
         if float_compute or (out.is_float and not x.type.element_type.is_float
                              and not x.type.element_type.is_complex):
-            x = cast_to(x, out, loc)
-        return cast_to(builder(x, loc=loc), out, loc)
+            x = cast_to(x, out)
+        return cast_to(builder(x), out)
 
     lowering.__doc__ = f"Elementwise unary lowering onto {builder.__name__}."
     return lowering
 
 
-def lower_binary(builder: Builder, *, compute: str = "result") -> Callable:
-    """Lowering for a broadcasting binary op.
+def lower_binary(builder: Builder, *, compute: str = "result") -> Callable[..., Value]:
+    """Lowering for a broadcasting binary op (its two schema arguments, whatever their names).
 
     ``compute="result"`` casts operands to the node's result dtype (arithmetic);
     ``"promoted"`` to torch's promoted operand dtype (comparisons, logical ops return bool).
     """
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        dtype = result_dtype(node) if compute == "result" else computation_dtype(node)
-        a = operand_as(values_map, node, 0, dtype, loc)
-        b = operand_as(values_map, node, 1, dtype, loc)
-        return cast_to(builder(a, b, loc=loc), result_dtype(node), loc)
+    def lowering(*, node: torch.fx.Node, **operands: Value | float) -> Value:
+        a, b = operands.values()
+        dtype = result_dtype() if compute == "result" else computation_dtype(node)
+        return cast_to(builder(cast_to(a, dtype), cast_to(b, dtype)), result_dtype())
 
     lowering.__doc__ = f"Broadcasting binary lowering onto {builder.__name__}."
     return lowering
 
 
 __all__ = [
-    "ValuesMap", "computation_dtype", "lower_binary", "lower_unary", "operand_as",
-    "scalar_constant", "scalar_like",
+    "ValuesMap", "computation_dtype", "lower_binary", "lower_unary", "scalar_constant",
+    "scalar_like",
 ]

@@ -6,82 +6,82 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch.utils import cast_to
 
 INT64 = DType.int64
 
 
-def int64(v: Value, loc: Location) -> Value:
-    return cast_to(v, INT64, loc)
+def int64(v: Value) -> Value:
+    return cast_to(v, INT64)
 
 
-def const64(value: object, loc: Location) -> Value:
-    return coreai.constant(np.asarray(value, dtype=np.int64), loc=loc)
+def const64(value: object) -> Value:
+    return coreai.constant(np.asarray(value, dtype=np.int64))
 
 
-def to_scalar(v: Value, loc: Location) -> Value:
+def to_scalar(v: Value) -> Value:
     """A one-element ``v`` as a 0-d tensor."""
-    return coreai.reshape(v, coreai.constant(np.zeros((0,), np.int64), loc=loc), loc=loc)
+    return coreai.reshape(v, coreai.constant(np.zeros((0,), np.int64)))
 
 
-def dim_size(x: Value, axis: int, loc: Location) -> int | Value:
+def dim_size(x: Value, axis: int) -> int | Value:
     """The static size of ``x`` along ``axis``, or a 0-d int64 Value when it is dynamic."""
     d = x.type.shape[axis]
     if isinstance(d, int):
         return d
-    return coreai.gather(coreai.get_shape(x, loc=loc), const64(axis, loc), axis=0, loc=loc)
+    return coreai.gather(coreai.get_shape(x), const64(axis), axis=0)
 
 
-def shape_of(x: Value, loc: Location) -> Value:
+def shape_of(x: Value) -> Value:
     """``x``'s shape as a 1-d int64 Value (a constant when static)."""
-    if x.type.is_static:
-        return const64([int(d) for d in x.type.shape], loc)
-    return coreai.get_shape(x, loc=loc)
+    static = x.type.static_shape
+    return const64(list(static)) if static is not None else coreai.get_shape(x)
 
 
-def sizes_of(x: Value, axes: Sequence[int], loc: Location) -> Value:
+def sizes_of(x: Value, axes: Sequence[int]) -> Value:
     """``x``'s sizes along ``axes`` as a 1-d int64 Value (a constant when static)."""
-    dims = [x.type.shape[a] for a in axes]
-    if all(isinstance(d, int) for d in dims):
-        return const64([int(d) for d in dims], loc)
-    return coreai.gather(coreai.get_shape(x, loc=loc), const64(list(axes), loc), axis=0,
-                         loc=loc)
+    dims = [d for d in (x.type.shape[a] for a in axes) if isinstance(d, int)]
+    if len(dims) == len(axes):
+        return const64(dims)
+    return coreai.gather(coreai.get_shape(x), const64(list(axes)), axis=0)
 
 
-def wrap_negative(index: Value, size: int | Value, loc: Location) -> Value:
+def wrap_negative(index: Value, size: int | Value) -> Value:
     """``index + size`` where ``index < 0`` (torch's negative indices); ``index`` is int64."""
     if isinstance(size, int):
-        size = const64(size, loc)
-    zero = const64(0, loc)
-    wrapped = coreai.broadcasting_add(index, size, loc=loc)
-    return coreai.broadcasting_where(coreai.broadcasting_less(index, zero, loc=loc), wrapped,
-                                     index, loc=loc)
+        size = const64(size)
+    zero = const64(0)
+    wrapped = coreai.broadcasting_add(index, size)
+    return coreai.broadcasting_where(coreai.broadcasting_less(index, zero), wrapped,
+                                     index)
 
 
-def broadcast_together(values: Sequence[Value], loc: Location) -> list[Value]:
+def broadcast_together(values: Sequence[Value]) -> list[Value]:
     """``values`` broadcast to their common shape (numpy rules; dynamic shapes computed)."""
     values = list(values)
-    if all(v.type.is_static for v in values):
-        target = tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in values)))
+    static = [v.type.static_shape for v in values]
+    if all(s is not None for s in static):
+        target = tuple(np.broadcast_shapes(*(s for s in static if s is not None)))
         return [v if tuple(v.type.shape) == target else
-                coreai.broadcast_to(v, const64(list(target), loc), loc=loc) for v in values]
+                coreai.broadcast_to(v, const64(list(target))) for v in values]
     rank = max(v.type.rank for v in values)
-    shape = None
+    shape: Value | None = None
     for v in values:
-        s = coreai.get_shape(v, loc=loc)
+        s = coreai.get_shape(v)
         if v.type.rank < rank:
-            s = coreai.concat([const64([1] * (rank - v.type.rank), loc), s], axis=0, loc=loc)
+            s = coreai.concat([const64([1] * (rank - v.type.rank)), s], axis=0)
         if shape is None:
             shape = s
         else:  # a size-1 entry takes the other operand's size
-            one = coreai.broadcasting_equal(shape, const64(1, loc), loc=loc)
-            shape = coreai.broadcasting_where(one, s, shape, loc=loc)
-    return [coreai.broadcast_to(v, shape, loc=loc) for v in values]
+            one = coreai.broadcasting_equal(shape, const64(1))
+            shape = coreai.broadcasting_where(one, s, shape)
+    assert shape is not None  # values is not empty
+    return [coreai.broadcast_to(v, shape) for v in values]
 
 
-def crop_to(x: Value, like: Value, loc: Location, skip: int | None = None) -> Value:
+def crop_to(x: Value, like: Value, skip: int | None = None) -> Value:
     """``x`` sliced from 0 to ``like``'s size on every axis but ``skip`` where they differ.
 
     torch.gather/scatter allow ``index`` (and scatter's ``src``) to be smaller than the other
@@ -93,8 +93,8 @@ def crop_to(x: Value, like: Value, loc: Location, skip: int | None = None) -> Va
             axes.append(a)
     if not axes:
         return x
-    return coreai.slice_(x, [0] * len(axes), sizes_of(like, axes, loc), axes=axes,
-                         strides=[1] * len(axes), loc=loc)
+    return coreai.slice_(x, [0] * len(axes), sizes_of(like, axes), axes=axes,
+                         strides=[1] * len(axes))
 
 
 def move_axes_perm(rank: int, start: int, count: int, to: int) -> list[int]:
@@ -104,11 +104,11 @@ def move_axes_perm(rank: int, start: int, count: int, to: int) -> list[int]:
     return others[:to] + block + others[to:]
 
 
-def transpose(x: Value, perm: Sequence[int], loc: Location) -> Value:
+def transpose(x: Value, perm: Sequence[int]) -> Value:
     perm = list(perm)
     if perm == list(range(len(perm))):
         return x
-    return coreai.transpose(x, perm, loc=loc)
+    return coreai.transpose(x, perm)
 
 
 def inverse(perm: Sequence[int]) -> list[int]:

@@ -24,32 +24,31 @@ LOWERINGS = LoweringSet("attention")
 reg = LOWERINGS.register_torch_lowering
 
 
-def _transpose_last(x: Value, loc: Location) -> Value:
+def _transpose_last(x: Value) -> Value:
     r = x.type.rank
-    return coreai.transpose(x, [*range(r - 2), r - 1, r - 2], loc=loc)
+    return coreai.transpose(x, [*range(r - 2), r - 1, r - 2])
 
 
-def _causal_mask(q: Value, k: Value, loc: Location) -> Value:
+def _causal_mask(q: Value, k: Value) -> Value:
     """Bool [L, S]: True on and below the diagonal (``ones(L, S).tril()``)."""
     length, source = q.type.shape[-2], k.type.shape[-2]
     if isinstance(length, int) and isinstance(source, int):
-        return coreai.constant(np.tril(np.ones((length, source), bool)), loc=loc)
-    one, zero = const64(1, loc), const64(0, loc)
-    rows = coreai.range_(zero, dim_value(q, q.type.rank - 2, loc), one, loc=loc)
-    cols = coreai.range_(zero, dim_value(k, k.type.rank - 2, loc), one, loc=loc)
-    return coreai.broadcasting_less_equal(coreai.expand_dims(cols, [0], loc=loc),
-                                          coreai.expand_dims(rows, [1], loc=loc), loc=loc)
+        return coreai.constant(np.tril(np.ones((length, source), bool)))
+    one, zero = const64(1), const64(0)
+    rows = coreai.range_(zero, dim_value(q, q.type.rank - 2), one)
+    cols = coreai.range_(zero, dim_value(k, k.type.rank - 2), one)
+    return coreai.broadcasting_less_equal(coreai.expand_dims(cols, [0]),
+                                          coreai.expand_dims(rows, [1]))
 
 
-def _additive(mask: Value, dtype: DType, loc: Location) -> Value:
+def _additive(mask: Value, dtype: DType) -> Value:
     """A bool mask as torch's ``convert_boolean_attn_mask``: 0 where True, -inf where False."""
     if mask.type.element_type is DType.bool:
-        return coreai.broadcasting_where(mask, const(0.0, dtype, loc), const(-math.inf, dtype, loc),
-                                         loc=loc)
-    return cast_to(mask, dtype, loc)
+        return coreai.broadcasting_where(mask, const(0.0, dtype), const(-math.inf, dtype))
+    return cast_to(mask, dtype)
 
 
-def _repeat_heads(x: Value, heads: int, loc: Location) -> Value:
+def _repeat_heads(x: Value, heads: int) -> Value:
     """``x.repeat_interleave(heads // x_heads, dim=-3)`` (grouped-query attention)."""
     axis = x.type.rank - 3
     have = x.type.shape[axis]
@@ -58,7 +57,7 @@ def _repeat_heads(x: Value, heads: int, loc: Location) -> Value:
     if heads % have:
         raise NotImplementedError(f"enable_gqa needs query heads {heads} divisible by {have}")
     index = np.repeat(np.arange(have, dtype=np.int64), heads // have)
-    return coreai.gather(x, const64(index, loc), axis=axis, loc=loc)
+    return coreai.gather(x, const64(index), axis=axis)
 
 
 def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_index: int | None,
@@ -67,7 +66,7 @@ def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_i
     dtype = result_dtype(node, 0) if isinstance(node.meta["val"], (list, tuple)) else \
         result_dtype(node)
     compute = opmath(dtype)
-    q, k, v = (cast_to(get_operand(values_map, node, i, loc), compute, loc) for i in range(3))
+    q, k, v = (cast_to(get_operand(values_map, node, i), compute) for i in range(3))
     mask_arg = (get_arg(node, mask_index, "attn_mask") if mask_index is not None
                 else node.kwargs.get("attn_mask"))
     dropout = float(get_arg(node, mask_index + 1 if mask_index is not None else 3, "dropout_p",
@@ -87,26 +86,25 @@ def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_i
     factor = math.sqrt(abs(scale))
     if gqa:
         heads = q.type.shape[-3]
-        k, v = _repeat_heads(k, heads, loc), _repeat_heads(v, heads, loc)
-    q = coreai.broadcasting_mul(q, const(-factor if scale < 0 else factor, compute, loc), loc=loc)
-    kt = coreai.broadcasting_mul(_transpose_last(k, loc), const(factor, compute, loc), loc=loc)
-    attn = coreai.batch_matmul(q, kt, loc=loc)
+        k, v = _repeat_heads(k, heads), _repeat_heads(v, heads)
+    q = coreai.broadcasting_mul(q, const(-factor if scale < 0 else factor, compute))
+    kt = coreai.broadcasting_mul(_transpose_last(k), const(factor, compute))
+    attn = coreai.batch_matmul(q, kt)
     if causal:
-        attn = coreai.broadcasting_add(attn, _additive(_causal_mask(q, k, loc), compute, loc),
-                                       loc=loc)
+        attn = coreai.broadcasting_add(attn, _additive(_causal_mask(q, k), compute))
     elif mask_arg is not None:
-        mask = _additive(values_map[mask_arg.name], compute, loc)
-        attn = coreai.broadcasting_add(attn, mask, loc=loc)
+        mask = _additive(values_map[mask_arg.name], compute)
+        attn = coreai.broadcasting_add(attn, mask)
     return attn, v, compute
 
 
-def _safe_softmax(x: Value, loc: Location) -> Value:
+def _safe_softmax(x: Value) -> Value:
     """softmax over the last axis; rows that are all -inf give 0 (torch's ``_safe_softmax``)."""
     dtype = x.type.element_type
-    out = coreai.softmax(x, axis=-1, loc=loc)
-    masked = coreai.broadcasting_equal(x, const(-math.inf, dtype, loc), loc=loc)
-    rows = coreai.all_(masked, axes=[-1], keep_dims=True, loc=loc)
-    return coreai.broadcasting_where(rows, const(0.0, dtype, loc), out, loc=loc)
+    out = coreai.softmax(x, axis=-1)
+    masked = coreai.broadcasting_equal(x, const(-math.inf, dtype))
+    rows = coreai.all_(masked, axes=[-1], keep_dims=True)
+    return coreai.broadcasting_where(rows, const(0.0, dtype), out)
 
 
 @reg("aten::scaled_dot_product_attention.default")
@@ -117,8 +115,8 @@ def aten_scaled_dot_product_attention_default(values_map: ValuesMap, node: torch
     bool enable_gqa=False) -> Tensor"""
     gqa = bool(node.kwargs.get("enable_gqa", False))
     attn, v, _ = _scores(values_map, node, loc, mask_index=3, causal_index=5, gqa=gqa)
-    out = coreai.batch_matmul(_safe_softmax(attn, loc), v, loc=loc)
-    return cast_to(out, result_dtype(node), loc)
+    out = coreai.batch_matmul(_safe_softmax(attn), v)
+    return cast_to(out, result_dtype(node))
 
 
 @reg("aten::_scaled_dot_product_flash_attention_for_cpu.default")
@@ -128,19 +126,19 @@ def aten__scaled_dot_product_flash_attention_for_cpu_default(
     float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
     -> (Tensor output, Tensor logsumexp)"""
     attn, v, compute = _scores(values_map, node, loc, mask_index=None, causal_index=4, gqa=False)
-    out = coreai.batch_matmul(_safe_softmax(attn, loc), v, loc=loc)
-    peak = coreai.reduce_max(attn, axes=[-1], keep_dims=True, loc=loc)
-    finite = coreai.broadcasting_where(coreai.isinf(peak, loc=loc), const(0.0, compute, loc),
-                                       peak, loc=loc)
-    total = coreai.reduce_sum(coreai.exp(coreai.broadcasting_sub(attn, finite, loc=loc), loc=loc),
-                              axes=[-1], keep_dims=True, loc=loc)
-    lse = coreai.broadcasting_add(coreai.log(total, loc=loc), finite, loc=loc)
+    out = coreai.batch_matmul(_safe_softmax(attn), v)
+    peak = coreai.reduce_max(attn, axes=[-1], keep_dims=True)
+    finite = coreai.broadcasting_where(coreai.isinf(peak), const(0.0, compute),
+                                       peak)
+    total = coreai.reduce_sum(coreai.exp(coreai.broadcasting_sub(attn, finite)),
+                              axes=[-1], keep_dims=True)
+    lse = coreai.broadcasting_add(coreai.log(total), finite)
     # torch reports 0 for rows that are masked entirely
-    masked = coreai.all_(coreai.broadcasting_equal(attn, const(-math.inf, compute, loc), loc=loc),
-                         axes=[-1], keep_dims=True, loc=loc)
-    lse = coreai.broadcasting_where(masked, const(0.0, compute, loc), lse, loc=loc)
-    lse = coreai.shrink_dims(lse, [-1], loc=loc)
-    return [cast_to(out, result_dtype(node, 0), loc), cast_to(lse, result_dtype(node, 1), loc)]
+    masked = coreai.all_(coreai.broadcasting_equal(attn, const(-math.inf, compute)),
+                         axes=[-1], keep_dims=True)
+    lse = coreai.broadcasting_where(masked, const(0.0, compute), lse)
+    lse = coreai.shrink_dims(lse, [-1])
+    return [cast_to(out, result_dtype(node, 0)), cast_to(lse, result_dtype(node, 1))]
 
 
 __all__ = ["LOWERINGS"]

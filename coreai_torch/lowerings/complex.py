@@ -44,11 +44,17 @@ def aten_polar_default(abs: Value, angle: Value) -> Value:
                            coreai.broadcasting_mul(abs, coreai.sin(angle)))
 
 
-@reg("aten::_conj.default", "aten::_conj_physical.default", "aten::conj_physical.default",
-     "aten::resolve_conj.default")
+@reg("aten::_conj.default", "aten::_conj_physical.default", "aten::conj_physical.default")
 def aten__conj_default(self: Value) -> Value:
     """_conj(Tensor(a) self) -> Tensor(a) (a real tensor is its own conjugate)"""
     return coreai.conj(self) if self.type.element_type.is_complex else self
+
+
+@reg("aten::resolve_conj.default")
+def aten_resolve_conj_default(self: Value) -> Value:
+    """resolve_conj(Tensor(a) self) -> Tensor(a): the values unchanged (``_conj`` already
+    conjugated them physically)"""
+    return self
 
 
 @reg("aten::angle.default")
@@ -57,11 +63,10 @@ def aten_angle_default(self: Value) -> Value:
     (NaN stays NaN)"""
     if self.type.element_type.is_complex:
         return coreai.broadcasting_atan2(coreai.imag(self), coreai.real(self))
-    x = cast_to(self, result_dtype())
+    x = cast_to(self, result_dtype())  # a float type, also for integer inputs
     half_turn = coreai.broadcasting_where(coreai.broadcasting_less(x, scalar_like(0, x)),
                                           scalar_like(math.pi, x), scalar_like(0, x))
-    return coreai.broadcasting_where(coreai.isnan(x), x, half_turn) if x.type.element_type \
-        .is_float else half_turn
+    return coreai.broadcasting_where(coreai.isnan(x), x, half_turn)
 
 
 @reg("aten::sgn.default")

@@ -37,23 +37,22 @@ def _lower(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
     return current_context().lower_subgraph(gm, list(args))
 
 
-def _values(values_map: ValuesMap, node: torch.fx.Node, args: Sequence[Any],
+def _values(values_map: ValuesMap, node: torch.fx.Node, args: Any,
             loc: Location) -> list[Value]:
     out = []
     for a in args:
         if isinstance(a, torch.fx.Node):
             out.append(values_map[a.name])
         else:
-            out.append(coreai.constant(a, loc=loc))
+            out.append(coreai.constant(a))
     return out
 
 
 def _predicate(v: Value, loc: Location) -> Value:
     if v.type.element_type is not DType.bool:
-        v = coreai.broadcasting_not_equal(v, coreai.constant(0, dtype=v.type.element_type),
-                                          loc=loc)
+        v = coreai.broadcasting_not_equal(v, coreai.constant(0, dtype=v.type.element_type))
     if v.type.rank:
-        v = coreai.reshape(v, np.zeros((0,), np.int64), loc=loc)
+        v = coreai.reshape(v, np.zeros((0,), np.int64))
     return v
 
 
@@ -61,11 +60,11 @@ def _predicate(v: Value, loc: Location) -> Value:
 def higher_order_cond(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
     """cond(pred, true_fn, false_fn, operands) -> tuple"""
     _pred, true_fn, false_fn, operands = node.args
-    pred_v = _predicate(get_operand(values_map, node, 0, loc), loc)
+    pred_v = _predicate(get_operand(values_map, node, 0), loc)
     args = _values(values_map, node, operands, loc)
     then_gm, else_gm = _subgraph(node, true_fn), _subgraph(node, false_fn)
     return list(coreai.if_(pred_v, args, then_branch=lambda *a: _lower(then_gm, a),
-                           else_branch=lambda *a: _lower(else_gm, a), loc=loc))
+                           else_branch=lambda *a: _lower(else_gm, a)))
 
 
 @reg("higher_order::while_loop.default")
@@ -84,7 +83,7 @@ def higher_order_while_loop(values_map: ValuesMap, node: torch.fx.Node, loc: Loc
     def body(*a: Value) -> list[Value]:
         return [*_lower(body_gm, a), *a[n:]]
 
-    return list(coreai.while_([*init, *extra], cond=cond, body=body, loc=loc))[:n]
+    return list(coreai.while_([*init, *extra], cond=cond, body=body))[:n]
 
 
 @reg("higher_order::wrap_with_set_grad_enabled.default")
@@ -116,8 +115,8 @@ def _zeros(node: torch.fx.Node, index: int, loc: Location) -> Value:
     t = result_type(node, index)
     if not t.is_static:
         raise NotImplementedError("map/scan with dynamic output shapes is not supported")
-    return coreai.broadcast_to(coreai.constant(0, dtype=t.element_type, loc=loc),
-                               list(t.shape), loc=loc)
+    return coreai.broadcast_to(coreai.constant(0, dtype=t.element_type),
+                               list(t.shape))
 
 
 def _loop_over_leading_axis(node: torch.fx.Node, fn_gm: torch.fx.GraphModule,
@@ -132,31 +131,31 @@ def _loop_over_leading_axis(node: torch.fx.Node, fn_gm: torch.fx.GraphModule,
         raise NotImplementedError("map/scan without scanned inputs is not supported")
     n_ys = len(node.meta["val"]) - first_y
     buffers = [_zeros(node, first_y + j, loc) for j in range(n_ys)]
-    length = coreai.gather(coreai.get_shape(xs[0], loc=loc),
-                           coreai.constant(np.int64(0), loc=loc), axis=0, loc=loc)
-    i0 = coreai.constant(np.int64(0), loc=loc)
+    length = coreai.gather(coreai.get_shape(xs[0]),
+                           coreai.constant(np.int64(0)), axis=0)
+    i0 = coreai.constant(np.int64(0))
     nc, nb = len(carries), len(buffers)
     init = [i0, length, *carries, *buffers, *xs, *extra]
 
     def cond(i: Value, n: Value, *rest: Value) -> Value:
-        return coreai.broadcasting_less(i, n, loc=loc)
+        return coreai.broadcasting_less(i, n)
 
     def body(i: Value, n: Value, *rest: Value) -> list[Value]:
         cs, bs = list(rest[:nc]), list(rest[nc:nc + nb])
         scanned, ex = list(rest[nc + nb:nc + nb + len(xs)]), list(rest[nc + nb + len(xs):])
-        slices = [coreai.gather(x, i, axis=0, loc=loc) for x in scanned]
+        slices = [coreai.gather(x, i, axis=0) for x in scanned]
         outs = _lower(fn_gm, [*cs, *slices, *ex])
         new_c, ys = outs[:nc], outs[nc:]
-        start = coreai.reshape(i, [1], loc=loc)
-        nxt = coreai.broadcasting_add(i, coreai.constant(np.int64(1), loc=loc), loc=loc)
-        stop = coreai.reshape(nxt, [1], loc=loc)
+        start = coreai.reshape(i, [1])
+        nxt = coreai.broadcasting_add(i, coreai.constant(np.int64(1)))
+        stop = coreai.reshape(nxt, [1])
         new_b = [coreai.slice_update(b, coreai.expand_dims(cast_to(y, b.type.element_type, loc),
-                                                            [0], loc=loc),
-                                     start, stop, axes=[0], strides=[1], loc=loc)
+                                                            [0]),
+                                     start, stop, axes=[0], strides=[1])
                  for b, y in zip(bs, ys, strict=True)]
         return [nxt, n, *new_c, *new_b, *scanned, *ex]
 
-    out = coreai.while_(init, cond=cond, body=body, loc=loc)
+    out = coreai.while_(init, cond=cond, body=body)
     return list(out[2:2 + nc + nb])
 
 

@@ -8,17 +8,15 @@ deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
+from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("creation")
 reg = LOWERINGS.register_torch_lowering
@@ -28,145 +26,154 @@ Piece = int | Value  # a static size, or a 1-element int64 Value holding a dynam
 
 # -- shape operands -------------------------------------------------------------------------------
 
-def dim_piece(x: Value, axis: int, loc: Location) -> Piece:
+def dim_piece(x: Value, axis: int) -> Piece:
     """Size of ``x`` along ``axis``: an int when static, else a [1] slice of get_shape(x)."""
     d = x.type.shape[axis]
     if isinstance(d, int):
         return d
-    return coreai.slice_(coreai.get_shape(x, loc=loc), [axis], [axis + 1], axes=[0],
-                         strides=[1], loc=loc)
+    return coreai.slice_(coreai.get_shape(x), [axis], [axis + 1], axes=[0],
+                         strides=[1])
 
 
-def size_piece(values_map: ValuesMap, s: Any, loc: Location) -> Piece:
-    """A torch size argument (int or SymInt FX node) as a :data:`Piece`."""
-    if isinstance(s, torch.fx.Node):
-        return coreai.reshape(cast_to(values_map[s.name], DType.int64, loc), [1], loc=loc)
+def size_piece(s: int | Value) -> Piece:
+    """A torch size argument (an int, or a symbolic size's 0-d Value) as a :data:`Piece`."""
+    if isinstance(s, Value):
+        return coreai.reshape(cast_to(s, DType.int64), [1])
     return int(s)
 
 
-def shape_operand(pieces: Sequence[Piece], loc: Location) -> Any:
+def shape_operand(pieces: Sequence[Piece]) -> Any:
     """A 1-d int64 shape operand: a constant when every piece is static, else a concat."""
     if all(isinstance(p, int) for p in pieces):
         return np.asarray(pieces, dtype=np.int64).reshape(len(pieces))
-    parts = [p if isinstance(p, Value) else coreai.constant(np.asarray([p], np.int64), loc=loc)
+    parts = [p if isinstance(p, Value) else coreai.constant(np.asarray([p], np.int64))
              for p in pieces]
-    return coreai.concat(parts, axis=0, loc=loc)
+    return coreai.concat(parts, axis=0)
 
 
-def shape_of(x: Value, loc: Location) -> Any:
+def shape_of(x: Value) -> Any:
     """The shape of ``x`` as an operand (a constant when static)."""
     if x.type.is_static:
         return np.asarray(x.type.shape, dtype=np.int64).reshape(x.type.rank)
-    return coreai.get_shape(x, loc=loc)
+    return coreai.get_shape(x)
 
 
-def sizes_operand(values_map: ValuesMap, sizes: Sequence[Any], loc: Location) -> Any:
+def sizes_operand(sizes: Sequence[int | Value]) -> Any:
     """A ``SymInt[] size`` argument as a shape operand."""
-    return shape_operand([size_piece(values_map, s, loc) for s in sizes], loc)
+    return shape_operand([size_piece(s) for s in sizes])
 
 
-def _filled(value: Any, dtype: DType, shape: Any, values_map: ValuesMap,
-            loc: Location) -> Value:
-    """A tensor of ``shape`` filled with ``value`` (a Python scalar or a SymInt/SymFloat node)."""
-    if isinstance(value, torch.fx.Node):
-        scalar = cast_to(values_map[value.name], dtype, loc)
-    else:
-        scalar = coreai.constant(value, dtype=dtype, loc=loc)
+def _filled(value: float | Value, shape: Any) -> Value:
+    """A tensor of ``shape`` and the node's dtype filled with ``value`` (a number or a Value)."""
+    scalar = cast_to(value, result_dtype())
     if isinstance(shape, np.ndarray) and shape.size == 0:
         return scalar
-    return coreai.broadcast_to(scalar, shape, loc=loc)
+    return coreai.broadcast_to(scalar, shape)
 
 
 # -- factories ------------------------------------------------------------------------------------
+# Core AI tensors are dense values on one device: ``layout``, ``device``, ``pin_memory`` and
+# ``memory_format`` arguments do not change them.
 
 @reg("aten::full.default")
-def aten_full_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_full_default(size: list[int | Value], fill_value: float | Value,
+                      dtype: DType | None = None, layout: object = None, device: object = None,
+                      pin_memory: bool | None = None) -> Value:
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    shape = sizes_operand(values_map, node.args[0], loc)
-    return _filled(get_arg(node, 1, "fill_value"), result_dtype(node), shape, values_map, loc)
+    return _filled(fill_value, sizes_operand(size))
 
 
-@reg("aten::zeros.default", "aten::ones.default", "aten::empty.memory_format",
-     "aten::empty_strided.default")
-def aten_zeros_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """zeros / ones / empty.memory_format (SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor;
-    also empty_strided(SymInt[] size, SymInt[] stride, ...). empty is deterministic zeros."""
-    value = 1 if node.target._schema.name == "aten::ones" else 0
-    shape = sizes_operand(values_map, node.args[0], loc)
-    return _filled(value, result_dtype(node), shape, values_map, loc)
+def _constant_factory(value: int) -> Callable[..., Value]:
+    def lowering(size: list[int | Value], stride: list[int | Value] | None = None,
+                 dtype: DType | None = None, layout: object = None, device: object = None,
+                 pin_memory: bool | None = None, memory_format: object = None) -> Value:
+        return _filled(value, sizes_operand(size))
+
+    return lowering
 
 
-@reg("aten::new_zeros.default", "aten::new_ones.default", "aten::new_empty.default")
-def aten_new_zeros_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """new_zeros / new_ones / new_empty (Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""  # noqa: E501
-    value = 1 if node.target._schema.name == "aten::new_ones" else 0
-    shape = sizes_operand(values_map, node.args[1], loc)
-    return _filled(value, result_dtype(node), shape, values_map, loc)
+for _name, _value in (("zeros.default", 0), ("ones.default", 1), ("empty.memory_format", 0),
+                      ("empty_strided.default", 0)):
+    _fn = reg(f"aten::{_name}")(_constant_factory(_value))
+    _fn.__doc__ = f"{_name}(SymInt[] size, ...) -> Tensor filled with {_value} (empty: zeros)"
+
+
+def _new_factory(value: int) -> Callable[..., Value]:
+    def lowering(self: Value, size: list[int | Value], dtype: DType | None = None,
+                 layout: object = None, device: object = None,
+                 pin_memory: bool | None = None) -> Value:
+        return _filled(value, sizes_operand(size))
+
+    return lowering
+
+
+for _name, _value in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
+    _fn = reg(f"aten::{_name}.default")(_new_factory(_value))
+    _fn.__doc__ = f"{_name}(Tensor self, SymInt[] size, ...) -> Tensor filled with {_value}"
 
 
 @reg("aten::new_full.default")
-def aten_new_full_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_new_full_default(self: Value, size: list[int | Value], fill_value: float | Value,
+                          dtype: DType | None = None, layout: object = None,
+                          device: object = None, pin_memory: bool | None = None) -> Value:
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    shape = sizes_operand(values_map, node.args[1], loc)
-    return _filled(get_arg(node, 2, "fill_value"), result_dtype(node), shape, values_map, loc)
+    return _filled(fill_value, sizes_operand(size))
 
 
-@reg("aten::zeros_like.default", "aten::ones_like.default", "aten::empty_like.default")
-def aten_zeros_like_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """zeros_like / ones_like / empty_like (Tensor self, *, ScalarType? dtype=None, ...)"""
-    value = 1 if node.target._schema.name == "aten::ones_like" else 0
-    x = get_operand(values_map, node, 0, loc)
-    return _filled(value, result_dtype(node), shape_of(x, loc), values_map, loc)
+def _like_factory(value: int) -> Callable[..., Value]:
+    def lowering(self: Value, dtype: DType | None = None, layout: object = None,
+                 device: object = None, pin_memory: bool | None = None,
+                 memory_format: object = None) -> Value:
+        return _filled(value, shape_of(self))
+
+    return lowering
+
+
+for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
+    _fn = reg(f"aten::{_name}.default")(_like_factory(_value))
+    _fn.__doc__ = f"{_name}(Tensor self, ...) -> Tensor filled with {_value}"
 
 
 @reg("aten::full_like.default")
-def aten_full_like_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_full_like_default(self: Value, fill_value: float | Value, dtype: DType | None = None,
+                           layout: object = None, device: object = None,
+                           pin_memory: bool | None = None, memory_format: object = None,
+                           ) -> Value:
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
-    x = get_operand(values_map, node, 0, loc)
-    return _filled(get_arg(node, 1, "fill_value"), result_dtype(node), shape_of(x, loc),
-                   values_map, loc)
+    return _filled(fill_value, shape_of(self))
 
 
 @reg("aten::fill.Scalar")
-def aten_fill_scalar(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_fill_scalar(self: Value, value: float | Value) -> Value:
     """fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    return _filled(get_arg(node, 1, "value"), result_dtype(node), shape_of(x, loc), values_map,
-                   loc)
+    return _filled(value, shape_of(self))
 
 
 @reg("aten::fill.Tensor")
-def aten_fill_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_fill_tensor(self: Value, value: Value) -> Value:
     """fill.Tensor(Tensor self, Tensor value) -> Tensor (value is 0-d)"""
-    x = get_operand(values_map, node, 0, loc)
-    value = cast_to(get_operand(values_map, node, 1, loc), result_dtype(node), loc)
-    if x.type.rank == 0:
+    value = cast_to(value, result_dtype())
+    if self.type.rank == 0:
         return value
-    return coreai.broadcast_to(value, shape_of(x, loc), loc=loc)
+    return coreai.broadcast_to(value, shape_of(self))
 
 
 @reg("aten::scalar_tensor.default")
-def aten_scalar_tensor_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                               ) -> Value:
+def aten_scalar_tensor_default(s: float | Value, dtype: DType | None = None,
+                               layout: object = None, device: object = None,
+                               pin_memory: bool | None = None) -> Value:
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    return _filled(node.args[0], result_dtype(node), np.zeros(0, np.int64), values_map, loc)
+    return _filled(s, np.zeros(0, np.int64))
 
 
 # -- arange ---------------------------------------------------------------------------------------
 
-def _scalar_value(values_map: ValuesMap, arg: Any, dtype: DType, loc: Location) -> Value:
-    if isinstance(arg, torch.fx.Node):
-        return cast_to(values_map[arg.name], dtype, loc)
-    return coreai.constant(arg, dtype=dtype, loc=loc)
-
-
-def _arange(values_map: ValuesMap, node: torch.fx.Node, start: Any, end: Any, step: Any,
-            loc: Location) -> Value:
+def _arange(start: float | Value, end: float | Value, step: float | Value) -> Value:
     """torch's CPU arange: ``start + step * i`` computed in the accumulation type (int64 for
     integer results, with start/step truncated toward zero; double for float32/float64; float
     for the half types) and rounded once to the result type. The length is torch's (from the
     node's result type) whenever the bounds are static."""
-    out = result_type(node)
+    out = result_type()
     dtype = out.element_type
     if not dtype.is_float:
         acc = DType.int64
@@ -174,31 +181,33 @@ def _arange(values_map: ValuesMap, node: torch.fx.Node, start: Any, end: Any, st
         acc = DType.float64 if dtype in (DType.float32, DType.float64) else DType.float32
     n = out.shape[0]
     if isinstance(n, int):
-        i64 = [coreai.constant(v, dtype=DType.int64, loc=loc) for v in (0, n, 1)]
-        idx = cast_to(coreai.range_(*i64, loc=loc), acc, loc)
-        scaled = coreai.broadcasting_mul(idx, _scalar_value(values_map, step, acc, loc), loc=loc)
-        values = coreai.broadcasting_add(scaled, _scalar_value(values_map, start, acc, loc),
-                                         loc=loc)
+        i64 = [coreai.constant(v, dtype=DType.int64) for v in (0, n, 1)]
+        idx = cast_to(coreai.range_(*i64), acc)
+        scaled = coreai.broadcasting_mul(idx, cast_to(step, acc))
+        values = coreai.broadcasting_add(scaled, cast_to(start, acc))
     else:
-        values = coreai.range_(*(_scalar_value(values_map, v, acc, loc)
-                                 for v in (start, end, step)), loc=loc)
-    return cast_to(values, dtype, loc)
+        values = coreai.range_(*(cast_to(v, acc) for v in (start, end, step)))
+    return cast_to(values, dtype)
 
 
 @reg("aten::arange.start_step")
-def aten_arange_start_step(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_arange_start_step(start: float | Value, end: float | Value, step: float | Value = 1,
+                           dtype: DType | None = None, layout: object = None,
+                           device: object = None, pin_memory: bool | None = None) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    return _arange(values_map, node, node.args[0], get_arg(node, 1, "end"),
-                   get_arg(node, 2, "step", 1), loc)
+    return _arange(start, end, step)
 
 
 @reg("aten::arange.start")
-def aten_arange_start(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_arange_start(start: float | Value, end: float | Value, dtype: DType | None = None,
+                      layout: object = None, device: object = None,
+                      pin_memory: bool | None = None) -> Value:
     """arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    return _arange(values_map, node, node.args[0], get_arg(node, 1, "end"), 1, loc)
+    return _arange(start, end, 1)
 
 
 @reg("aten::arange.default")
-def aten_arange_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_arange_default(end: float | Value, dtype: DType | None = None, layout: object = None,
+                        device: object = None, pin_memory: bool | None = None) -> Value:
     """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
-    return _arange(values_map, node, 0, node.args[0], 1, loc)
+    return _arange(0, end, 1)

@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-import torch.fx
+import torch
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import (
-    ValuesMap,
-    lower_binary,
-    lower_unary,
-    operand_as,
-    scalar_like,
-)
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
+from coreai_torch.lowerings._common import Builder, lower_binary, lower_unary
+from coreai_torch.utils import cast_to, result_dtype, result_type, scalar_like
 
 LOWERINGS = LoweringSet("elementwise")
 reg = LOWERINGS.register_torch_lowering
 
 # -- unary: one table row per op ------------------------------------------------------------------
 
-_UNARY = {
+_UNARY: dict[str, Builder | None] = {
     "abs": coreai.abs_, "neg": coreai.neg, "sign": coreai.sign, "floor": coreai.floor,
     "ceil": coreai.ceil, "trunc": coreai.trunc, "relu": coreai.relu,
     "bitwise_not": coreai.bitwise_not, "logical_not": None,
 }
-_FLOAT_UNARY = {
+_FLOAT_UNARY: dict[str, Builder] = {
     "acos": coreai.acos, "acosh": coreai.acosh, "asin": coreai.asin, "asinh": coreai.asinh,
     "atan": coreai.atan, "atanh": coreai.atanh, "cos": coreai.cos, "cosh": coreai.cosh,
     "sin": coreai.sin, "sinh": coreai.sinh, "tan": coreai.tan, "tanh": coreai.tanh,
@@ -46,66 +41,67 @@ for _name, _builder in _FLOAT_UNARY.items():
 
 
 @reg("aten::logical_not.default")
-def aten_logical_not_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_logical_not_default(self: Value) -> Value:
     """logical_not(Tensor self) -> Tensor"""
-    x = _truthy(get_operand(values_map, node, 0, loc), loc)
-    return cast_to(coreai.not_(x, loc=loc), result_dtype(node), loc)
+    return cast_to(coreai.not_(_truthy(self)), result_dtype())
 
 
-def _truthy(x: Value, loc: Location | None = None) -> Value:
+def _truthy(x: Value) -> Value:
     if x.type.element_type is DType.bool:
         return x
-    return coreai.broadcasting_not_equal(x, scalar_like(0, x, loc), loc=loc)
+    return coreai.broadcasting_not_equal(x, scalar_like(0, x))
 
 
 @reg("aten::round.default")
-def aten_round_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_round_default(self: Value) -> Value:
     """round(Tensor self) -> Tensor"""
-    return coreai.round_(get_operand(values_map, node, 0, loc), loc=loc)
+    return coreai.round_(self)
 
 
 @reg("aten::round.decimals")
-def aten_round_decimals(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_round_decimals(self: Value, decimals: int) -> Value:
     """round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    decimals = node.kwargs.get("decimals", get_arg(node, 1, default=0))
     if decimals == 0:
-        return coreai.round_(x, loc=loc)
-    scale = scalar_like(10.0 ** decimals, x, loc)
-    scaled = coreai.round_(coreai.broadcasting_mul(x, scale, loc=loc), loc=loc)
-    return coreai.broadcasting_divide(scaled, scale, loc=loc)
+        return coreai.round_(self)
+    scale = scalar_like(10.0 ** decimals, self)
+    return coreai.broadcasting_divide(coreai.round_(coreai.broadcasting_mul(self, scale)), scale)
 
 
-@reg("aten::isnan.default", "aten::isinf.default", "aten::isfinite.default",
-     "aten::isposinf.default", "aten::isneginf.default")
-def aten_isnan_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """isnan / isinf / isfinite / isposinf / isneginf (Tensor self) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    op = node.target._schema.name.split("::")[1]
-    if not (x.type.element_type.is_float or x.type.element_type.is_complex):
-        value = op == "isfinite"
-        return coreai.broadcast_to(coreai.constant(value), coreai.get_shape(x, loc=loc), loc=loc)
-    if op == "isnan":
-        return coreai.isnan(x, loc=loc)
-    if op == "isinf":
-        return coreai.isinf(x, loc=loc)
-    if op == "isfinite":
-        bad = coreai.broadcasting_or(coreai.isnan(x, loc=loc), coreai.isinf(x, loc=loc), loc=loc)
-        return coreai.not_(bad, loc=loc)
-    inf = scalar_like(math.inf if op == "isposinf" else -math.inf, x, loc)
-    return coreai.broadcasting_equal(x, inf, loc=loc)
+def _float_class_test(op: str) -> Callable[[Value], Value]:
+    """isnan / isinf / isfinite / isposinf / isneginf: a bool tensor (integers are finite)."""
+
+    def lowering(self: Value) -> Value:
+        if not (self.type.element_type.is_float or self.type.element_type.is_complex):
+            return coreai.broadcast_to(coreai.constant(op == "isfinite"), coreai.get_shape(self))
+        if op == "isnan":
+            return coreai.isnan(self)
+        if op == "isinf":
+            return coreai.isinf(self)
+        if op == "isfinite":
+            return coreai.not_(coreai.broadcasting_or(coreai.isnan(self), coreai.isinf(self)))
+        return coreai.broadcasting_equal(
+            self, scalar_like(math.inf if op == "isposinf" else -math.inf, self))
+
+    lowering.__name__ = lowering.__qualname__ = f"aten_{op}_default"
+    lowering.__doc__ = f"{op}(Tensor self) -> Tensor"
+    return lowering
+
+
+for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
+    reg(f"aten::{_op}.default")(_float_class_test(_op))
 
 
 @reg("aten::gelu.default")
-def aten_gelu_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_gelu_default(self: Value, approximate: str = "none") -> Value:
     """gelu(Tensor self, *, str approximate='none') -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    return coreai.gelu(x, approximate=node.kwargs.get("approximate", "none"), loc=loc)
+    if approximate not in ("none", "tanh"):
+        raise NotImplementedError(f"gelu approximate={approximate!r}")
+    return coreai.gelu(self, approximate="tanh" if approximate == "tanh" else "none")
 
 
 # -- binary ---------------------------------------------------------------------------------------
 
-_ARITH = {
+_ARITH: dict[str, Builder] = {
     "mul": coreai.broadcasting_mul, "maximum": coreai.broadcasting_maximum,
     "minimum": coreai.broadcasting_minimum,
     "fmod": coreai.broadcasting_modulo, "remainder": coreai.broadcasting_remainder,
@@ -126,7 +122,7 @@ reg("aten::remainder.Scalar_Tensor")(lower_binary(coreai.broadcasting_remainder)
 reg("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar")(
     lower_binary(coreai.broadcasting_pow))
 
-_COMPARE = {
+_COMPARE: dict[str, Builder] = {
     "eq": coreai.broadcasting_equal, "ne": coreai.broadcasting_not_equal,
     "lt": coreai.broadcasting_less, "le": coreai.broadcasting_less_equal,
     "gt": coreai.broadcasting_greater, "ge": coreai.broadcasting_greater_equal,
@@ -136,12 +132,11 @@ for _name, _builder in _COMPARE.items():
         lower_binary(_builder, compute="promoted"))
 
 
-def _logical(builder: object) -> object:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        a = _truthy(get_operand(values_map, node, 0, loc), loc)
-        b = _truthy(get_operand(values_map, node, 1, loc), loc)
-        return cast_to(builder(a, b, loc=loc), result_dtype(node), loc)
+def _logical(builder: Builder) -> Callable[[Value, Value], Value]:
+    def lowering(self: Value, other: Value) -> Value:
+        return cast_to(builder(_truthy(self), _truthy(other)), result_dtype())
 
+    lowering.__doc__ = f"Logical lowering onto {builder.__name__} of the operands' truth."
     return lowering
 
 
@@ -150,59 +145,48 @@ reg("aten::logical_or.default")(_logical(coreai.broadcasting_or))
 reg("aten::logical_xor.default")(_logical(coreai.broadcasting_xor))
 
 
-def _alpha_scaled(values_map: ValuesMap, node: torch.fx.Node, index: int, dtype: DType,
-                  loc: Location) -> Value:
-    y = operand_as(values_map, node, index, dtype, loc)
-    alpha = node.kwargs.get("alpha", 1)
-    if alpha != 1:
-        y = coreai.broadcasting_mul(y, coreai.constant(alpha, dtype=dtype, loc=loc), loc=loc)
-    return y
+def _scaled(y: Value | float, alpha: float, dtype: DType) -> Value:
+    y = cast_to(y, dtype)
+    return y if alpha == 1 else coreai.broadcasting_mul(y, coreai.constant(alpha, dtype=dtype))
 
 
 @reg("aten::add.Tensor", "aten::add.Scalar")
-def aten_add_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_add_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 0, dtype, loc)
-    return coreai.broadcasting_add(x, _alpha_scaled(values_map, node, 1, dtype, loc), loc=loc)
+    dtype = result_dtype()
+    return coreai.broadcasting_add(cast_to(self, dtype), _scaled(other, alpha, dtype))
 
 
 @reg("aten::sub.Tensor", "aten::sub.Scalar")
-def aten_sub_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_sub_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 0, dtype, loc)
-    return coreai.broadcasting_sub(x, _alpha_scaled(values_map, node, 1, dtype, loc), loc=loc)
+    dtype = result_dtype()
+    return coreai.broadcasting_sub(cast_to(self, dtype), _scaled(other, alpha, dtype))
 
 
 @reg("aten::rsub.Tensor", "aten::rsub.Scalar")
-def aten_rsub_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_rsub_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor: other - alpha*self"""
-    dtype = result_dtype(node)
-    y = operand_as(values_map, node, 1, dtype, loc)
-    return coreai.broadcasting_sub(y, _alpha_scaled(values_map, node, 0, dtype, loc), loc=loc)
+    dtype = result_dtype()
+    return coreai.broadcasting_sub(cast_to(other, dtype), _scaled(self, alpha, dtype))
 
 
 @reg("aten::div.Tensor", "aten::div.Scalar", "aten::true_divide.Tensor")
-def aten_div_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_div_tensor(self: Value, other: Value | float) -> Value:
     """div.Tensor(Tensor self, Tensor other) -> Tensor (true division)"""
-    dtype = result_dtype(node)
-    a = operand_as(values_map, node, 0, dtype, loc)
-    b = operand_as(values_map, node, 1, dtype, loc)
-    return coreai.broadcasting_divide(a, b, loc=loc)
+    dtype = result_dtype()
+    return coreai.broadcasting_divide(cast_to(self, dtype), cast_to(other, dtype))
 
 
 @reg("aten::div.Tensor_mode", "aten::div.Scalar_mode")
-def aten_div_tensor_mode(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_div_tensor_mode(self: Value, other: Value | float, rounding_mode: str | None) -> Value:
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    mode = node.kwargs.get("rounding_mode", get_arg(node, 2))
-    dtype = result_dtype(node)
-    a = operand_as(values_map, node, 0, dtype, loc)
-    b = operand_as(values_map, node, 1, dtype, loc)
-    if mode == "floor":
-        return coreai.broadcasting_floor_divide(a, b, loc=loc)
-    q = coreai.broadcasting_divide(a, b, loc=loc)
-    return coreai.trunc(q, loc=loc) if mode == "trunc" and dtype.is_float else q
+    dtype = result_dtype()
+    a, b = cast_to(self, dtype), cast_to(other, dtype)
+    if rounding_mode == "floor":
+        return coreai.broadcasting_floor_divide(a, b)
+    q = coreai.broadcasting_divide(a, b)
+    return coreai.trunc(q) if rounding_mode == "trunc" and dtype.is_float else q
 
 
 @reg("aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther",
@@ -231,14 +215,18 @@ def aten_clamp_default(self: Value, min: Value | float | None = None,
                   None if max is None else cast_to(max, dtype))
 
 
-@reg("aten::clamp_min.default", "aten::clamp_max.default")
-def aten_clamp_min_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """clamp_min / clamp_max (Tensor self, Scalar bound) -> Tensor"""
-    dtype = result_dtype(node)
-    x = operand_as(values_map, node, 0, dtype, loc)
-    bound = operand_as(values_map, node, 1, dtype, loc)
-    is_min = node.target._schema.name.endswith("min")
-    return _clamp(x, bound if is_min else None, None if is_min else bound)
+@reg("aten::clamp_min.default")
+def aten_clamp_min_default(self: Value, min: Value | float) -> Value:
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    dtype = result_dtype()
+    return _clamp(cast_to(self, dtype), cast_to(min, dtype), None)
+
+
+@reg("aten::clamp_max.default")
+def aten_clamp_max_default(self: Value, max: Value | float) -> Value:
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    dtype = result_dtype()
+    return _clamp(cast_to(self, dtype), None, cast_to(max, dtype))
 
 
 @reg("aten::hardtanh.default")
@@ -249,117 +237,100 @@ def aten_hardtanh_default(self: Value, min_val: float = -1.0, max_val: float = 1
 
 # -- activations built from the dialect's primitives ----------------------------------------------
 
-def _act(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    return get_operand(values_map, node, 0, loc)
-
-
 @reg("aten::leaky_relu.default")
-def aten_leaky_relu_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_leaky_relu_default(self: Value, negative_slope: float = 0.01) -> Value:
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    x = _act(values_map, node, loc)
-    slope = scalar_like(get_arg(node, 1, "negative_slope", 0.01), x, loc)
-    neg = coreai.broadcasting_less(x, scalar_like(0, x, loc), loc=loc)
-    return coreai.broadcasting_where(neg, coreai.broadcasting_mul(x, slope, loc=loc), x, loc=loc)
+    x = self
+    neg = coreai.broadcasting_less(x, scalar_like(0, x))
+    return coreai.broadcasting_where(
+        neg, coreai.broadcasting_mul(x, scalar_like(negative_slope, x)), x)
 
 
-def _elu_like(x: Value, alpha: float, scale: float, input_scale: float, loc: Location) -> Value:
+def _elu_like(x: Value, alpha: float, scale: float, input_scale: float) -> Value:
     # scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))
-    scaled_in = x if input_scale == 1 else coreai.broadcasting_mul(
-        x, scalar_like(input_scale, x, loc), loc=loc)
-    neg = coreai.broadcasting_mul(coreai.expm1(scaled_in, loc=loc), scalar_like(alpha, x, loc),
-                                  loc=loc)
-    pos = coreai.broadcasting_greater(x, scalar_like(0, x, loc), loc=loc)
-    out = coreai.broadcasting_where(pos, x, neg, loc=loc)
-    return out if scale == 1 else coreai.broadcasting_mul(out, scalar_like(scale, x, loc), loc=loc)
+    scaled_in = x if input_scale == 1 else coreai.broadcasting_mul(x, scalar_like(input_scale, x))
+    neg = coreai.broadcasting_mul(coreai.expm1(scaled_in), scalar_like(alpha, x))
+    out = coreai.broadcasting_where(coreai.broadcasting_greater(x, scalar_like(0, x)), x, neg)
+    return out if scale == 1 else coreai.broadcasting_mul(out, scalar_like(scale, x))
 
 
 @reg("aten::elu.default")
-def aten_elu_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_elu_default(self: Value, alpha: float = 1.0, scale: float = 1.0,
+                     input_scale: float = 1.0) -> Value:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    x = _act(values_map, node, loc)
-    return _elu_like(x, get_arg(node, 1, "alpha", 1.0), get_arg(node, 2, "scale", 1.0),
-                     get_arg(node, 3, "input_scale", 1.0), loc)
+    return _elu_like(self, alpha, scale, input_scale)
 
 
 @reg("aten::selu.default")
-def aten_selu_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_selu_default(self: Value) -> Value:
     """selu(Tensor self) -> Tensor"""
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return _elu_like(_act(values_map, node, loc), alpha, scale, 1.0, loc)
+    return _elu_like(self, alpha, scale, 1.0)
 
 
 @reg("aten::celu.default")
-def aten_celu_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_celu_default(self: Value, alpha: float = 1.0) -> Value:
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
-    alpha = get_arg(node, 1, "alpha", 1.0)
-    return _elu_like(_act(values_map, node, loc), alpha, 1.0, 1.0 / alpha, loc)
+    return _elu_like(self, alpha, 1.0, 1.0 / alpha)
 
 
-def _softplus(x: Value, beta: float, threshold: float, loc: Location) -> Value:
+def _softplus(x: Value, beta: float, threshold: float) -> Value:
     # log1p(exp(beta*x)) / beta, and x itself where beta*x > threshold (torch's rule)
-    bx = x if beta == 1 else coreai.broadcasting_mul(x, scalar_like(beta, x, loc), loc=loc)
-    soft = coreai.log1p(coreai.exp(bx, loc=loc), loc=loc)
+    bx = x if beta == 1 else coreai.broadcasting_mul(x, scalar_like(beta, x))
+    soft = coreai.log1p(coreai.exp(bx))
     if beta != 1:
-        soft = coreai.broadcasting_divide(soft, scalar_like(beta, x, loc), loc=loc)
-    big = coreai.broadcasting_greater(bx, scalar_like(threshold, x, loc), loc=loc)
-    return coreai.broadcasting_where(big, x, soft, loc=loc)
+        soft = coreai.broadcasting_divide(soft, scalar_like(beta, x))
+    big = coreai.broadcasting_greater(bx, scalar_like(threshold, x))
+    return coreai.broadcasting_where(big, x, soft)
 
 
 @reg("aten::softplus.default")
-def aten_softplus_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_softplus_default(self: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    return _softplus(_act(values_map, node, loc), get_arg(node, 1, "beta", 1.0),
-                     get_arg(node, 2, "threshold", 20.0), loc)
+    return _softplus(self, beta, threshold)
 
 
 @reg("aten::mish.default")
-def aten_mish_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_mish_default(self: Value) -> Value:
     """mish(Tensor self) -> Tensor: x * tanh(softplus(x))"""
-    x = _act(values_map, node, loc)
-    return coreai.broadcasting_mul(x, coreai.tanh(_softplus(x, 1.0, 20.0, loc), loc=loc), loc=loc)
+    return coreai.broadcasting_mul(self, coreai.tanh(_softplus(self, 1.0, 20.0)))
 
 
 @reg("aten::log_sigmoid_forward.default")
-def aten_log_sigmoid_forward_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                     ) -> list[Value]:
+def aten_log_sigmoid_forward_default(self: Value) -> list[Value]:
     """log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    x = _act(values_map, node, loc)
+    x = self
     # log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for large |x|
-    zero = scalar_like(0, x, loc)
-    tail = coreai.log1p(coreai.exp(coreai.neg(coreai.abs_(x, loc=loc), loc=loc), loc=loc), loc=loc)
-    out = coreai.broadcasting_sub(coreai.broadcasting_minimum(x, zero, loc=loc), tail, loc=loc)
+    zero = scalar_like(0, x)
+    tail = coreai.log1p(coreai.exp(coreai.neg(coreai.abs_(x))))
+    out = coreai.broadcasting_sub(coreai.broadcasting_minimum(x, zero), tail)
     # the buffer only feeds the backward op; give it the shape torch records, filled with 0
-    buffer_type = result_type(node, 1)
-    zero = scalar_like(0, x, loc)
-    shape = (coreai.get_shape(x, loc=loc) if buffer_type.shape == x.type.shape
-             else list(buffer_type.shape))
-    return [out, coreai.broadcast_to(zero, shape, loc=loc)]
+    buffer_type = result_type(index=1)
+    shape = coreai.get_shape(x) if buffer_type.shape == x.type.shape else list(buffer_type.shape)
+    return [out, coreai.broadcast_to(zero, shape)]
 
 
 @reg("aten::hardsigmoid.default")
-def aten_hardsigmoid_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_hardsigmoid_default(self: Value) -> Value:
     """hardsigmoid(Tensor self) -> Tensor: clamp(x/6 + 1/2, 0, 1)"""
-    x = _act(values_map, node, loc)
-    y = coreai.broadcasting_add(coreai.broadcasting_divide(x, scalar_like(6, x, loc), loc=loc),
-                                scalar_like(0.5, x, loc), loc=loc)
-    return _clamp(y, scalar_like(0, x, loc), scalar_like(1, x, loc))
+    x = self
+    y = coreai.broadcasting_add(coreai.broadcasting_divide(x, scalar_like(6, x)),
+                                scalar_like(0.5, x))
+    return _clamp(y, scalar_like(0, x), scalar_like(1, x))
 
 
 @reg("aten::hardswish.default")
-def aten_hardswish_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_hardswish_default(self: Value) -> Value:
     """hardswish(Tensor self) -> Tensor: x * relu6(x + 3) / 6"""
-    x = _act(values_map, node, loc)
-    r6 = _clamp(coreai.broadcasting_add(x, scalar_like(3, x, loc), loc=loc),
-                scalar_like(0, x, loc), scalar_like(6, x, loc))
-    return coreai.broadcasting_divide(coreai.broadcasting_mul(x, r6, loc=loc),
-                                      scalar_like(6, x, loc), loc=loc)
+    x = self
+    r6 = _clamp(coreai.broadcasting_add(x, scalar_like(3, x)), scalar_like(0, x),
+                scalar_like(6, x))
+    return coreai.broadcasting_divide(coreai.broadcasting_mul(x, r6), scalar_like(6, x))
 
 
 @reg("aten::threshold.default")
-def aten_threshold_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_threshold_default(self: Value, threshold: float, value: float) -> Value:
     """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    x = _act(values_map, node, loc)
     # torch: x <= threshold ? value : x, so NaN passes through
-    replace = coreai.broadcasting_less_equal(x, scalar_like(node.args[1], x, loc), loc=loc)
-    return coreai.broadcasting_where(replace, scalar_like(node.args[2], x, loc), x, loc=loc)
-
+    replace = coreai.broadcasting_less_equal(self, scalar_like(threshold, self))
+    return coreai.broadcasting_where(replace, scalar_like(value, self), self)

@@ -6,14 +6,13 @@ Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
 from __future__ import annotations
 
 import numpy as np
-import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._index_utils import INT64, const64, dim_size, int64
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
+from coreai_torch.lowerings._nn_utils import static_sizes
+from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("embedding")
 reg = LOWERINGS.register_torch_lowering
@@ -24,72 +23,69 @@ def _accumulation_dtype(dtype: DType) -> DType:
     return DType.float32 if dtype in (DType.float16, DType.bfloat16) else dtype
 
 
-def _zeros(shape: list[int], dtype: DType, loc: Location) -> Value:
-    return coreai.broadcast_to(coreai.constant(0, dtype=dtype, loc=loc), shape, loc=loc)
+def _zeros(shape: list[int], dtype: DType) -> Value:
+    return coreai.broadcast_to(coreai.constant(0, dtype=dtype), shape)
 
 
 @reg("aten::embedding.default")
-def aten_embedding_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_embedding_default(weight: Value, indices: Value, padding_idx: int | Value = -1,
+                           scale_grad_by_freq: bool = False, sparse: bool = False) -> Value:
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""  # noqa: E501
-    weight = get_operand(values_map, node, 0, loc)
-    indices = int64(get_operand(values_map, node, 1, loc), loc)
-    return coreai.gather(weight, indices, axis=0, loc=loc)
+    # padding_idx, scale_grad_by_freq and sparse only change the gradient
+    return coreai.gather(weight, int64(indices), axis=0)
 
 
 @reg("aten::embedding_dense_backward.default")
-def aten_embedding_dense_backward_default(values_map: ValuesMap, node: torch.fx.Node,
-                                          loc: Location) -> Value:
+def aten_embedding_dense_backward_default(grad_output: Value, indices: Value,
+                                          num_weights: int | Value, padding_idx: int | Value,
+                                          scale_grad_by_freq: bool) -> Value:
     """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""  # noqa: E501
-    grad = get_operand(values_map, node, 0, loc)
-    indices = int64(get_operand(values_map, node, 1, loc), loc)
-    num_weights, padding_idx, by_freq = node.args[2], node.args[3], bool(node.args[4])
+    grad, indices, by_freq = grad_output, int64(indices), scale_grad_by_freq
     if not isinstance(num_weights, int) or not isinstance(padding_idx, int):
         raise NotImplementedError("embedding_dense_backward needs static num_weights and "
                                   "padding_idx")
-    out_dtype = result_dtype(node)
+    out_dtype = result_dtype()
     dtype = _accumulation_dtype(out_dtype)
-    tail = [int(d) for d in grad.type.shape[indices.type.rank:]]
-    grad = coreai.reshape(cast_to(grad, dtype, loc), [-1, *tail], loc=loc)
-    flat = coreai.reshape(indices, [-1, 1], loc=loc)
+    tail = static_sizes(grad, range(indices.type.rank, grad.type.rank), "embedding gradient")
+    grad = coreai.reshape(cast_to(grad, dtype), [-1, *tail])
+    flat = coreai.reshape(indices, [-1, 1])
     if by_freq:  # each row's gradient is divided by how often its index occurs
-        ones = coreai.broadcast_to(const64(1, loc), coreai.get_shape(flat, loc=loc), loc=loc)
-        counts = coreai.scatter_nd(_zeros([num_weights, 1], INT64, loc), flat, ones,
-                                   accumulate=True, loc=loc)
-        freq = cast_to(coreai.gather_nd(counts, flat, loc=loc), dtype, loc)
-        grad = coreai.broadcasting_divide(grad, _trailing(freq, len(tail) - 1, loc), loc=loc)
+        ones = coreai.broadcast_to(const64(1), coreai.get_shape(flat))
+        counts = coreai.scatter_nd(_zeros([num_weights, 1], INT64), flat, ones,
+                                   accumulate=True)
+        freq = cast_to(coreai.gather_nd(counts, flat), dtype)
+        grad = coreai.broadcasting_divide(grad, _trailing(freq, len(tail) - 1))
     if padding_idx >= 0:
-        keep = coreai.broadcasting_not_equal(flat, const64(padding_idx, loc), loc=loc)
-        grad = coreai.broadcasting_where(_trailing(keep, len(tail) - 1, loc), grad,
-                                         coreai.constant(0, dtype=dtype, loc=loc), loc=loc)
-    out = coreai.scatter_nd(_zeros([num_weights, *tail], dtype, loc), flat, grad,
-                            accumulate=True, loc=loc)
-    return cast_to(out, out_dtype, loc)
+        keep = coreai.broadcasting_not_equal(flat, const64(padding_idx))
+        grad = coreai.broadcasting_where(_trailing(keep, len(tail) - 1), grad,
+                                         coreai.constant(0, dtype=dtype))
+    out = coreai.scatter_nd(_zeros([num_weights, *tail], dtype), flat, grad,
+                            accumulate=True)
+    return cast_to(out, out_dtype)
 
 
-def _trailing(v: Value, n: int, loc: Location) -> Value:
+def _trailing(v: Value, n: int) -> Value:
     """``v`` with ``n`` trailing size-1 axes (to broadcast against extra feature axes)."""
     if n <= 0:
         return v
-    return coreai.expand_dims(v, axes=list(range(v.type.rank, v.type.rank + n)), loc=loc)
+    return coreai.expand_dims(v, axes=list(range(v.type.rank, v.type.rank + n)))
 
 
 _SUM, _MEAN, _MAX = 0, 1, 2
 
 
 @reg("aten::_embedding_bag.default", "aten::_embedding_bag_forward_only.default")
-def aten__embedding_bag_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+def aten__embedding_bag_default(weight: Value, indices: Value, offsets: Value,
+                                scale_grad_by_freq: bool = False, mode: int = 0,
+                                sparse: bool = False, per_sample_weights: Value | None = None,
+                                include_last_offset: bool = False, padding_idx: int = -1,
                                 ) -> list[Value]:
     """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
     # Bags are indices[offsets[b]:offsets[b+1]] (with include_last_offset the last offset must
     # equal len(indices)); empty bags give zeros; padding_idx entries are skipped. The
     # bookkeeping outputs follow torch's meta shapes and CPU values (see _bookkeeping).
-    weight = get_operand(values_map, node, 0, loc)
-    indices = int64(get_operand(values_map, node, 1, loc), loc)
-    offsets = int64(get_operand(values_map, node, 2, loc), loc)
-    mode = get_arg(node, 4, "mode", _SUM)
-    psw = get_arg(node, 6, "per_sample_weights")
-    last_offset = bool(get_arg(node, 7, "include_last_offset", False))
-    padding_idx = get_arg(node, 8, "padding_idx", -1)
+    indices, offsets = int64(indices), int64(offsets)
+    last_offset = include_last_offset
     if indices.type.rank != 1 or offsets.type.rank != 1:
         raise NotImplementedError("_embedding_bag expects 1-d indices and offsets")
     n_offsets = offsets.type.shape[0]
@@ -98,91 +94,84 @@ def aten__embedding_bag_default(values_map: ValuesMap, node: torch.fx.Node, loc:
     if mode not in (_SUM, _MEAN, _MAX):
         raise NotImplementedError(f"_embedding_bag mode {mode} is not supported")
     nb = n_offsets - 1 if last_offset else n_offsets
-    dim = int(weight.type.shape[1])
-    n = dim_size(indices, 0, loc)
-    if isinstance(n, int):
-        pos = const64(np.arange(n), loc)
-    else:
-        pos = coreai.range_(const64(0, loc), n, const64(1, loc), loc=loc)
+    dim = static_sizes(weight, [1], "_embedding_bag weight")[0]
+    n = dim_size(indices, 0)
+    pos = const64(np.arange(n)) if isinstance(n, int) else coreai.range_(const64(0), n, const64(1))
     # bag of each index position: how many bag starts precede it, minus one
-    starts = coreai.slice_(offsets, [0], [nb], axes=[0], strides=[1], loc=loc)
-    started = coreai.broadcasting_less_equal(coreai.reshape(starts, [1, nb], loc=loc),
-                                             coreai.reshape(pos, [-1, 1], loc=loc), loc=loc)
-    bag = coreai.broadcasting_sub(coreai.reduce_sum(int64(started, loc), axes=[1], loc=loc),
-                                  const64(1, loc), loc=loc)
+    starts = coreai.slice_(offsets, [0], [nb], axes=[0], strides=[1])
+    started = coreai.broadcasting_less_equal(coreai.reshape(starts, [1, nb]),
+                                             coreai.reshape(pos, [-1, 1]))
+    bag = coreai.broadcasting_sub(coreai.reduce_sum(int64(started), axes=[1]),
+                                  const64(1))
     target = bag  # padding entries go to an extra bag nb that is dropped at the end
     if padding_idx is not None and padding_idx >= 0:
-        pad = coreai.broadcasting_equal(indices, const64(padding_idx, loc), loc=loc)
-        target = coreai.broadcasting_where(pad, const64(nb, loc), bag, loc=loc)
-    target_col = coreai.reshape(target, [-1, 1], loc=loc)
-    rows = coreai.gather(weight, indices, axis=0, loc=loc)
+        pad = coreai.broadcasting_equal(indices, const64(padding_idx))
+        target = coreai.broadcasting_where(pad, const64(nb), bag)
+    target_col = coreai.reshape(target, [-1, 1])
+    rows = coreai.gather(weight, indices, axis=0)
     wdtype = weight.type.element_type
-    ones = coreai.broadcast_to(const64(1, loc), coreai.get_shape(pos, loc=loc), loc=loc)
-    counts = coreai.scatter_nd(_zeros([nb + 1], INT64, loc), target_col, ones,
-                               accumulate=True, loc=loc)
+    ones = coreai.broadcast_to(const64(1), coreai.get_shape(pos))
+    counts = coreai.scatter_nd(_zeros([nb + 1], INT64), target_col, ones,
+                               accumulate=True)
     if mode == _MAX:
-        out, max_indices = _bag_max(rows, indices, pos, target, n, nb, dim, loc)
+        out, max_indices = _bag_max(rows, indices, pos, target, n, nb, dim)
     else:
         dtype = _accumulation_dtype(wdtype)
-        rows = cast_to(rows, dtype, loc)
-        if psw is not None:
-            w = cast_to(values_map[psw.name], dtype, loc)
-            rows = coreai.broadcasting_mul(rows, coreai.reshape(w, [-1, 1], loc=loc), loc=loc)
-        out = coreai.scatter_nd(_zeros([nb + 1, dim], dtype, loc), target_col, rows,
-                                accumulate=True, loc=loc)
+        rows = cast_to(rows, dtype)
+        if per_sample_weights is not None:
+            w = cast_to(per_sample_weights, dtype)
+            rows = coreai.broadcasting_mul(rows, coreai.reshape(w, [-1, 1]))
+        out = coreai.scatter_nd(_zeros([nb + 1, dim], dtype), target_col, rows,
+                                accumulate=True)
         if mode == _MEAN:
-            denom = coreai.broadcasting_maximum(counts, const64(1, loc), loc=loc)
-            denom = coreai.reshape(cast_to(denom, dtype, loc), [-1, 1], loc=loc)
-            out = coreai.broadcasting_divide(out, denom, loc=loc)
-        out = cast_to(out, wdtype, loc)
+            denom = coreai.broadcasting_maximum(counts, const64(1))
+            denom = coreai.reshape(cast_to(denom, dtype), [-1, 1])
+            out = coreai.broadcasting_divide(out, denom)
+        out = cast_to(out, wdtype)
         max_indices = None
-    out = coreai.slice_(out, [0], [nb], axes=[0], strides=[1], loc=loc)
-    return [out, *_bookkeeping(node, mode, bag, counts, max_indices, nb, loc)]
+    out = coreai.slice_(out, [0], [nb], axes=[0], strides=[1])
+    return [out, *_bookkeeping(mode, bag, counts, max_indices, nb)]
 
 
-def _bookkeeping(node: torch.fx.Node, mode: int, bag: Value, counts: Value,
-                 max_indices: Value | None, nb: int, loc: Location) -> list[Value]:
+def _bookkeeping(mode: int, bag: Value, counts: Value,
+                 max_indices: Value | None, nb: int) -> list[Value]:
     """offset2bag, bag_size, max_indices with the shapes torch's meta function declares.
 
     Torch's CPU kernel skips offset2bag on its sum fast path (empty), leaves bag_size zero in
     sum mode and max_indices zero outside max mode; bag_size of the forward-only op has one
     entry per offset.
     """
-    shapes = [result_type(node, i).shape for i in (1, 2, 3)]
-    if not all(isinstance(d, int) for shape in shapes[1:] for d in shape):
+    types = [result_type(index=i) for i in (1, 2, 3)]
+    statics = [t.static_shape for t in types[1:]]
+    if statics[0] is None or statics[1] is None:
         raise NotImplementedError("_embedding_bag bookkeeping outputs need static shapes")
-    offset2bag = bag if shapes[0][0] != 0 else const64(np.zeros((0,), np.int64), loc)
-    n_sizes = shapes[1][0]
+    offset2bag = bag if types[0].shape[0] != 0 else const64(np.zeros((0,), np.int64))
+    n_sizes = statics[0][0]
     if mode == _SUM:
-        bag_size = _zeros([n_sizes], INT64, loc)
+        bag_size = _zeros([n_sizes], INT64)
     else:
-        bag_size = coreai.slice_(counts, [0], [min(nb, n_sizes)], axes=[0], strides=[1],
-                                 loc=loc)
+        bag_size = coreai.slice_(counts, [0], [min(nb, n_sizes)], axes=[0], strides=[1])
         if n_sizes > nb:
-            bag_size = coreai.concat([bag_size, const64([0] * (n_sizes - nb), loc)], axis=0,
-                                     loc=loc)
+            bag_size = coreai.concat([bag_size, const64([0] * (n_sizes - nb))], axis=0)
     if max_indices is None:
-        max_indices = _zeros([int(d) for d in shapes[2]], INT64, loc)
+        max_indices = _zeros(list(statics[1]), INT64)
     return [offset2bag, bag_size, max_indices]
 
 
 def _bag_max(rows: Value, indices: Value, pos: Value, target: Value, n: int | Value, nb: int,
-             dim: int, loc: Location) -> tuple[Value, Value]:
+             dim: int) -> tuple[Value, Value]:
     """Per-bag maxima (0 for empty bags) and the weight row of each (first occurrence)."""
     dtype = rows.type.element_type
-    shape = coreai.concat([coreai.get_shape(target, loc=loc), const64([dim], loc)], axis=0,
-                          loc=loc)
-    target_nd = coreai.broadcast_to(coreai.reshape(target, [-1, 1], loc=loc), shape, loc=loc)
-    maxima = coreai.scatter_along_axis(_zeros([nb + 1, dim], dtype, loc), target_nd, rows,
-                                       axis=0, reduction="max", include_self=False, loc=loc)
+    shape = coreai.concat([coreai.get_shape(target), const64([dim])], axis=0)
+    target_nd = coreai.broadcast_to(coreai.reshape(target, [-1, 1]), shape)
+    maxima = coreai.scatter_along_axis(_zeros([nb + 1, dim], dtype), target_nd, rows,
+                                       axis=0, reduction="max", include_self=False)
     # the first position of each bag whose value equals the bag's maximum
-    hit = coreai.broadcasting_equal(rows, coreai.gather(maxima, target, axis=0, loc=loc),
-                                    loc=loc)
-    n_value = const64(n, loc) if isinstance(n, int) else n
-    cand = coreai.broadcasting_where(hit, coreai.reshape(pos, [-1, 1], loc=loc), n_value,
-                                     loc=loc)
-    none = coreai.broadcast_to(n_value, [nb + 1, dim], loc=loc)
-    first = coreai.scatter_along_axis(none, target_nd, cand, axis=0, reduction="min", loc=loc)
-    first = coreai.slice_(first, [0], [nb], axes=[0], strides=[1], loc=loc)
-    rows_of = coreai.concat([indices, const64([0], loc)], axis=0, loc=loc)  # empty bag -> 0
-    return maxima, coreai.gather(rows_of, first, axis=0, loc=loc)
+    hit = coreai.broadcasting_equal(rows, coreai.gather(maxima, target, axis=0))
+    n_value = const64(n) if isinstance(n, int) else n
+    cand = coreai.broadcasting_where(hit, coreai.reshape(pos, [-1, 1]), n_value)
+    none = coreai.broadcast_to(n_value, [nb + 1, dim])
+    first = coreai.scatter_along_axis(none, target_nd, cand, axis=0, reduction="min")
+    first = coreai.slice_(first, [0], [nb], axes=[0], strides=[1])
+    rows_of = coreai.concat([indices, const64([0])], axis=0)  # empty bag -> 0
+    return maxima, coreai.gather(rows_of, first, axis=0)

@@ -30,7 +30,7 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
-from coreai_torch.utils import cast_to, get_arg, get_operand, int_list, result_dtype
+from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype
 
 LOWERINGS = LoweringSet("nn")
 reg = LOWERINGS.register_torch_lowering
@@ -39,119 +39,116 @@ reg = LOWERINGS.register_torch_lowering
 
 # -- matrix products ------------------------------------------------------------------------------
 
-@reg("aten::mm.default", "aten::bmm.default", "aten::matmul.default")
-def aten_mm_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """mm(Tensor self, Tensor mat2) -> Tensor  (also bmm and matmul: numpy.matmul rules)"""
-    a = get_operand(values_map, node, 0, loc)
-    b = get_operand(values_map, node, 1, loc)
-    return cast_to(coreai.batch_matmul(a, b, loc=loc), result_dtype(node), loc)
+@reg("aten::mm.default", "aten::bmm.default")
+def aten_mm_default(self: Value, mat2: Value) -> Value:
+    """mm(Tensor self, Tensor mat2) -> Tensor  (also bmm)"""
+    return cast_to(coreai.batch_matmul(self, mat2), result_dtype())
+
+
+@reg("aten::matmul.default")
+def aten_matmul_default(self: Value, other: Value) -> Value:
+    """matmul(Tensor self, Tensor other) -> Tensor  (numpy.matmul rules)"""
+    return cast_to(coreai.batch_matmul(self, other), result_dtype())
 
 
 @reg("aten::addmm.default")
-def aten_addmm_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_addmm_default(self: Value, mat1: Value, mat2: Value, beta: float = 1,
+                       alpha: float = 1) -> Value:
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    dtype = result_dtype(node)
+    dtype = result_dtype()
     compute = opmath(dtype)
-    bias, m1, m2 = (cast_to(get_operand(values_map, node, i, loc), compute, loc)
-                    for i in range(3))
-    beta, alpha = get_arg(node, 3, "beta", 1), get_arg(node, 4, "alpha", 1)
-    y = coreai.batch_matmul(m1, m2, loc=loc)
+    bias, m1, m2 = (cast_to(v, compute) for v in (self, mat1, mat2))
+    y = coreai.batch_matmul(m1, m2)
     if alpha != 1:
-        y = coreai.broadcasting_mul(y, const(alpha, compute, loc), loc=loc)
+        y = coreai.broadcasting_mul(y, const(alpha, compute))
     if beta != 0:  # beta == 0 ignores self entirely (NaN/inf included), like torch
         if beta != 1:
-            bias = coreai.broadcasting_mul(bias, const(beta, compute, loc), loc=loc)
-        y = coreai.broadcasting_add(bias, y, loc=loc)
-    return cast_to(y, dtype, loc)
+            bias = coreai.broadcasting_mul(bias, const(beta, compute))
+        y = coreai.broadcasting_add(bias, y)
+    return cast_to(y, dtype)
 
 
 @reg("aten::linear.default")
-def aten_linear_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_linear_default(input: Value, weight: Value, bias: Value | None = None) -> Value:
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
-    dtype = result_dtype(node)
-    bias_arg = get_arg(node, 2, "bias")
-    compute = opmath(dtype) if bias_arg is not None else dtype
-    x = cast_to(get_operand(values_map, node, 0, loc), compute, loc)
-    w = cast_to(get_operand(values_map, node, 1, loc), compute, loc)
+    dtype = result_dtype()
+    compute = opmath(dtype) if bias is not None else dtype
+    x = cast_to(input, compute)
+    w = cast_to(weight, compute)
     if w.type.rank == 2:
-        w = coreai.transpose(w, [1, 0], loc=loc)
-    y = coreai.batch_matmul(x, w, loc=loc)
-    if bias_arg is not None:
-        bias = cast_to(values_map[bias_arg.name], compute, loc)
-        y = coreai.broadcasting_add(y, bias, loc=loc)
-    return cast_to(y, dtype, loc)
+        w = coreai.transpose(w, [1, 0])
+    y = coreai.batch_matmul(x, w)
+    if bias is not None:
+        y = coreai.broadcasting_add(y, cast_to(bias, compute))
+    return cast_to(y, dtype)
 
 
 # -- convolution ----------------------------------------------------------------------------------
 
 @reg("aten::convolution.default")
-def aten_convolution_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_convolution_default(input: Value, weight: Value, bias: Value | None,
+                             stride: list[int], padding: list[int], dilation: list[int],
+                             transposed: bool, output_padding: list[int], groups: int) -> Value:
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
     SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    w = get_operand(values_map, node, 1, loc)
-    bias_arg = get_arg(node, 2, "bias")
-    bias = values_map[bias_arg.name] if bias_arg is not None else None
+    w = weight
     n = w.type.rank - 2
-    stride = ntuple(get_arg(node, 3, "stride", 1), n, node, "stride", 1)
-    padding = ntuple(get_arg(node, 4, "padding", 0), n, node, "padding", 0)
-    dilation = ntuple(get_arg(node, 5, "dilation", 1), n, node, "dilation", 1)
-    transposed = bool(get_arg(node, 6, "transposed", False))
-    out_pad = ntuple(get_arg(node, 7, "output_padding", 0), n, node, "output_padding", 0)
-    groups = int(get_arg(node, 8, "groups", 1))
-    x, added = add_batch(x, n, loc)
+    strides = ntuple(stride, n, "stride", 1)
+    pads = ntuple(padding, n, "padding", 0)
+    dilations = ntuple(dilation, n, "dilation", 1)
+    out_pad = ntuple(output_padding, n, "output_padding", 0)
+    x, added = add_batch(input, n)
     if transposed:
-        y = coreai.conv_transpose(x, w, bias, strides=stride, pads=padding, dilation=dilation,
-                                  groups=groups, output_padding=out_pad, loc=loc)
+        y = coreai.conv_transpose(x, w, bias, strides=strides, pads=pads, dilation=dilations,
+                                  groups=groups, output_padding=out_pad)
     else:
         if any(out_pad):
             raise NotImplementedError("output_padding applies to transposed convolution only")
-        y = coreai.conv(x, w, bias, strides=stride, pads=padding, dilation=dilation,
-                        groups=groups, loc=loc)
-    return cast_to(drop_batch(y, added, loc), result_dtype(node), loc)
+        y = coreai.conv(x, w, bias, strides=strides, pads=pads, dilation=dilations,
+                        groups=groups)
+    return cast_to(drop_batch(y, added), result_dtype())
 
 
 @reg("aten::col2im.default")
-def aten_col2im_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_col2im_default(self: Value, output_size: list[int], kernel_size: list[int],
+                        dilation: list[int], padding: list[int], stride: list[int]) -> Value:
     """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation,
     int[2] padding, int[2] stride) -> Tensor
 
     Sums each kernel position's block into a zero canvas with strided slice updates, in
     torch's order (kernel positions row-major), so the additions round like torch's.
     """
-    x = get_operand(values_map, node, 0, loc)
-    out_size = int_list(get_arg(node, 1, "output_size"), node, "output_size")
-    k = ntuple(get_arg(node, 2, "kernel_size"), 2, node, "kernel_size")
-    d = ntuple(get_arg(node, 3, "dilation"), 2, node, "dilation")
-    p = ntuple(get_arg(node, 4, "padding"), 2, node, "padding")
-    s = ntuple(get_arg(node, 5, "stride"), 2, node, "stride")
+    x = self
+    out_size = ntuple(output_size, 2, "output_size")
+    k = ntuple(kernel_size, 2, "kernel_size")
+    d = ntuple(dilation, 2, "dilation")
+    p = ntuple(padding, 2, "padding")
+    s = ntuple(stride, 2, "stride")
     unbatched = x.type.rank == 2
     if unbatched:
-        x = coreai.expand_dims(x, [0], loc=loc)
-    ck = static_sizes(x, [1], node, "col2im")[0]
+        x = coreai.expand_dims(x, [0])
+    ck = static_sizes(x, [1], "col2im")[0]
     c = ck // (k[0] * k[1])
     blocks = [(out_size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
     if x.type.shape[2] != blocks[0] * blocks[1]:
         raise NotImplementedError(f"col2im input {x.type} does not hold {blocks} blocks")
     dtype = x.type.element_type
-    cols = coreai.reshape(x, leading_shape(x, 1, [c, k[0], k[1], *blocks], loc), loc=loc)
+    cols = coreai.reshape(x, leading_shape(x, 1, [c, k[0], k[1], *blocks]))
     padded = [out_size[i] + 2 * p[i] for i in range(2)]
-    canvas = filled(0, dtype, leading_shape(x, 1, [c, *padded], loc), loc)
+    canvas = filled(0, dtype, leading_shape(x, 1, [c, *padded]))
     for a in range(k[0]):
         for b in range(k[1]):
-            block = coreai.slice_(cols, [a, b], [a + 1, b + 1], axes=[2, 3], strides=[1, 1],
-                                  loc=loc)
-            block = coreai.reshape(block, leading_shape(x, 1, [c, *blocks], loc), loc=loc)
+            block = coreai.slice_(cols, [a, b], [a + 1, b + 1], axes=[2, 3], strides=[1, 1])
+            block = coreai.reshape(block, leading_shape(x, 1, [c, *blocks]))
             begin = [a * d[0], b * d[1]]
             end = [begin[i] + (blocks[i] - 1) * s[i] + 1 for i in range(2)]
             if a or b:  # the first block lands on zeros
-                window = coreai.slice_(canvas, begin, end, axes=[2, 3], strides=s, loc=loc)
-                block = coreai.broadcasting_add(window, block, loc=loc)
-            canvas = coreai.slice_update(canvas, block, begin, end, axes=[2, 3], strides=s,
-                                         loc=loc)
+                window = coreai.slice_(canvas, begin, end, axes=[2, 3], strides=s)
+                block = coreai.broadcasting_add(window, block)
+            canvas = coreai.slice_update(canvas, block, begin, end, axes=[2, 3], strides=s)
     y = coreai.slice_(canvas, p, [p[0] + out_size[0], p[1] + out_size[1]], axes=[2, 3],
-                      strides=[1, 1], loc=loc)
-    return coreai.shrink_dims(y, [0], loc=loc) if unbatched else y
+                      strides=[1, 1])
+    return coreai.shrink_dims(y, [0]) if unbatched else y
 
 
 # -- dropout --------------------------------------------------------------------------------------
@@ -164,91 +161,82 @@ def aten_native_dropout_default(values_map: ValuesMap, node: torch.fx.Node, loc:
     Inference (``train=False``) is the identity with an all-True mask. Training mode is random
     unless ``p`` is 0 (keep everything) or 1 (drop everything).
     """
-    x = get_operand(values_map, node, 0, loc)
+    x = get_operand(values_map, node, 0)
     p = float(get_arg(node, 1, "p"))
     train = get_arg(node, 2, "train")
-    shape = shape_like(x, loc)
+    shape = shape_like(x)
     if train is False or p == 0.0:
-        return [x, filled(True, DType.bool, shape, loc)]
+        return [x, filled(True, DType.bool, shape)]
     if p == 1.0:
-        return [filled(0, x.type.element_type, shape, loc), filled(False, DType.bool, shape, loc)]
+        return [filled(0, x.type.element_type, shape), filled(False, DType.bool, shape)]
     raise NotImplementedError("dropout in training mode is random; export the model in eval mode")
 
 
 # -- distances ------------------------------------------------------------------------------------
 
-def _p_norm(diff: Value, p: float, loc: Location) -> Value:
+def _p_norm(diff: Value, p: float) -> Value:
     """The p-norm over the last axis of ``diff`` (torch's cdist/pdist special cases)."""
-    a = coreai.abs_(diff, loc=loc)
+    a = coreai.abs_(diff)
     if p == 0:
-        nonzero = coreai.broadcasting_not_equal(a, const(0, a.type.element_type, loc), loc=loc)
-        return coreai.reduce_sum(cast_to(nonzero, a.type.element_type, loc), axes=[-1], loc=loc)
+        nonzero = coreai.broadcasting_not_equal(a, const(0, a.type.element_type))
+        return coreai.reduce_sum(cast_to(nonzero, a.type.element_type), axes=[-1])
     if p == 1:
-        return coreai.reduce_sum(a, axes=[-1], loc=loc)
+        return coreai.reduce_sum(a, axes=[-1])
     if p == 2:
-        return coreai.sqrt(coreai.reduce_sum(coreai.broadcasting_mul(a, a, loc=loc), axes=[-1],
-                                             loc=loc), loc=loc)
+        return coreai.sqrt(coreai.reduce_sum(coreai.broadcasting_mul(a, a), axes=[-1]))
     if math.isinf(p):
-        return coreai.reduce_max(a, axes=[-1], loc=loc)
+        return coreai.reduce_max(a, axes=[-1])
     dtype = a.type.element_type
-    powered = coreai.broadcasting_pow(a, const(p, dtype, loc), loc=loc)
-    return coreai.broadcasting_pow(coreai.reduce_sum(powered, axes=[-1], loc=loc),
-                                   const(1.0 / p, dtype, loc), loc=loc)
+    powered = coreai.broadcasting_pow(a, const(p, dtype))
+    return coreai.broadcasting_pow(coreai.reduce_sum(powered, axes=[-1]),
+                                   const(1.0 / p, dtype))
 
 
-def _euclidean_mm(x1: Value, x2: Value, loc: Location) -> Value:
+def _euclidean_mm(x1: Value, x2: Value) -> Value:
     """torch's ``_euclidean_dist``: |a|^2 + |b|^2 - 2 a.b via one matmul, clamped at 0."""
     dtype = x1.type.element_type
-    n1 = coreai.reduce_sum(coreai.broadcasting_mul(x1, x1, loc=loc), axes=[-1], keep_dims=True,
-                           loc=loc)
-    n2 = coreai.reduce_sum(coreai.broadcasting_mul(x2, x2, loc=loc), axes=[-1], keep_dims=True,
-                           loc=loc)
-    ones1 = filled(1, dtype, shape_like(n1, loc), loc)
-    ones2 = filled(1, dtype, shape_like(n2, loc), loc)
-    a = coreai.concat([coreai.broadcasting_mul(x1, const(-2, dtype, loc), loc=loc), n1, ones1],
-                      axis=-1, loc=loc)
-    b = coreai.concat([x2, ones2, n2], axis=-1, loc=loc)
+    n1 = coreai.reduce_sum(coreai.broadcasting_mul(x1, x1), axes=[-1], keep_dims=True)
+    n2 = coreai.reduce_sum(coreai.broadcasting_mul(x2, x2), axes=[-1], keep_dims=True)
+    ones1 = filled(1, dtype, shape_like(n1))
+    ones2 = filled(1, dtype, shape_like(n2))
+    a = coreai.concat([coreai.broadcasting_mul(x1, const(-2, dtype)), n1, ones1],
+                      axis=-1)
+    b = coreai.concat([x2, ones2, n2], axis=-1)
     rank = b.type.rank
-    bt = coreai.transpose(b, [*range(rank - 2), rank - 1, rank - 2], loc=loc)
-    d2 = coreai.broadcasting_maximum(coreai.batch_matmul(a, bt, loc=loc), const(0, dtype, loc),
-                                     loc=loc)
-    return coreai.sqrt(d2, loc=loc)
+    bt = coreai.transpose(b, [*range(rank - 2), rank - 1, rank - 2])
+    d2 = coreai.broadcasting_maximum(coreai.batch_matmul(a, bt), const(0, dtype))
+    return coreai.sqrt(d2)
 
 
 @reg("aten::_cdist_forward.default")
-def aten__cdist_forward_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                ) -> Value:
+def aten__cdist_forward_default(x1: Value, x2: Value, p: float,
+                                compute_mode: int | None) -> Value:
     """_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor"""
-    x1 = get_operand(values_map, node, 0, loc)
-    x2 = get_operand(values_map, node, 1, loc)
-    p = float(get_arg(node, 2, "p", 2.0))
-    mode = get_arg(node, 3, "compute_mode") or 0
+    mode = compute_mode or 0
     r1, r2 = x1.type.shape[-2], x2.type.shape[-2]
     big = any(not isinstance(r, int) or r > 25 for r in (r1, r2))
     if p == 2 and (mode == 1 or (mode == 0 and big)):
         if not all(isinstance(r, int) for r in (r1, r2)) and mode == 0:
             raise NotImplementedError("cdist with dynamic row counts: torch picks the matmul "
                                       "path by size; pass compute_mode explicitly")
-        y = _euclidean_mm(x1, x2, loc)
+        y = _euclidean_mm(x1, x2)
     else:
-        diff = coreai.broadcasting_sub(coreai.expand_dims(x1, [-2], loc=loc),
-                                       coreai.expand_dims(x2, [-3], loc=loc), loc=loc)
-        y = _p_norm(diff, p, loc)
-    return cast_to(y, result_dtype(node), loc)
+        diff = coreai.broadcasting_sub(coreai.expand_dims(x1, [-2]),
+                                       coreai.expand_dims(x2, [-3]))
+        y = _p_norm(diff, p)
+    return cast_to(y, result_dtype())
 
 
 @reg("aten::_pdist_forward.default")
-def aten__pdist_forward_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                ) -> Value:
+def aten__pdist_forward_default(self: Value, p: float = 2.0) -> Value:
     """_pdist_forward(Tensor self, float p=2) -> Tensor"""
-    x = get_operand(values_map, node, 0, loc)
-    p = float(get_arg(node, 1, "p", 2.0))
-    n = static_sizes(x, [0], node, "pdist")[0]
+    x = self
+    n = static_sizes(x, [0], "pdist")[0]
     rows, cols = np.triu_indices(n, k=1)
-    a = coreai.gather(x, const64(rows, loc), axis=0, loc=loc)
-    b = coreai.gather(x, const64(cols, loc), axis=0, loc=loc)
-    y = _p_norm(coreai.broadcasting_sub(a, b, loc=loc), p, loc)
-    return cast_to(y, result_dtype(node), loc)
+    a = coreai.gather(x, const64(rows), axis=0)
+    b = coreai.gather(x, const64(cols), axis=0)
+    y = _p_norm(coreai.broadcasting_sub(a, b), p)
+    return cast_to(y, result_dtype())
 
 
 __all__ = ["LOWERINGS"]

@@ -11,33 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import torch.fx
-
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap, scalar_like
 from coreai_torch.lowerings._reduce import (
     acc_dtype,
-    axis_arg,
     element_count,
     index_zero,
-    input_rank,
-    keepdim_arg,
     ordered,
     reduce,
     reduced_axes,
     truthy,
 )
-from coreai_torch.utils import (
-    cast_to,
-    dtype_of,
-    get_arg,
-    get_operand,
-    normalize_dim,
-    normalize_dims,
-    result_dtype,
-)
+from coreai_torch.utils import cast_to, normalize_dim, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("reduction")
 reg = LOWERINGS.register_torch_lowering
@@ -45,17 +31,19 @@ reg = LOWERINGS.register_torch_lowering
 # -- sum, prod, mean ---------------------------------------------------------------------------
 
 
-def _accumulate(builder: Callable[..., Value], has_dim: bool) -> Callable:
+def _accumulate(builder: Callable[..., Value], has_dim: bool) -> Callable[..., Value]:
     """sum/prod: the input is converted to the result dtype (ints -> int64, or ``dtype=``)."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        out = result_dtype(node)
-        axes = reduced_axes(node, 1, x.type.rank) if has_dim else None
-        keepdim = keepdim_arg(node, 2) if has_dim else False
-        x = cast_to(cast_to(x, out, loc), acc_dtype(out), loc)
-        return cast_to(reduce(builder, x, axes, keepdim, loc), out, loc)
+    def reduce_all(self: Value, dtype: DType | None = None) -> Value:
+        return reduce_dims(self, None, False, dtype)
 
+    def reduce_dims(self: Value, dim: list[int] | int | None, keepdim: bool = False,
+                    dtype: DType | None = None) -> Value:
+        out = result_dtype()
+        x = cast_to(cast_to(self, out), acc_dtype(out))
+        return cast_to(reduce(builder, x, reduced_axes(dim, x.type.rank), keepdim), out)
+
+    lowering = reduce_dims if has_dim else reduce_all
     lowering.__doc__ = f"Accumulating reduction onto {builder.__name__}."
     return lowering
 
@@ -67,25 +55,25 @@ reg("aten::prod.default")(_accumulate(coreai.reduce_product, False))
 
 
 @reg("aten::mean.dim", "aten::mean.default")
-def aten_mean_dim(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_mean_dim(self: Value, dim: list[int] | None = None, keepdim: bool = False,
+                  dtype: DType | None = None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""  # noqa: E501
-    x = get_operand(values_map, node, 0, loc)
-    out = result_dtype(node)
-    axes = reduced_axes(node, 1, x.type.rank)
-    x = cast_to(cast_to(x, out, loc), acc_dtype(out), loc)
-    return cast_to(reduce(coreai.reduce_mean, x, axes, keepdim_arg(node, 2), loc), out, loc)
+    out = result_dtype()
+    x = cast_to(cast_to(self, out), acc_dtype(out))
+    return cast_to(reduce(coreai.reduce_mean, x, reduced_axes(dim, x.type.rank), keepdim), out)
 
 
 # -- max, min, argmax, any, all -----------------------------------------------------------------
 
-def _extremum(builder: Callable[..., Value], *, has_dim: bool) -> Callable:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        if not has_dim:
-            return reduce(builder, x, None, False, loc)
-        axes = reduced_axes(node, 1, x.type.rank, default=[])
-        return reduce(builder, x, axes, keepdim_arg(node, 2), loc)
+def _extremum(builder: Callable[..., Value], *, has_dim: bool) -> Callable[..., Value]:
+    def reduce_all(self: Value) -> Value:
+        return reduce(builder, self, None, False)
 
+    def reduce_dims(self: Value, dim: list[int] | None = None, keepdim: bool = False) -> Value:
+        # amax/amin's dim defaults to [] (every axis)
+        return reduce(builder, self, reduced_axes(dim, self.type.rank), keepdim)
+
+    lowering = reduce_dims if has_dim else reduce_all
     lowering.__doc__ = f"Reduction onto {builder.__name__} (NaN propagates)."
     return lowering
 
@@ -96,17 +84,17 @@ reg("aten::max.default")(_extremum(coreai.reduce_max, has_dim=False))
 reg("aten::min.default")(_extremum(coreai.reduce_min, has_dim=False))
 
 
-def _with_index(builder: Callable[..., Value], arg: Callable[..., Value]) -> Callable:
+def _with_index(builder: Callable[..., Value], arg: Callable[..., Value],
+                ) -> Callable[..., list[Value]]:
     """max.dim/min.dim: values and the int64 index of the first extremum (first NaN)."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
-        x = get_operand(values_map, node, 0, loc)
-        axis = axis_arg(node, 1, x.type.rank)
-        keepdim = keepdim_arg(node, 2)
-        if x.type.rank == 0:
-            return [x, index_zero(loc)]
-        values = reduce(builder, x, [axis], keepdim, loc)
-        return [values, arg(ordered(x, loc), axis=axis, keep_dims=keepdim, loc=loc)]
+    def lowering(self: Value, dim: int, keepdim: bool = False) -> list[Value]:
+        if self.type.rank == 0:
+            normalize_dim(dim, 0)
+            return [self, index_zero()]
+        axis = normalize_dim(dim, self.type.rank)
+        values = reduce(builder, self, [axis], keepdim)
+        return [values, arg(ordered(self), axis=axis, keep_dims=keepdim)]
 
     lowering.__doc__ = f"Values by {builder.__name__}, indices by {arg.__name__}."
     return lowering
@@ -116,14 +104,12 @@ reg("aten::max.dim")(_with_index(coreai.reduce_max, coreai.argmax))
 reg("aten::min.dim")(_with_index(coreai.reduce_min, coreai.argmin))
 
 
-def _arg_reduction(arg: Callable[..., Value]) -> Callable:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        dim = get_arg(node, 1, "dim")
-        axis = None if dim is None else normalize_dim(int(dim), x.type.rank)
-        if x.type.rank == 0:
+def _arg_reduction(arg: Callable[..., Value]) -> Callable[..., Value]:
+    def lowering(self: Value, dim: int | None = None, keepdim: bool = False) -> Value:
+        axis = None if dim is None else normalize_dim(dim, self.type.rank)
+        if self.type.rank == 0:
             axis = None
-        return arg(x, axis=axis, keep_dims=keepdim_arg(node, 2), loc=loc)
+        return arg(self, axis=axis, keep_dims=keepdim)
 
     lowering.__doc__ = f"{arg.__name__}(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"
     return lowering
@@ -133,23 +119,21 @@ reg("aten::argmax.default")(_arg_reduction(coreai.argmax))
 reg("aten::argmin.default")(_arg_reduction(coreai.argmin))
 
 
-def _truth(builder: Callable[..., Value], overload: str) -> Callable:
+def _truth(builder: Callable[..., Value], overload: str) -> Callable[..., Value]:
     """any/all: bool result (uint8 for uint8 input, like torch)."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        rank = x.type.rank
-        out = result_dtype(node)
-        if overload == "default":
-            return cast_to(reduce(builder, x, None, False, loc), out, loc)
-        dims = get_arg(node, 1, "dim")
-        if overload == "dims" and dims is not None and len(dims) == 0:
-            # any.dims/all.dims with dim=[] reduce nothing (unlike sum): x != 0.
-            normalize_dims(dims, rank)
-            return cast_to(truthy(x, loc), out, loc)
-        axes = reduced_axes(node, 1, rank)
-        return cast_to(reduce(builder, x, axes, keepdim_arg(node, 2), loc), out, loc)
+    def reduce_all(self: Value) -> Value:
+        return cast_to(reduce(builder, self, None, False), result_dtype())
 
+    def reduce_dims(self: Value, dim: int | list[int] | None = None,
+                    keepdim: bool = False) -> Value:
+        rank = self.type.rank
+        if overload == "dims" and isinstance(dim, list) and len(dim) == 0:
+            # any.dims/all.dims with dim=[] reduce nothing (unlike sum): x != 0.
+            return cast_to(truthy(self), result_dtype())
+        return cast_to(reduce(builder, self, reduced_axes(dim, rank), keepdim), result_dtype())
+
+    lowering = reduce_all if overload == "default" else reduce_dims
     lowering.__doc__ = f"{builder.__name__.rstrip('_')}.{overload}: truth reduction."
     return lowering
 
@@ -161,48 +145,41 @@ for _overload in ("default", "dim", "dims"):
 
 # -- variance, std, norms -----------------------------------------------------------------------
 
-def _var_args(node: torch.fx.Node, overload: str) -> tuple[list[int] | None, float, bool]:
-    """(axes, correction, keepdim) of var/std/var_mean .correction, .dim or .default."""
-    rank = input_rank(node)
-    if overload == "correction":
-        correction = node.kwargs.get("correction")
-        return (reduced_axes(node, 1, rank), 1.0 if correction is None else float(correction),
-                bool(node.kwargs.get("keepdim", False)))
-    if overload == "dim":
-        unbiased = bool(get_arg(node, 2, "unbiased", True))
-        return reduced_axes(node, 1, rank), float(unbiased), keepdim_arg(node, 3)
-    return None, float(bool(get_arg(node, 1, "unbiased", True))), False
-
-
-def _moments(values_map: ValuesMap, node: torch.fx.Node, loc: Location, overload: str,
+def _moments(x: Value, axes: list[int] | None, correction: float, keepdim: bool,
              take_sqrt: bool) -> tuple[Value, Value]:
     """(var or std, mean) in float64: a two-pass variance, divided by max(n - correction, 0)."""
-    if node.args[0].meta["val"].is_complex():
-        raise NotImplementedError(f"{node.name}: complex variance is not supported")
-    axes, correction, keepdim = _var_args(node, overload)
-    x = cast_to(get_operand(values_map, node, 0, loc), DType.float64, loc)
-    mean = reduce(coreai.reduce_mean, x, axes, True, loc)
-    diff = coreai.broadcasting_sub(x, mean, loc=loc)
-    squares = reduce(coreai.reduce_sum, coreai.broadcasting_mul(diff, diff, loc=loc), axes,
-                     keepdim, loc)
-    n = element_count(x, axes, DType.float64, loc)
-    dof = coreai.broadcasting_maximum(
-        coreai.broadcasting_sub(n, scalar_like(correction, n, loc), loc=loc),
-        scalar_like(0.0, n, loc), loc=loc)
-    var = coreai.broadcasting_divide(squares, dof, loc=loc)
+    x = cast_to(x, DType.float64)
+    mean = reduce(coreai.reduce_mean, x, axes, True)
+    diff = coreai.broadcasting_sub(x, mean)
+    squares = reduce(coreai.reduce_sum, coreai.broadcasting_mul(diff, diff), axes, keepdim)
+    n = element_count(x, axes, DType.float64)
+    dof = coreai.broadcasting_maximum(coreai.broadcasting_sub(n, scalar_like(correction, n)),
+                                      scalar_like(0.0, n))
+    var = coreai.broadcasting_divide(squares, dof)
     if take_sqrt:
-        var = coreai.sqrt(var, loc=loc)
+        var = coreai.sqrt(var)
     if not keepdim and x.type.rank:
-        mean = coreai.shrink_dims(mean, list(range(x.type.rank)) if axes is None else axes,
-                                  loc=loc)
+        mean = coreai.shrink_dims(mean, list(range(x.type.rank)) if axes is None else axes)
     return var, mean
 
 
-def _var(overload: str, take_sqrt: bool) -> Callable:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        var, _ = _moments(values_map, node, loc, overload, take_sqrt)
-        return cast_to(var, result_dtype(node), loc)
+def _var(overload: str, take_sqrt: bool) -> Callable[..., Value]:
+    def by_correction(self: Value, dim: list[int] | None = None, correction: float | None = None,
+                      keepdim: bool = False) -> Value:
+        var, _ = _moments(self, reduced_axes(dim, self.type.rank),
+                          1.0 if correction is None else float(correction), keepdim, take_sqrt)
+        return cast_to(var, result_dtype())
 
+    def by_dim(self: Value, dim: list[int] | None, unbiased: bool = True,
+               keepdim: bool = False) -> Value:
+        return by_correction(self, dim, float(unbiased), keepdim)
+
+    def over_all(self: Value, unbiased: bool = True) -> Value:
+        return by_correction(self, None, float(unbiased), False)
+
+    lowerings: dict[str, Callable[..., Value]] = {
+        "correction": by_correction, "dim": by_dim, "default": over_all}
+    lowering = lowerings[overload]
     name = "std" if take_sqrt else "var"
     lowering.__doc__ = f"{name}.{overload}: two-pass variance in float64."
     return lowering
@@ -214,63 +191,66 @@ for _overload in ("correction", "dim", "default"):
 
 
 @reg("aten::var_mean.correction")
-def aten_var_mean_correction(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+def aten_var_mean_correction(self: Value, dim: list[int] | None = None,
+                             correction: float | None = None, keepdim: bool = False,
                              ) -> list[Value]:
     """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""  # noqa: E501
-    var, mean = _moments(values_map, node, loc, "correction", False)
-    return [cast_to(var, result_dtype(node, 0), loc), cast_to(mean, result_dtype(node, 1), loc)]
+    var, mean = _moments(self, reduced_axes(dim, self.type.rank),
+                         1.0 if correction is None else float(correction), keepdim, False)
+    return [cast_to(var, result_dtype(index=0)), cast_to(mean, result_dtype(index=1))]
 
 
 @reg("aten::linalg_vector_norm.default")
-def aten_linalg_vector_norm_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                    ) -> Value:
+def aten_linalg_vector_norm_default(self: Value, ord: float = 2, dim: list[int] | None = None,
+                                    keepdim: bool = False, dtype: DType | None = None) -> Value:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""  # noqa: E501
-    out = result_dtype(node)
-    x = cast_to(get_operand(values_map, node, 0, loc), out, loc)
+    out = result_dtype()
     if not out.is_float:
-        raise NotImplementedError(f"{node.name}: vector norm of a {out} tensor")
-    x = cast_to(x, acc_dtype(out), loc)
-    ord_ = float(get_arg(node, 1, "ord", 2))
-    axes = reduced_axes(node, 2, x.type.rank)
-    keepdim = keepdim_arg(node, 3)
-    a = coreai.abs_(x, loc=loc)
+        raise NotImplementedError(f"vector norm of a {out} tensor")
+    x = cast_to(cast_to(self, out), acc_dtype(out))
+    ord_ = float(ord)
+    axes = reduced_axes(dim, x.type.rank)
+    a = coreai.abs_(x)
     if ord_ == math.inf:
-        y = reduce(coreai.reduce_max, a, axes, keepdim, loc)
+        y = reduce(coreai.reduce_max, a, axes, keepdim)
     elif ord_ == -math.inf:
-        y = reduce(coreai.reduce_min, a, axes, keepdim, loc)
+        y = reduce(coreai.reduce_min, a, axes, keepdim)
     elif ord_ == 0:
-        y = reduce(coreai.reduce_sum, cast_to(truthy(x, loc), a.type.element_type, loc), axes,
-                   keepdim, loc)
+        y = reduce(coreai.reduce_sum, cast_to(truthy(x), a.type.element_type), axes, keepdim)
     elif ord_ == 1:
-        y = reduce(coreai.reduce_sum, a, axes, keepdim, loc)
+        y = reduce(coreai.reduce_sum, a, axes, keepdim)
     elif ord_ == 2:
-        y = coreai.sqrt(reduce(coreai.reduce_sum, coreai.broadcasting_mul(x, x, loc=loc), axes,
-                               keepdim, loc), loc=loc)
+        y = coreai.sqrt(reduce(coreai.reduce_sum, coreai.broadcasting_mul(x, x), axes, keepdim))
     else:
-        powered = coreai.broadcasting_pow(a, scalar_like(ord_, a, loc), loc=loc)
-        y = coreai.broadcasting_pow(reduce(coreai.reduce_sum, powered, axes, keepdim, loc),
-                                    scalar_like(1.0 / ord_, a, loc), loc=loc)
-    return cast_to(y, out, loc)
+        powered = coreai.broadcasting_pow(a, scalar_like(ord_, a))
+        y = coreai.broadcasting_pow(reduce(coreai.reduce_sum, powered, axes, keepdim),
+                                    scalar_like(1.0 / ord_, a))
+    return cast_to(y, out)
 
 
 # -- softmax, logsumexp -------------------------------------------------------------------------
 
-def _softmax_like(builder: Callable[..., Value], *, dtype_kwarg: bool) -> Callable:
+def _softmax_of(builder: Callable[..., Value], x: Value, dim: int) -> Value:
+    out = result_dtype()
+    x = cast_to(x, acc_dtype(x.type.element_type))
+    if x.type.rank == 0:  # a 0-d tensor is a 1-element vector
+        normalize_dim(dim, 0)
+        one = builder(coreai.expand_dims(x, [0]), axis=0)
+        return cast_to(coreai.shrink_dims(one, [0]), out)
+    return cast_to(builder(x, axis=normalize_dim(dim, x.type.rank)), out)
+
+
+def _softmax_like(builder: Callable[..., Value], *, dtype_kwarg: bool) -> Callable[..., Value]:
     """_softmax(x, dim, half_to_float) and softmax.int(x, dim, dtype=None)."""
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
-        out = result_dtype(node)
-        axis = axis_arg(node, 1, x.type.rank)
-        dtype = get_arg(node, 2, "dtype") if dtype_kwarg else None
-        if dtype is not None:
-            x = cast_to(x, dtype_of(dtype), loc)  # torch converts the input first
-        x = cast_to(x, acc_dtype(x.type.element_type), loc)
-        if x.type.rank == 0:  # a 0-d tensor is a 1-element vector
-            one = builder(coreai.expand_dims(x, [0], loc=loc), axis=0, loc=loc)
-            return cast_to(coreai.shrink_dims(one, [0], loc=loc), out, loc)
-        return cast_to(builder(x, axis=axis, loc=loc), out, loc)
+    def internal(self: Value, dim: int, half_to_float: bool) -> Value:
+        return _softmax_of(builder, self, dim)
 
+    def public(self: Value, dim: int, dtype: DType | None = None) -> Value:
+        # torch converts the input to ``dtype`` first
+        return _softmax_of(builder, self if dtype is None else cast_to(self, dtype), dim)
+
+    lowering = public if dtype_kwarg else internal
     lowering.__doc__ = f"{builder.__name__} along dim, computed in float32 for half types."
     return lowering
 
@@ -282,20 +262,18 @@ reg("aten::log_softmax.int")(_softmax_like(coreai.log_softmax, dtype_kwarg=True)
 
 
 @reg("aten::logsumexp.default")
-def aten_logsumexp_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_logsumexp_default(self: Value, dim: list[int], keepdim: bool = False) -> Value:
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    out = result_dtype(node)
-    x = cast_to(get_operand(values_map, node, 0, loc), out, loc)
+    out = result_dtype()
+    x = cast_to(self, out)
     rank = x.type.rank
-    axes = reduced_axes(node, 1, rank)
-    keepdim = keepdim_arg(node, 2)
+    axes = reduced_axes(dim, rank)
     # torch's sequence, rounding each step to ``out`` (only the sum accumulates in float32):
     # shift by the max, except an infinite max (which would give inf - inf).
-    m = reduce(coreai.reduce_max, x, axes, True, loc)
-    m = coreai.broadcasting_where(coreai.isinf(m, loc=loc), scalar_like(0.0, m, loc), m, loc=loc)
-    e = cast_to(coreai.exp(coreai.broadcasting_sub(x, m, loc=loc), loc=loc), acc_dtype(out), loc)
-    s = coreai.log(cast_to(reduce(coreai.reduce_sum, e, axes, keepdim, loc), out, loc), loc=loc)
+    m = reduce(coreai.reduce_max, x, axes, True)
+    m = coreai.broadcasting_where(coreai.isinf(m), scalar_like(0.0, m), m)
+    e = cast_to(coreai.exp(coreai.broadcasting_sub(x, m)), acc_dtype(out))
+    s = coreai.log(cast_to(reduce(coreai.reduce_sum, e, axes, keepdim), out))
     if not keepdim and rank:
-        m = coreai.shrink_dims(m, list(range(rank)) if axes is None else axes, loc=loc)
-    return coreai.broadcasting_add(s, m, loc=loc)
-
+        m = coreai.shrink_dims(m, list(range(rank)) if axes is None else axes)
+    return coreai.broadcasting_add(s, m)

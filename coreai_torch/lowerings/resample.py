@@ -44,7 +44,7 @@ def _upsample(name: str, overload: str) -> Callable:
     mode, n, has_corners = _MODES[name]
 
     def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0, loc)
+        x = get_operand(values_map, node, 0)
         out_type = result_type(node)
         sizes = list(out_type.shape[2:])
         if not all(isinstance(s, int) for s in sizes):
@@ -66,9 +66,8 @@ def _upsample(name: str, overload: str) -> Callable:
                 # an axis without a scale uses in/out, which is what out/in as a scale gives
                 scales = [float(s) if s is not None else sizes[i] / in_sizes[i]
                           for i, s in enumerate(per_axis)]
-        y = coreai.interpolate(x, sizes=sizes, mode=mode, align_corners=corners, scales=scales,
-                               loc=loc)
-        return cast_to(y, out_type.element_type, loc)
+        y = coreai.interpolate(x, sizes=sizes, mode=mode, align_corners=corners, scales=scales)
+        return cast_to(y, out_type.element_type)
 
     args = ("SymInt[]? output_size" + (", bool align_corners" if has_corners else "")
             + ", float[]? scale_factors") if overload == "vec" else (
@@ -93,40 +92,36 @@ _ZEROS, _BORDER, _REFLECTION = 0, 1, 2
 class _Coords:
     """Coordinate arithmetic of one grid axis of extent ``size`` (torch's ComputeLocation)."""
 
-    def __init__(self, size: int, align_corners: bool, padding: int, dtype: DType,
-                 loc: Location) -> None:
+    def __init__(self, size: int, align_corners: bool, padding: int, dtype: DType) -> None:
         self.size, self.corners, self.padding = size, align_corners, padding
-        self.dtype, self.loc = dtype, loc
+        self.dtype = dtype
 
     def c(self, v: float) -> Value:
-        return const(v, self.dtype, self.loc)
+        return const(v, self.dtype)
 
     def unnormalize(self, g: Value) -> Value:
-        loc = self.loc
         if self.corners:
-            return coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1), loc=loc),
-                                           self.c((self.size - 1) / 2), loc=loc)
-        scaled = coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1), loc=loc),
-                                         self.c(self.size / 2), loc=loc)
-        return coreai.broadcasting_sub(scaled, self.c(0.5), loc=loc)
+            return coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1)),
+                                           self.c((self.size - 1) / 2))
+        scaled = coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1)),
+                                         self.c(self.size / 2))
+        return coreai.broadcasting_sub(scaled, self.c(0.5))
 
     def clip(self, v: Value) -> Value:
-        loc = self.loc
-        return coreai.broadcasting_minimum(coreai.broadcasting_maximum(v, self.c(0), loc=loc),
-                                           self.c(self.size - 1), loc=loc)
+        return coreai.broadcasting_minimum(coreai.broadcasting_maximum(v, self.c(0)),
+                                           self.c(self.size - 1))
 
     def reflect(self, v: Value) -> Value:
-        loc = self.loc
         low, twice = (0.0, 2.0 * (self.size - 1)) if self.corners else (-0.5, 2.0 * self.size)
         if twice <= 0:
-            return coreai.broadcasting_mul(v, self.c(0), loc=loc)
-        shifted = coreai.abs_(coreai.broadcasting_sub(v, self.c(low), loc=loc), loc=loc)
-        flips = coreai.trunc(coreai.broadcasting_divide(shifted, self.c(twice), loc=loc), loc=loc)
+            return coreai.broadcasting_mul(v, self.c(0))
+        shifted = coreai.abs_(coreai.broadcasting_sub(v, self.c(low)))
+        flips = coreai.trunc(coreai.broadcasting_divide(shifted, self.c(twice)))
         extra = coreai.broadcasting_sub(
-            shifted, coreai.broadcasting_mul(flips, self.c(twice), loc=loc), loc=loc)
+            shifted, coreai.broadcasting_mul(flips, self.c(twice)))
         folded = coreai.broadcasting_minimum(
-            extra, coreai.broadcasting_sub(self.c(twice), extra, loc=loc), loc=loc)
-        return coreai.broadcasting_add(folded, self.c(low), loc=loc)
+            extra, coreai.broadcasting_sub(self.c(twice), extra))
+        return coreai.broadcasting_add(folded, self.c(low))
 
     def pad(self, v: Value) -> Value:
         """Apply the padding mode to unnormalized coordinates."""
@@ -140,48 +135,46 @@ class _Coords:
 class _Sampler:
     """Reads input[n, :, y, x] for integer coordinate maps [N, Ho, Wo] (zero outside)."""
 
-    def __init__(self, x: Value, h: int, w: int, loc: Location) -> None:
-        self.h, self.w, self.loc = h, w, loc
+    def __init__(self, x: Value, h: int, w: int) -> None:
+        self.h, self.w = h, w
         self.channels = x.type.shape[1]
-        self.flat = coreai.reshape(x, leading_shape(x, 2, [h * w], loc), loc=loc)
+        self.flat = coreai.reshape(x, leading_shape(x, 2, [h * w]))
 
     def read(self, iy: Value, ix: Value) -> Value:
-        loc = self.loc
-        zero, h, w = const64(0, loc), const64(self.h, loc), const64(self.w, loc)
+        zero, h, w = const64(0), const64(self.h), const64(self.w)
         valid = coreai.broadcasting_and(
-            coreai.broadcasting_and(coreai.broadcasting_greater_equal(ix, zero, loc=loc),
-                                    coreai.broadcasting_less(ix, w, loc=loc), loc=loc),
-            coreai.broadcasting_and(coreai.broadcasting_greater_equal(iy, zero, loc=loc),
-                                    coreai.broadcasting_less(iy, h, loc=loc), loc=loc), loc=loc)
-        cx = coreai.broadcasting_minimum(coreai.broadcasting_maximum(ix, zero, loc=loc),
-                                         const64(self.w - 1, loc), loc=loc)
-        cy = coreai.broadcasting_minimum(coreai.broadcasting_maximum(iy, zero, loc=loc),
-                                         const64(self.h - 1, loc), loc=loc)
-        pos = coreai.broadcasting_add(coreai.broadcasting_mul(cy, w, loc=loc), cx, loc=loc)
+            coreai.broadcasting_and(coreai.broadcasting_greater_equal(ix, zero),
+                                    coreai.broadcasting_less(ix, w)),
+            coreai.broadcasting_and(coreai.broadcasting_greater_equal(iy, zero),
+                                    coreai.broadcasting_less(iy, h)))
+        cx = coreai.broadcasting_minimum(coreai.broadcasting_maximum(ix, zero),
+                                         const64(self.w - 1))
+        cy = coreai.broadcasting_minimum(coreai.broadcasting_maximum(iy, zero),
+                                         const64(self.h - 1))
+        pos = coreai.broadcasting_add(coreai.broadcasting_mul(cy, w), cx)
         out_hw = [int(d) for d in pos.type.shape[1:]]
-        pos = coreai.reshape(pos, leading_shape(pos, 1, [1, out_hw[0] * out_hw[1]], loc),
-                             loc=loc)
+        pos = coreai.reshape(pos, leading_shape(pos, 1, [1, out_hw[0] * out_hw[1]]))
         pos = coreai.broadcast_to(
-            pos, leading_shape(self.flat, 2, [out_hw[0] * out_hw[1]], loc), loc=loc)
-        got = coreai.gather_along_axis(self.flat, pos, axis=2, loc=loc)
-        got = coreai.reshape(got, leading_shape(self.flat, 2, out_hw, loc), loc=loc)
-        mask = coreai.expand_dims(valid, [1], loc=loc)
-        return coreai.broadcasting_where(mask, got, const(0, got.type.element_type, loc), loc=loc)
+            pos, leading_shape(self.flat, 2, [out_hw[0] * out_hw[1]]))
+        got = coreai.gather_along_axis(self.flat, pos, axis=2)
+        got = coreai.reshape(got, leading_shape(self.flat, 2, out_hw))
+        mask = coreai.expand_dims(valid, [1])
+        return coreai.broadcasting_where(mask, got, const(0, got.type.element_type))
 
 
-def _cubic_weights(t: Value, loc: Location) -> list[Value]:
+def _cubic_weights(t: Value) -> list[Value]:
     """torch's bicubic convolution weights (A = -0.75) for the taps at -1, 0, 1, 2."""
     dtype = t.type.element_type
     a = -0.75
 
     def c(v: float) -> Value:
-        return const(v, dtype, loc)
+        return const(v, dtype)
 
     def mul(p: Value, q: Value) -> Value:
-        return coreai.broadcasting_mul(p, q, loc=loc)
+        return coreai.broadcasting_mul(p, q)
 
     def add(p: Value, q: Value) -> Value:
-        return coreai.broadcasting_add(p, q, loc=loc)
+        return coreai.broadcasting_add(p, q)
 
     def conv1(s: Value) -> Value:  # ((A + 2) * s - (A + 3)) * s * s + 1
         return add(mul(mul(add(mul(c(a + 2), s), c(-(a + 3))), s), s), c(1))
@@ -189,7 +182,7 @@ def _cubic_weights(t: Value, loc: Location) -> list[Value]:
     def conv2(s: Value) -> Value:  # ((A * s - 5A) * s + 8A) * s - 4A
         return add(mul(add(mul(add(mul(c(a), s), c(-5 * a)), s), c(8 * a)), s), c(-4 * a))
 
-    one_minus = coreai.broadcasting_sub(c(1), t, loc=loc)
+    one_minus = coreai.broadcasting_sub(c(1), t)
     return [conv2(add(t, c(1))), conv1(t), conv1(one_minus), conv2(add(one_minus, c(1)))]
 
 
@@ -198,64 +191,64 @@ def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc
                                  ) -> Value:
     """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode,
     bool align_corners) -> Tensor"""
-    x_in = get_operand(values_map, node, 0, loc)
+    x_in = get_operand(values_map, node, 0)
     compute = opmath(x_in.type.element_type)
-    x = cast_to(x_in, compute, loc)
-    grid = cast_to(get_operand(values_map, node, 1, loc), compute, loc)
+    x = cast_to(x_in, compute)
+    grid = cast_to(get_operand(values_map, node, 1), compute)
     mode = int(get_arg(node, 2, "interpolation_mode", 0))
     padding = int(get_arg(node, 3, "padding_mode", 0))
     corners = bool(get_arg(node, 4, "align_corners", False))
-    h, w = static_sizes(x, [2, 3], node, "grid_sampler_2d input")
-    static_sizes(grid, [1, 2], node, "grid_sampler_2d grid")
-    gx = coreai.gather(grid, const64(0, loc), axis=3, loc=loc)
-    gy = coreai.gather(grid, const64(1, loc), axis=3, loc=loc)
-    cx, cy = _Coords(w, corners, padding, compute, loc), _Coords(h, corners, padding, compute, loc)
-    sampler = _Sampler(x, h, w, loc)
+    h, w = static_sizes(x, [2, 3], "grid_sampler_2d input")
+    static_sizes(grid, [1, 2], "grid_sampler_2d grid")
+    gx = coreai.gather(grid, const64(0), axis=3)
+    gy = coreai.gather(grid, const64(1), axis=3)
+    cx, cy = _Coords(w, corners, padding, compute), _Coords(h, corners, padding, compute)
+    sampler = _Sampler(x, h, w)
 
     def index(v: Value) -> Value:
-        return cast_to(v, DType.int64, loc)
+        return cast_to(v, DType.int64)
 
     def weighted(v: Value, wt: Value) -> Value:
-        return coreai.broadcasting_mul(v, coreai.expand_dims(wt, [1], loc=loc), loc=loc)
+        return coreai.broadcasting_mul(v, coreai.expand_dims(wt, [1]))
 
     if mode == _NEAREST:
-        ix = index(coreai.round_(cx.pad(cx.unnormalize(gx)), loc=loc))
-        iy = index(coreai.round_(cy.pad(cy.unnormalize(gy)), loc=loc))
+        ix = index(coreai.round_(cx.pad(cx.unnormalize(gx))))
+        iy = index(coreai.round_(cy.pad(cy.unnormalize(gy))))
         out = sampler.read(iy, ix)
     elif mode == _BILINEAR:
         fx, fy = cx.pad(cx.unnormalize(gx)), cy.pad(cy.unnormalize(gy))
-        x0, y0 = coreai.floor(fx, loc=loc), coreai.floor(fy, loc=loc)
-        we = coreai.broadcasting_sub(fx, x0, loc=loc)
-        ww = coreai.broadcasting_sub(cx.c(1), we, loc=loc)
-        ws = coreai.broadcasting_sub(fy, y0, loc=loc)
-        wn = coreai.broadcasting_sub(cy.c(1), ws, loc=loc)
+        x0, y0 = coreai.floor(fx), coreai.floor(fy)
+        we = coreai.broadcasting_sub(fx, x0)
+        ww = coreai.broadcasting_sub(cx.c(1), we)
+        ws = coreai.broadcasting_sub(fy, y0)
+        wn = coreai.broadcasting_sub(cy.c(1), ws)
         ix0, iy0 = index(x0), index(y0)
-        ix1 = coreai.broadcasting_add(ix0, const64(1, loc), loc=loc)
-        iy1 = coreai.broadcasting_add(iy0, const64(1, loc), loc=loc)
+        ix1 = coreai.broadcasting_add(ix0, const64(1))
+        iy1 = coreai.broadcasting_add(iy0, const64(1))
         out = None
         for iy, ix, wy, wx in ((iy0, ix0, wn, ww), (iy0, ix1, wn, we), (iy1, ix0, ws, ww),
                                (iy1, ix1, ws, we)):
-            term = weighted(sampler.read(iy, ix), coreai.broadcasting_mul(wy, wx, loc=loc))
-            out = term if out is None else coreai.broadcasting_add(out, term, loc=loc)
+            term = weighted(sampler.read(iy, ix), coreai.broadcasting_mul(wy, wx))
+            out = term if out is None else coreai.broadcasting_add(out, term)
     elif mode == _BICUBIC:
         fx, fy = cx.unnormalize(gx), cy.unnormalize(gy)
-        x0, y0 = coreai.floor(fx, loc=loc), coreai.floor(fy, loc=loc)
-        wxs = _cubic_weights(coreai.broadcasting_sub(fx, x0, loc=loc), loc)
-        wys = _cubic_weights(coreai.broadcasting_sub(fy, y0, loc=loc), loc)
-        cols = [index(cx.pad(coreai.broadcasting_add(x0, cx.c(i - 1), loc=loc)))
+        x0, y0 = coreai.floor(fx), coreai.floor(fy)
+        wxs = _cubic_weights(coreai.broadcasting_sub(fx, x0))
+        wys = _cubic_weights(coreai.broadcasting_sub(fy, y0))
+        cols = [index(cx.pad(coreai.broadcasting_add(x0, cx.c(i - 1))))
                 for i in range(4)]
         out = None
         for j in range(4):
-            iy = index(cy.pad(coreai.broadcasting_add(y0, cy.c(j - 1), loc=loc)))
+            iy = index(cy.pad(coreai.broadcasting_add(y0, cy.c(j - 1))))
             row = None
             for i in range(4):
                 term = weighted(sampler.read(iy, cols[i]), wxs[i])
-                row = term if row is None else coreai.broadcasting_add(row, term, loc=loc)
+                row = term if row is None else coreai.broadcasting_add(row, term)
             term = weighted(row, wys[j])
-            out = term if out is None else coreai.broadcasting_add(out, term, loc=loc)
+            out = term if out is None else coreai.broadcasting_add(out, term)
     else:
         raise NotImplementedError(f"grid_sampler_2d interpolation_mode {mode}")
-    return cast_to(out, result_dtype(node), loc)
+    return cast_to(out, result_dtype(node))
 
 
 __all__ = ["LOWERINGS"]

@@ -21,15 +21,20 @@ from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import ValuesMap
-from coreai_torch.lowerings.creation import Piece, dim_piece, shape_of, shape_operand, size_piece
+from coreai_torch.lowerings.creation import (
+    Piece,
+    dim_piece,
+    shape_of,
+    shape_operand,
+    size_piece,
+    sizes_operand,
+)
 from coreai_torch.utils import (
     cast_to,
     get_arg,
     get_operand,
-    int_list,
     normalize_dim,
     result_dtype,
-    shape_value,
 )
 
 LOWERINGS = LoweringSet("shape")
@@ -38,60 +43,62 @@ reg = LOWERINGS.register_torch_lowering
 _INT64_MAX = 2**63 - 1
 
 
-def _x(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    return get_operand(values_map, node, 0, loc)
+def _x(values_map: ValuesMap, node: torch.fx.Node) -> Value:
+    return get_operand(values_map, node, 0)
 
 
-def _in_shape(node: torch.fx.Node, index: int = 0) -> list[Any]:
-    """The torch shape of tensor argument ``index`` (ints and SymInts)."""
-    return list(node.args[index].meta["val"].shape)
+def _in_shape(node: torch.fx.Node) -> list[Any]:
+    """The torch shape of the node's first (tensor) argument (ints and SymInts)."""
+    return list(node.args[0].meta["val"].shape)
 
 
 # -- identities and casts -------------------------------------------------------------------------
 
 @reg("aten::alias.default", "aten::clone.default", "aten::detach.default")
-def aten_alias_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_alias_default(self: Value, memory_format: object = None) -> Value:
     """alias(Tensor(a) self) -> Tensor(a); also clone (memory_format ignored) and detach"""
-    return _x(values_map, node, loc)
+    return self
 
 
 @reg("aten::_to_copy.default")
-def aten__to_copy_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten__to_copy_default(self: Value, dtype: DType | None = None, layout: object = None,
+                          device: object = None, pin_memory: bool | None = None,
+                          non_blocking: bool = False, memory_format: object = None) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
-    return cast_to(_x(values_map, node, loc), result_dtype(node), loc)
+    return cast_to(self, result_dtype())
 
 
 @reg("aten::copy.default")
 def aten_copy_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor: src broadcast to self"""
-    x = _x(values_map, node, loc)
-    src = cast_to(get_operand(values_map, node, 1, loc), result_dtype(node), loc)
+    x = _x(values_map, node)
+    src = cast_to(get_operand(values_map, node, 1), result_dtype(node))
     if src.type.shape == x.type.shape:
         return src
-    return coreai.broadcast_to(src, shape_of(x, loc), loc=loc)
+    return coreai.broadcast_to(src, shape_of(x))
 
 
 # -- reshapes -------------------------------------------------------------------------------------
 
 @reg("aten::view.default", "aten::_unsafe_view.default")
-def aten_view_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_view_default(self: Value, size: list[int | Value]) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a); also _unsafe_view"""
-    x = _x(values_map, node, loc)
-    sizes = list(get_arg(node, 1, "size"))
-    symbolic = [i for i, s in enumerate(sizes) if isinstance(s, torch.fx.Node)]
+    x = self
+    sizes = list(size)
+    symbolic = [i for i, s in enumerate(sizes) if isinstance(s, Value)]
     if len(symbolic) == 1 and -1 not in sizes:
         # one dynamic entry and no -1: it is implied by the others, so the shape stays constant
         sizes[symbolic[0]] = -1
     if x.type.rank == len(sizes) and all(
             isinstance(s, int) and s == d for s, d in zip(sizes, x.type.shape, strict=True)):
         return x
-    return coreai.reshape(x, shape_value(values_map, node, sizes, loc), loc=loc)
+    return coreai.reshape(x, sizes_operand(sizes))
 
 
-def _reshape_lead(x: Value, lead: int, tail: list[int], loc: Location) -> Value:
+def _reshape_lead(x: Value, lead: int, tail: list[int]) -> Value:
     """Reshape to ``x.shape[:lead] + tail`` (leading dims may be dynamic)."""
     return coreai.reshape(x, shape_operand(
-        [*(dim_piece(x, i, loc) for i in range(lead)), *tail], loc), loc=loc)
+        [*(dim_piece(x, i) for i in range(lead)), *tail]))
 
 
 def _static_tail(x: Value, n: int, what: str) -> list[int]:
@@ -106,237 +113,232 @@ def _static_tail(x: Value, n: int, what: str) -> list[int]:
 def aten_pixel_shuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
                                ) -> Value:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    x = _x(values_map, node, loc)
+    x = _x(values_map, node)
     r = int(get_arg(node, 1, "upscale_factor"))
     c, h, w = _static_tail(x, 3, "pixel_shuffle")
     lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c // (r * r), r, r, h, w], loc)
+    y = _reshape_lead(x, lead, [c // (r * r), r, r, h, w])
     perm = [*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2]
-    y = coreai.transpose(y, perm, loc=loc)
-    return _reshape_lead(y, lead, [c // (r * r), h * r, w * r], loc)
+    y = coreai.transpose(y, perm)
+    return _reshape_lead(y, lead, [c // (r * r), h * r, w * r])
 
 
 @reg("aten::pixel_unshuffle.default")
 def aten_pixel_unshuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
                                  ) -> Value:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    x = _x(values_map, node, loc)
+    x = _x(values_map, node)
     r = int(get_arg(node, 1, "downscale_factor"))
     c, h, w = _static_tail(x, 3, "pixel_unshuffle")
     lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c, h // r, r, w // r, r], loc)
+    y = _reshape_lead(x, lead, [c, h // r, r, w // r, r])
     perm = [*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3]
-    y = coreai.transpose(y, perm, loc=loc)
-    return _reshape_lead(y, lead, [c * r * r, h // r, w // r], loc)
+    y = coreai.transpose(y, perm)
+    return _reshape_lead(y, lead, [c * r * r, h // r, w // r])
 
 
 @reg("aten::unsqueeze.default")
-def aten_unsqueeze_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_unsqueeze_default(self: Value, dim: int) -> Value:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    dim = normalize_dim(get_arg(node, 1, "dim"), x.type.rank + 1)
-    return coreai.expand_dims(x, [dim], loc=loc)
+    return coreai.expand_dims(self, [normalize_dim(dim, self.type.rank + 1)])
 
 
-def _squeeze(x: Value, node: torch.fx.Node, dims: list[int], loc: Location) -> Value:
+def _squeeze(x: Value, node: torch.fx.Node, dims: list[int]) -> Value:
     # torch squeezes only the listed dims whose size is 1; a dynamic size is never 1 here
     # (export would have specialized it), so the fake input shape decides.
     sizes = _in_shape(node)
     axes = [d for d in dims if isinstance(sizes[d], int) and sizes[d] == 1]
     if not axes:
         return x
-    return coreai.shrink_dims(x, axes, loc=loc)
+    return coreai.shrink_dims(x, axes)
 
 
 @reg("aten::squeeze.dim")
-def aten_squeeze_dim(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_squeeze_dim(self: Value, dim: int, *, node: torch.fx.Node) -> Value:
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    if x.type.rank == 0:
-        return x
-    return _squeeze(x, node, [normalize_dim(get_arg(node, 1, "dim"), x.type.rank)], loc)
+    if self.type.rank == 0:
+        return self
+    return _squeeze(self, node, [normalize_dim(dim, self.type.rank)])
 
 
 @reg("aten::squeeze.dims")
-def aten_squeeze_dims(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_squeeze_dims(self: Value, dim: list[int], *, node: torch.fx.Node) -> Value:
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    if x.type.rank == 0:
-        return x
-    dims = get_arg(node, 1, "dim")
-    return _squeeze(x, node, sorted({normalize_dim(d, x.type.rank) for d in dims}), loc)
+    if self.type.rank == 0:
+        return self
+    return _squeeze(self, node, sorted({normalize_dim(d, self.type.rank) for d in dim}))
 
 
 @reg("aten::squeeze.default")
-def aten_squeeze_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_squeeze_default(self: Value, *, node: torch.fx.Node) -> Value:
     """squeeze(Tensor(a) self) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    return _squeeze(x, node, list(range(x.type.rank)), loc)
+    return _squeeze(self, node, list(range(self.type.rank)))
 
 
 # -- permutations ---------------------------------------------------------------------------------
 
-def _permuted(x: Value, perm: list[int], loc: Location) -> Value:
+def _permuted(x: Value, perm: list[int]) -> Value:
     if perm == list(range(x.type.rank)):
         return x
-    return coreai.transpose(x, perm, loc=loc)
+    return coreai.transpose(x, perm)
 
 
 @reg("aten::permute.default")
-def aten_permute_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_permute_default(self: Value, dims: list[int]) -> Value:
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    return _permuted(x, [normalize_dim(d, x.type.rank) for d in get_arg(node, 1, "dims")], loc)
+    return _permuted(self, [normalize_dim(d, self.type.rank) for d in dims])
 
 
 @reg("aten::transpose.int")
-def aten_transpose_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_transpose_int(self: Value, dim0: int, dim1: int) -> Value:
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
+    x = self
     if x.type.rank == 0:
         return x
-    a = normalize_dim(get_arg(node, 1, "dim0"), x.type.rank)
-    b = normalize_dim(get_arg(node, 2, "dim1"), x.type.rank)
+    a = normalize_dim(dim0, x.type.rank)
+    b = normalize_dim(dim1, x.type.rank)
     perm = list(range(x.type.rank))
     perm[a], perm[b] = perm[b], perm[a]
-    return _permuted(x, perm, loc)
+    return _permuted(x, perm)
 
 
 @reg("aten::t.default")
-def aten_t_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_t_default(self: Value) -> Value:
     """t(Tensor(a) self) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    return _permuted(x, [1, 0], loc) if x.type.rank == 2 else x
+    return _permuted(self, [1, 0]) if self.type.rank == 2 else self
 
 
 @reg("aten::flip.default")
-def aten_flip_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_flip_default(self: Value, dims: list[int]) -> Value:
     """flip(Tensor self, int[] dims) -> Tensor"""
-    x = _x(values_map, node, loc)
-    axes = sorted({normalize_dim(d, x.type.rank) for d in get_arg(node, 1, "dims")})
+    x = self
+    axes = sorted({normalize_dim(d, x.type.rank) for d in dims})
     if not axes or x.type.rank == 0:
         return x
-    return coreai.reverse(x, axes, loc=loc)
+    return coreai.reverse(x, axes)
 
 
 # -- broadcasting and tiling ----------------------------------------------------------------------
 
 @reg("aten::expand.default")
-def aten_expand_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_expand_default(self: Value, size: list[int | Value], implicit: bool = False) -> Value:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    sizes = list(get_arg(node, 1, "size"))
+    x = self
+    sizes = list(size)
     lead = len(sizes) - x.type.rank
     pieces: list[Piece] = []
     for i, s in enumerate(sizes):
         if isinstance(s, int) and s == -1:
-            pieces.append(dim_piece(x, i - lead, loc))
+            pieces.append(dim_piece(x, i - lead))
         else:
-            pieces.append(size_piece(values_map, s, loc))
+            pieces.append(size_piece(s))
     if lead == 0 and all(isinstance(p, int) and p == d
                          for p, d in zip(pieces, x.type.shape, strict=True)):
         return x
-    return coreai.broadcast_to(x, shape_operand(pieces, loc), loc=loc)
+    return coreai.broadcast_to(x, shape_operand(pieces))
 
 
 @reg("aten::repeat.default")
-def aten_repeat_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_repeat_default(self: Value, repeats: list[int | Value]) -> Value:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    x = _x(values_map, node, loc)
-    reps = int_list(get_arg(node, 1, "repeats"), node, "repeats")
+    x = self
+    reps = _static_ints(repeats, "repeats")
     lead = len(reps) - x.type.rank
     if lead:
-        x = coreai.expand_dims(x, list(range(lead)), loc=loc)
+        x = coreai.expand_dims(x, list(range(lead)))
     if all(r == 1 for r in reps):
         return x
-    return coreai.tile(x, reps, loc=loc)
+    return coreai.tile(x, reps)
 
 
 # -- slicing --------------------------------------------------------------------------------------
 
-def _slice(x: Value, axis: int, begin: Any, end: Any, step: int, loc: Location) -> Value:
-    return coreai.slice_(x, begin, end, axes=[axis], strides=[step], loc=loc)
+def _slice(x: Value, axis: int, begin: Any, end: Any, step: int) -> Value:
+    return coreai.slice_(x, begin, end, axes=[axis], strides=[step])
 
 
-def _bound(values_map: ValuesMap, node: torch.fx.Node, arg: Any, default: int,
-           loc: Location) -> Any:
+def _static_ints(values: list[int | Value], what: str) -> list[int]:
+    if any(isinstance(v, Value) for v in values):
+        raise NotImplementedError(f"{what} must be static, got a symbolic size")
+    return [int(v) for v in values]  # type: ignore[arg-type]
+
+
+def _bound(arg: int | Value | None, default: int) -> Any:
     if arg is None:
         return [default]
-    if isinstance(arg, torch.fx.Node):
-        return shape_value(values_map, node, [arg], loc)
+    if isinstance(arg, Value):
+        return coreai.reshape(cast_to(arg, DType.int64), [1])
     return [int(arg)]
 
 
 @reg("aten::slice.Tensor")
-def aten_slice_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_slice_tensor(self: Value, dim: int = 0, start: int | Value | None = None,
+                      end: int | Value | None = None, step: int | Value = 1) -> Value:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""  # noqa: E501
-    x = _x(values_map, node, loc)
-    axis = normalize_dim(get_arg(node, 1, "dim", 0), x.type.rank)
-    start, end = get_arg(node, 2, "start"), get_arg(node, 3, "end")
-    step = int_list([get_arg(node, 4, "step", 1)], node, "step")[0]
+    x = self
+    axis = normalize_dim(dim, x.type.rank)
+    step = _static_ints([step], "step")[0]
     size = x.type.shape[axis]
     whole_end = end is None or (isinstance(end, int) and (
         end >= 2**62 or (isinstance(size, int) and end >= size)))
     if step == 1 and start in (None, 0) and whole_end:
         return x
-    return _slice(x, axis, _bound(values_map, node, start, 0, loc),
-                  _bound(values_map, node, end, _INT64_MAX, loc), step, loc)
+    return _slice(x, axis, _bound(start, 0), _bound(end, _INT64_MAX), step)
 
 
 @reg("aten::select.int")
-def aten_select_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_select_int(self: Value, dim: int, index: int | Value) -> Value:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
-    axis = normalize_dim(get_arg(node, 1, "dim"), x.type.rank)
-    index = get_arg(node, 2, "index")
-    if isinstance(index, torch.fx.Node):
+    x = self
+    axis = normalize_dim(dim, x.type.rank)
+    if isinstance(index, Value):
         # a 0-d index removes the axis; take semantics wrap negative indices like torch
-        idx = cast_to(values_map[index.name], DType.int64, loc)
-        return coreai.gather(x, idx, axis=axis, loc=loc)
+        return coreai.gather(x, cast_to(index, DType.int64), axis=axis)
     size = x.type.shape[axis]
     if index < 0 and isinstance(size, int):
         index += size
     end = index + 1 if index != -1 else _INT64_MAX
-    return coreai.shrink_dims(_slice(x, axis, [index], [end], 1, loc), [axis], loc=loc)
+    return coreai.shrink_dims(_slice(x, axis, [index], [end], 1), [axis])
 
 
 @reg("aten::diagonal.default")
-def aten_diagonal_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_diagonal_default(self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
     """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    x = _x(values_map, node, loc)
+    x = self
     rank = x.type.rank
-    offset = int(get_arg(node, 1, "offset", 0))
-    d1 = normalize_dim(get_arg(node, 2, "dim1", 0), rank)
-    d2 = normalize_dim(get_arg(node, 3, "dim2", 1), rank)
+    d1 = normalize_dim(dim1, rank)
+    d2 = normalize_dim(dim2, rank)
     n1, n2 = x.type.shape[d1], x.type.shape[d2]
     if not (isinstance(n1, int) and isinstance(n2, int)):
         raise NotImplementedError(f"diagonal needs static sizes on dims {d1} and {d2}, got "
                                   f"{x.type}")
     # move (d1, d2) last, flatten them, and take every (n2+1)-th element from the start
     rest = [d for d in range(rank) if d not in (d1, d2)]
-    y = _permuted(x, [*rest, d1, d2], loc)
-    y = _reshape_lead(y, len(rest), [n1 * n2], loc)
+    y = _permuted(x, [*rest, d1, d2])
+    y = _reshape_lead(y, len(rest), [n1 * n2])
     length = max(0, min(n1 + min(offset, 0), n2 - max(offset, 0)))
     begin = offset if offset >= 0 else -offset * n2
     if length == 0:
-        return _slice(y, len(rest), [0], [0], 1, loc)
+        return _slice(y, len(rest), [0], [0], 1)
     end = begin + (length - 1) * (n2 + 1) + 1
-    return _slice(y, len(rest), [begin], [end], n2 + 1, loc)
+    return _slice(y, len(rest), [begin], [end], n2 + 1)
 
 
 @reg("aten::as_strided.default")
-def aten_as_strided_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[int | Value],
+                            storage_offset: int | Value | None = None, *,
+                            node: torch.fx.Node) -> Value:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 
     Exact when the input is dense and non-overlapping (any dim order, e.g. contiguous or a
     transpose of a contiguous tensor) and every element read lies inside the input: the
     input is laid out in storage order and the strided flat indices are gathered from it.
     """  # noqa: E501
-    x = _x(values_map, node, loc)
+    x = self
     val = node.args[0].meta["val"]
-    size = int_list(get_arg(node, 1, "size"), node, "size")
-    stride = int_list(get_arg(node, 2, "stride"), node, "stride")
-    offset = get_arg(node, 3, "storage_offset")
+    size = _static_ints(size, "size")
+    stride = _static_ints(stride, "stride")
+    offset = storage_offset
     try:
         in_shape = [int(d) for d in val.shape]
         in_stride = [int(s) for s in val.stride()]
@@ -364,42 +366,38 @@ def aten_as_strided_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loc
             f"as_strided reads storage outside its input ({in_shape} at offset {in_offset}); "
             "only views within the input tensor are supported")
     perm = order + [d for d in range(len(in_shape)) if in_shape[d] == 1]
-    storage = coreai.reshape(_permuted(x, perm, loc) if x.type.rank > 1 else x, [numel],
-                             loc=loc)
-    return coreai.gather(storage, coreai.constant(np.array(flat), loc=loc), axis=0,
-                         loc=loc)
+    storage = coreai.reshape(_permuted(x, perm) if x.type.rank > 1 else x, [numel])
+    return coreai.gather(storage, coreai.constant(np.array(flat)), axis=0)
 
 
 # -- joins and splits -----------------------------------------------------------------------------
 
 @reg("aten::cat.default")
-def aten_cat_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_cat_default(tensors: list[Value], dim: int = 0) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    dtype = result_dtype(node)
-    tensors = get_arg(node, 0, "tensors")
-    vals = [cast_to(values_map[t.name], dtype, loc) for t in tensors]
+    dtype = result_dtype()
+    vals = [cast_to(t, dtype) for t in tensors]
     rank = max(v.type.rank for v in vals)
     # torch skips legacy 1-d empty tensors of any other rank
     vals = [v for v in vals if not (v.type.rank == 1 and v.type.shape[0] == 0 and rank > 1)]
-    axis = normalize_dim(get_arg(node, 1, "dim", 0), rank)
+    axis = normalize_dim(dim, rank)
     if len(vals) == 1:
         return vals[0]
-    return coreai.concat(vals, axis=axis, loc=loc)
+    return coreai.concat(vals, axis=axis)
 
 
-def _split(values_map: ValuesMap, x: Value, sizes: list[Any], axis: int,
-           loc: Location) -> list[Value]:
+def _split(x: Value, sizes: list[int | Value], axis: int) -> list[Value]:
     """Pieces of ``sizes`` along ``axis``; one split op when all sizes are static."""
     if all(isinstance(s, int) for s in sizes) and isinstance(x.type.shape[axis], int):
         if len(sizes) == 1:
             return [x]
-        return list(coreai.split(x, sizes, axis=axis, loc=loc))
+        return list(coreai.split(x, sizes, axis=axis))
     out = []
     begin: Piece = 0
     for i, s in enumerate(sizes):
         last = i == len(sizes) - 1
-        end = _INT64_MAX if last else _add(begin, size_piece(values_map, s, loc), loc)
-        out.append(_slice(x, axis, _pos(begin), _pos(end), 1, loc))
+        end = _INT64_MAX if last else _add(begin, size_piece(s))
+        out.append(_slice(x, axis, _pos(begin), _pos(end), 1))
         begin = end
     return out
 
@@ -409,74 +407,69 @@ def _pos(p: Piece) -> Any:
     return [p] if isinstance(p, int) else p
 
 
-def _add(a: Piece, b: Piece, loc: Location) -> Piece:
+def _add(a: Piece, b: Piece) -> Piece:
     if isinstance(a, int) and isinstance(b, int):
         return a + b
-    pa, pb = (coreai.constant(np.asarray([p], np.int64), loc=loc) if isinstance(p, int) else p
+    pa, pb = (coreai.constant(np.asarray([p], np.int64)) if isinstance(p, int) else p
               for p in (a, b))
-    return coreai.broadcasting_add(pa, pb, loc=loc)
+    return coreai.broadcasting_add(pa, pb)
 
 
 @reg("aten::split_with_sizes.default")
-def aten_split_with_sizes_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                  ) -> list[Value]:
+def aten_split_with_sizes_default(self: Value, split_sizes: list[int | Value],
+                                  dim: int = 0) -> list[Value]:
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    x = _x(values_map, node, loc)
-    axis = normalize_dim(get_arg(node, 2, "dim", 0), x.type.rank)
-    return _split(values_map, x, list(get_arg(node, 1, "split_sizes")), axis, loc)
+    return _split(self, list(split_sizes), normalize_dim(dim, self.type.rank))
 
 
 @reg("aten::split.Tensor")
-def aten_split_tensor(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                      ) -> list[Value]:
+def aten_split_tensor(self: Value, split_size: int | Value, dim: int = 0, *,
+                      node: torch.fx.Node) -> list[Value]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    x = _x(values_map, node, loc)
-    axis = normalize_dim(get_arg(node, 2, "dim", 0), x.type.rank)
+    axis = normalize_dim(dim, self.type.rank)
     pieces = node.meta["val"]
     # the number of pieces is fixed by torch; the sizes come from the (fake) results
     sizes = [p.shape[axis] for p in pieces]
     if all(isinstance(s, int) for s in sizes):
-        return _split(values_map, x, sizes, axis, loc)
-    step = get_arg(node, 1, "split_size")
-    return _split(values_map, x, [step] * len(pieces), axis, loc)
+        return _split(self, sizes, axis)
+    return _split(self, [split_size] * len(pieces), axis)
 
 
 @reg("aten::unbind.int")
-def aten_unbind_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+def aten_unbind_int(self: Value, dim: int = 0, *, node: torch.fx.Node) -> list[Value]:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    x = _x(values_map, node, loc)
-    axis = normalize_dim(get_arg(node, 1, "dim", 0), x.type.rank)
+    axis = normalize_dim(dim, self.type.rank)
     n = len(node.meta["val"])
     if n == 0:
         return []
-    return [coreai.shrink_dims(p, [axis], loc=loc)
-            for p in _split(values_map, x, [1] * n, axis, loc)]
+    return [coreai.shrink_dims(p, [axis]) for p in _split(self, [1] * n, axis)]
 
 
 @reg("aten::roll.default")
-def aten_roll_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_roll_default(self: Value, shifts: list[int | Value], dims: list[int] | None = None,
+                      ) -> Value:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    x = _x(values_map, node, loc)
-    shifts = int_list(get_arg(node, 1, "shifts"), node, "shifts")
-    dims = list(get_arg(node, 2, "dims", []) or [])
+    x = self
+    shifts = _static_ints(shifts, "shifts")
+    dims = list(dims or [])
     if not dims:
-        flat = coreai.reshape(x, [-1], loc=loc)
-        return coreai.reshape(_roll(flat, 0, shifts[0], loc), shape_of(x, loc), loc=loc)
+        flat = coreai.reshape(x, [-1])
+        return coreai.reshape(_roll(flat, 0, shifts[0]), shape_of(x))
     for shift, dim in zip(shifts, dims, strict=True):
-        x = _roll(x, normalize_dim(dim, x.type.rank), shift, loc)
+        x = _roll(x, normalize_dim(dim, x.type.rank), shift)
     return x
 
 
-def _roll(x: Value, axis: int, shift: int, loc: Location) -> Value:
+def _roll(x: Value, axis: int, shift: int) -> Value:
     size = x.type.shape[axis]
     if not isinstance(size, int):
         raise NotImplementedError(f"roll needs a static size on axis {axis}, got {x.type}")
     k = shift % size if size else 0
     if k == 0:
         return x
-    tail = _slice(x, axis, [size - k], [size], 1, loc)
-    head = _slice(x, axis, [0], [size - k], 1, loc)
-    return coreai.concat([tail, head], axis=axis, loc=loc)
+    tail = _slice(x, axis, [size - k], [size], 1)
+    head = _slice(x, axis, [0], [size - k], 1)
+    return coreai.concat([tail, head], axis=axis)
 
 
 # -- padding --------------------------------------------------------------------------------------
@@ -493,26 +486,24 @@ def _torch_pads(pad: list[int], rank: int) -> list[int]:
 
 
 @reg("aten::constant_pad_nd.default")
-def aten_constant_pad_nd_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                 ) -> Value:
+def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
+                                 value: float | Value = 0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
-    x = _x(values_map, node, loc)
-    pads = _torch_pads(int_list(get_arg(node, 1, "pad"), node, "pad"), x.type.rank)
-    value = get_arg(node, 2, "value", 0)
-    if isinstance(value, torch.fx.Node):
+    x = self
+    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
+    if isinstance(value, Value):
         raise NotImplementedError("constant_pad_nd with a symbolic pad value")
     if isinstance(value, int) and abs(value) > 2**53:
         raise NotImplementedError(f"pad value {value} is not exactly representable as float")
     if not any(pads):
         return x
-    return coreai.pad(x, pads, mode="constant", value=float(value), loc=loc)
+    return coreai.pad(x, pads, mode="constant", value=float(value))
 
 
 def _mode_pad(mode: str) -> Any:
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = _x(values_map, node, loc)
-        pads = _torch_pads(int_list(get_arg(node, 1, "padding"), node, "padding"), x.type.rank)
-        return coreai.pad(x, pads, mode=mode, loc=loc) if any(pads) else x
+    def lowering(self: Value, padding: list[int | Value]) -> Value:
+        pads = _torch_pads(_static_ints(padding, "padding"), self.type.rank)
+        return coreai.pad(self, pads, mode=mode) if any(pads) else self
 
     lowering.__doc__ = f"{mode} padding of the last 1-3 dims onto coreai.pad."
     return lowering

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -23,60 +24,54 @@ LOWERINGS = LoweringSet("symbolic")
 reg = LOWERINGS.register_torch_lowering
 
 
-def _size(x: Value, dim: int, loc: Location) -> Value:
-    axis = coreai.constant(np.int64(normalize_dim(dim, x.type.rank)), loc=loc)
-    return coreai.gather(coreai.get_shape(x, loc=loc), axis, axis=0, loc=loc)
+def _size(x: Value, dim: int) -> Value:
+    axis = coreai.constant(np.int64(normalize_dim(dim, x.type.rank)))
+    return coreai.gather(coreai.get_shape(x), axis, axis=0)
 
 
 @reg("aten::sym_size.int")
-def aten_sym_size_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_sym_size_int(self: Value, dim: int) -> Value:
     """sym_size.int(Tensor self, int dim) -> SymInt"""
-    return _size(get_operand(values_map, node, 0, loc), node.args[1], loc)
+    return _size(self, dim)
 
 
 @reg("aten::sym_numel.default")
-def aten_sym_numel_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_sym_numel_default(self: Value) -> Value:
     """sym_numel(Tensor self) -> SymInt"""
-    x = get_operand(values_map, node, 0, loc)
-    return coreai.reduce_product(coreai.get_shape(x, loc=loc), loc=loc)
+    return coreai.reduce_product(coreai.get_shape(self))
 
 
 @reg("aten::sym_stride.int")
-def aten_sym_stride_int(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_sym_stride_int(self: Value, dim: int) -> Value:
     """sym_stride.int(Tensor self, int dim) -> SymInt (row-major strides of a fresh tensor)"""
-    x = get_operand(values_map, node, 0, loc)
-    dim = normalize_dim(node.args[1], x.type.rank)
-    shape = coreai.get_shape(x, loc=loc)
-    tail = coreai.slice_(shape, [dim + 1], [x.type.rank], axes=[0], strides=[1], loc=loc)
-    return coreai.reduce_product(tail, loc=loc)
+    axis = normalize_dim(dim, self.type.rank)
+    shape = coreai.get_shape(self)
+    tail = coreai.slice_(shape, [axis + 1], [self.type.rank], axes=[0], strides=[1])
+    return coreai.reduce_product(tail)
 
 
 @reg("aten::sym_storage_offset.default")
-def aten_sym_storage_offset_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                    ) -> Value:
+def aten_sym_storage_offset_default(self: Value) -> Value:
     """sym_storage_offset(Tensor self) -> SymInt (always 0: programs have no views)"""
-    return coreai.constant(np.int64(0), loc=loc)
+    return coreai.constant(np.int64(0))
 
 
 @reg("aten::sym_is_contiguous.default")
-def aten_sym_is_contiguous_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                   ) -> Value:
+def aten_sym_is_contiguous_default(self: Value, memory_format: object = None) -> Value:
     """sym_is_contiguous(Tensor self, MemoryFormat memory_format) -> SymBool (always true)"""
-    return coreai.constant(True, loc=loc)
+    return coreai.constant(True)
 
 
 @reg("aten::_local_scalar_dense.default")
-def aten__local_scalar_dense_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                     ) -> Value:
+def aten__local_scalar_dense_default(self: Value) -> Value:
     """_local_scalar_dense(Tensor self) -> Scalar (tensor.item())"""
-    x = get_operand(values_map, node, 0, loc)
-    x = coreai.reshape(x, np.zeros((0,), np.int64), loc=loc)
-    return cast_to(x, result_dtype(node), loc)
+    return cast_to(coreai.reshape(self, np.zeros((0,), np.int64)), result_dtype())
 
 
 # -- Python operators on SymInt / SymFloat / SymBool ----------------------------------------------
+# These targets have no schema, so their lowerings use the FX-node form.
 
-def _operands(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+def _operands(values_map: ValuesMap, node: torch.fx.Node) -> list[Value]:
     """The arguments as 0-d Values of one type: Python's int -> float promotion, bool last."""
     kinds = []
     for a in node.args:
@@ -89,18 +84,18 @@ def _operands(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list
         DType.int64 if any(k.is_int for k in kinds) else DType.bool)
     if result_dtype(node).is_float:  # true division of ints is a float division
         compute = DType.float64
-    return [get_operand(values_map, node, i, loc, dtype=compute) for i in range(len(node.args))]
+    return [get_operand(values_map, node, i, dtype=compute) for i in range(len(node.args))]
 
 
-def _sym_binary(builder: object) -> object:
+def _sym_binary(builder: Callable[..., Value]) -> Callable[..., Value]:
     def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        a, b = _operands(values_map, node, loc)
-        return cast_to(builder(a, b, loc=loc), result_dtype(node), loc)
+        a, b = _operands(values_map, node)
+        return cast_to(builder(a, b), result_dtype(node))
 
     return lowering
 
 
-_SYM_BINARY = {
+_SYM_BINARY: dict[Callable[..., object], Callable[..., Value]] = {
     operator.add: coreai.broadcasting_add, operator.sub: coreai.broadcasting_sub,
     operator.mul: coreai.broadcasting_mul, operator.floordiv: coreai.broadcasting_floor_divide,
     operator.truediv: coreai.broadcasting_divide, operator.mod: coreai.broadcasting_remainder,
@@ -118,29 +113,29 @@ for _fn, _builder in _SYM_BINARY.items():
 @reg(qualified_name(operator.neg))
 def coreaix_neg_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """operator.neg(SymInt | SymFloat)"""
-    return coreai.neg(get_operand(values_map, node, 0, loc), loc=loc)
+    return coreai.neg(get_operand(values_map, node, 0))
 
 
 @reg(qualified_name(torch.sym_not))
 def coreaix_sym_not_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """torch.sym_not(SymBool)"""
-    return coreai.not_(cast_to(get_operand(values_map, node, 0, loc), DType.bool, loc), loc=loc)
+    return coreai.not_(cast_to(get_operand(values_map, node, 0), DType.bool))
 
 
 @reg(qualified_name(torch.sym_float), qualified_name(torch.sym_int))
 def coreaix_sym_float_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
                               ) -> Value:
     """torch.sym_float / torch.sym_int (int() truncates toward zero)"""
-    x = get_operand(values_map, node, 0, loc)
+    x = get_operand(values_map, node, 0)
     if result_dtype(node).is_int and x.type.element_type.is_float:
-        x = coreai.trunc(x, loc=loc)
-    return cast_to(x, result_dtype(node), loc)
+        x = coreai.trunc(x)
+    return cast_to(x, result_dtype(node))
 
 
 @reg(qualified_name(math.ceil), qualified_name(math.floor))
 def coreaix_ceil_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """math.ceil / math.floor on a SymFloat"""
-    x = get_operand(values_map, node, 0, loc)
+    x = get_operand(values_map, node, 0)
     if x.type.element_type.is_float:
-        x = (coreai.ceil if node.target is math.ceil else coreai.floor)(x, loc=loc)
-    return cast_to(x, result_dtype(node), loc)
+        x = (coreai.ceil if node.target is math.ceil else coreai.floor)(x)
+    return cast_to(x, result_dtype(node))

@@ -30,6 +30,7 @@ from coreai_core.optimizer import (
 )
 from coreai_core.optimizer.canonicalize import exact_cast
 from coreai_core.optimizer.fold_affine import channel_vector
+from coreai_core.runtime import default_runtime
 from tests.core.strategies import programs_with_inputs
 
 F = "float32"
@@ -141,9 +142,10 @@ def test_optimize_drops_cached_plans() -> None:
     p = chain()
     x = {"x": np.array([1.0, -5.0], np.float32)}
     before = p.run(x)
-    assert p._plans  # a plan is cached
+    plan = default_runtime().plan(p)
+    assert default_runtime().plan(p) is plan  # the plan is cached
     p.optimize()
-    assert not p._plans
+    assert default_runtime().plan(p) is not plan
     assert_close(p.run(x), before)
 
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
+from coreai_core import Program, TensorType, parse
 from coreai_core.dialects import coreai
 from coreai_torch import (
     TorchConverter,
     find_first_divergence,
     find_first_nonfinite,
+    get_decomp_table,
     verify,
 )
-from coreai_torch.cli import main
+from coreai_torch.cli import TORCH_EXPORT_NOISE, main
 from coreai_torch.examples import example
 from coreai_torch.utils import get_operand
 from tests.torch.harness import export
@@ -72,6 +77,41 @@ def test_first_divergence_points_at_the_wrong_lowering(optimized: bool) -> None:
     assert "first divergence at FX node 'sigmoid'" in str(report)
     passed_before = [n for n in report.nodes[:report.nodes.index(first)]]
     assert all(n.passed for n in passed_before) and passed_before
+
+
+class Floor(torch.nn.Module):
+    def forward(self, x):
+        return torch.floor(x)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+def test_verify_fails_on_a_wrong_dtype_kind_even_when_values_agree(dtype: str) -> None:
+    # the converter rejects a lowering with the wrong result dtype, so build the program
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((4,), "float32")}) as g:
+        g.outputs({"y": coreai.cast(coreai.floor(g["x"]), dtype)})
+    x = torch.tensor([0.0, 1.0, 1.5, 0.25])  # floor gives 0 or 1: exact in int64 and bool
+    report = verify(Floor(), program, (x,))
+    assert not report.passed
+    (out,) = report.outputs
+    assert out.max_abs == 0.0
+    kind = "integer" if dtype == "int64" else "bool"
+    assert out.problem == f"dtype {dtype} ({kind}) != torch float32 (float)"
+    assert out.problem in str(report)
+
+
+def test_first_divergence_says_when_nothing_could_be_compared() -> None:
+    _, x, ep = _setup()
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    report = find_first_divergence(ep, parse(program.to_text(full=True)), (x,))  # no FX names
+    assert report.nodes == [] and report.first is None
+    assert str(report).startswith("compared nothing, so no divergence can be reported")
+    assert "parsed or loaded" in str(report)
+    other = export(Floor(), (x,))  # an exported program `program` was not converted from
+    report = find_first_divergence(other, program, (x,))
+    assert report.nodes == [] and report.runtime_named > 0
+    assert str(report).startswith("compared nothing, so no divergence can be reported")
+    assert "was the program converted from this exported program" in str(report)
 
 
 def test_divergence_plot(tmp_path) -> None:
@@ -144,6 +184,22 @@ def test_cli_demo(capsys) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "convnet" in out
+
+
+def test_cli_hides_torch_exports_future_warning(tmp_path) -> None:
+    """torch.export's own FutureWarning is not shown to CLI users (demo, convert)."""
+    model, x, _ep = _setup()
+    pt2 = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(pt2))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # undo pytest's filter for this message
+        torch.export.export(model, (x,)).run_decompositions(get_decomp_table())
+        assert any(re.search(TORCH_EXPORT_NOISE, str(w.message)) for w in seen), \
+            "torch no longer warns: drop TORCH_EXPORT_NOISE from the CLI"
+        seen.clear()
+        assert main(["demo"]) == 0
+        assert main(["convert", str(pt2), "-o", str(tmp_path / "prog")]) == 0
+    assert [str(w.message) for w in seen if issubclass(w.category, FutureWarning)] == []
 
 
 def test_fx_names_survive_optimization() -> None:

@@ -27,7 +27,7 @@ def _source(scale: np.floating, out_size: int, align_corners: bool, cubic: bool,
     if align_corners:
         return scale * dst.astype(ft)
     # C++ evaluates ``scale * (dst + 0.5) - 0.5`` in double, then stores it in opmath.
-    src = (np.float64(scale) * (dst + 0.5) - 0.5).astype(ft)
+    src: np.ndarray = (np.float64(scale) * (dst + 0.5) - 0.5).astype(ft)
     return src if cubic else np.maximum(src, ft(0))
 
 
@@ -98,7 +98,7 @@ def cubic(in_size: int, out_size: int, align_corners: bool, scale: float | None,
     i0 = _floor_index(real, in_size)
     t = np.clip(real - i0.astype(ft), ft(0), ft(1)).astype(ft)
     a, one = ft(-0.75), ft(1)
-    w = np.stack([_cubic_conv2(t + one, a), _cubic_conv1(t, a),
+    w: np.ndarray = np.stack([_cubic_conv2(t + one, a), _cubic_conv1(t, a),
                   _cubic_conv1(one - t, a), _cubic_conv2(one - t + one, a)], 1).astype(ft)
     idx = np.clip(i0[:, None] + np.arange(-1, 3), 0, in_size - 1)
     return idx, w

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +17,11 @@ from coreai_core._shapes import window_out
 from coreai_core.dialects._nn import _fill, _pads
 
 Ints = Sequence[int]
+
+
+def trailing(slices: Iterable[slice]) -> tuple[Any, ...]:
+    """An index applying ``slices`` to the last axes (``x[..., s0, s1]``)."""
+    return (..., *slices)
 
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:
@@ -60,7 +66,7 @@ def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: 
     if all(v == 0 for v in lo) and tuple(size) == x.shape[2:]:
         return x
     buf = np.full((*x.shape[:2], *size), value, x.dtype)
-    buf[(..., *(slice(lo[i], lo[i] + x.shape[2 + i]) for i in range(n)))] = x
+    buf[trailing(slice(lo[i], lo[i] + x.shape[2 + i]) for i in range(n))] = x
     return buf
 
 
@@ -71,8 +77,8 @@ def taps(k: Ints) -> Iterator[tuple[int, ...]]:
 
 def tap(xp: np.ndarray, pos: Ints, s: Ints, d: Ints, out: Ints) -> np.ndarray:
     """The strided view of padded ``xp`` seen by kernel position ``pos``: [N, C, *out]."""
-    return xp[(..., *(slice(p * di, p * di + (o - 1) * si + 1, si)
-                      for p, si, di, o in zip(pos, s, d, out)))]
+    return xp[trailing(slice(p * di, p * di + (o - 1) * si + 1, si)
+                       for p, si, di, o in zip(pos, s, d, out))]
 
 
 # -- convolution ------------------------------------------------------------------------------
@@ -131,7 +137,7 @@ def _conv_flat_shift(x: np.ndarray, w: np.ndarray, k: Ints, d: Ints, p: Ints, ou
         if i:
             y += scratch
     y = y.reshape(n_batch, g * og, out[0], *psize[1:])
-    return y[(..., *(slice(0, v) for v in out[1:]))]
+    return y[trailing(slice(0, v) for v in out[1:])]
 
 
 def _conv_depthwise(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: Ints,
@@ -165,10 +171,10 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Int
     cols = cols.reshape(n_batch, g, og, int(np.prod(k)), *size)
     y = np.zeros((n_batch, g, og, *full), x.dtype)
     for i, pos in enumerate(taps(k)):
-        y[(..., *(slice(pi * di, pi * di + (si_ - 1) * st + 1, st)
-                  for pi, di, si_, st in zip(pos, d, size, s)))] += cols[:, :, :, i]
+        y[trailing(slice(pi * di, pi * di + (si_ - 1) * st + 1, st)
+                   for pi, di, si_, st in zip(pos, d, size, s))] += cols[:, :, :, i]
     crop = tuple(slice(p[2 * i], full[i] - p[2 * i + 1]) for i in range(n))
-    return y.reshape(n_batch, g * og, *full)[(..., *crop)]
+    return y.reshape(n_batch, g * og, *full)[trailing(crop)]
 
 
 # -- pooling ----------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
-for _op, _fn, _doc in [
+_UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
     ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer); complex modulus."),
     ("coreai.neg", np.negative, "Negation."),
     ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
@@ -141,7 +141,8 @@ for _op, _fn, _doc in [
     ("coreai.bitwise_not", np.invert, "Bitwise not (logical not for bool)."),
     ("coreai.isnan", np.isnan, "x is NaN."),
     ("coreai.isinf", np.isinf, "x is +-inf."),
-]:
+]
+for _op, _fn, _doc in _UNARY:
     _unary(_op, _fn, _doc)
 
 for _op, _fn, _doc in [

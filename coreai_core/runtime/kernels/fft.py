@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from coreai_core.runtime.kernels._registry import KernelSet
@@ -11,8 +13,9 @@ kernel = KERNELS.kernel
 
 # numpy's ``norm`` names the direction that carries the scale; ours scales the result
 # whatever the direction: forward "none" is numpy's "backward", inverse "none" its "forward".
-_FORWARD_NORM = {"none": "backward", "by_root_n": "ortho", "by_n": "forward"}
-_INVERSE_NORM = {"none": "forward", "by_root_n": "ortho", "by_n": "backward"}
+NumpyNorm = Literal["backward", "ortho", "forward"]
+_FORWARD_NORM: dict[str, NumpyNorm] = {"none": "backward", "by_root_n": "ortho", "by_n": "forward"}
+_INVERSE_NORM: dict[str, NumpyNorm] = {"none": "forward", "by_root_n": "ortho", "by_n": "backward"}
 
 
 @kernel("coreai.fft_c2c")

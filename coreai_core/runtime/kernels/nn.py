@@ -84,6 +84,7 @@ def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
             divisor_override: int | None = None) -> np.ndarray:
     """Average pooling with torch's divisor rules."""
     total = _windows.sum_pool(_acc(x), kernel_size, strides, pads, None, ceil_mode)
+    div: int | np.ndarray
     if divisor_override:
         div = divisor_override
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -267,7 +268,8 @@ def slice_update(x: np.ndarray, update: np.ndarray, begin: np.ndarray, end: np.n
     return out
 
 
-_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
+    "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 @kernel("coreai.pad")
@@ -319,7 +321,7 @@ def gather(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
 
 def _coords(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """Full index arrays addressing x at every position of ``indices`` along ``axis``."""
-    grid = np.indices(indices.shape, sparse=True)
+    grid: tuple[np.ndarray, ...] = np.indices(indices.shape, sparse=True)
     return tuple(indices if d == axis else g for d, g in enumerate(grid))
 
 

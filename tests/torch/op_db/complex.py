@@ -89,7 +89,7 @@ add("aten::_conj_physical.default", torch.conj_physical, one(special=True))
 add("aten::angle.default", torch.angle, one(special=True), name="angle[complex]")
 add("aten::angle.default", torch.angle, one(REAL, special=True), name="angle[real]")
 add("aten::sgn.default", torch.sgn, one(special=False), name="sgn[complex]")
-add("aten::sgn.default", torch.sgn, one(REAL), name="sgn[real]")
+add("aten::sgn.default", torch.sgn, one(REAL, special=True), name="sgn[real]")
 
 
 @st.composite
@@ -120,7 +120,7 @@ for _name in ("isnan", "isinf", "isfinite"):
 for _name in ("add", "sub", "mul"):
     add(f"aten::{_name}.Tensor", getattr(torch, _name), two(), name=f"{_name}[complex]")
     add(f"aten::{_name}.Tensor", getattr(torch, _name), two(COMPLEX, REAL),
-        name=f"{_name}[complex, real]")
+        name=f"{_name}[complex,real]")
 add("aten::div.Tensor", torch.div, two(COMPLEX, COMPLEX, rhs_low=0.5),
     name="div[complex]")
 add("aten::pow.Tensor_Tensor", torch.pow, two(COMPLEX, COMPLEX, low=0.5, high=2.0),
@@ -153,6 +153,9 @@ add("aten::_to_copy.default", lambda z, d: z.to(d), st.one_of(
     one(st.just(torch.complex128), d=st.just(torch.complex64))), name="to[complex]")
 add("aten::_to_copy.default", lambda x, d: x.to(d),
     one(REAL, d=st.sampled_from((torch.complex64, torch.complex128))), name="to[real->complex]")
+add("aten::_to_copy.default", lambda z, d: z.to(d),  # keeps the real part (torch warns)
+    one(d=st.sampled_from((torch.float32, torch.float64, torch.int32, torch.bool))),
+    name="to[complex->real]")
 
 # -- reductions and data movement -----------------------------------------------------------------
 add("aten::sum.dim_IntList", lambda z, d: z.sum(d), one(min_rank=1, d=st.just(-1)),

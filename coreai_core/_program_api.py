@@ -1,0 +1,120 @@
+"""``Program``: the program data of :mod:`coreai_core._ir` plus what users do with it.
+
+Design: the IR module holds plain data (``ProgramData``) and imports nothing above it; the
+layers that act on a program (builders, runtime, optimizer, verifier, printer, drawing,
+serialization) import the data classes, never the other way round, as MLIR and xDSL keep
+module data apart from passes and interpreters. This module sits on top of all of them and
+defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
+``optimize``, ``verify``, ``to_text``/``str``, ``to_dot``, ``to_mermaid``, ``save``,
+``bind_weights``), each a thin call into its layer. A subclass, rather than attaching functions
+to the data class at import time, keeps the methods visible to type checkers and to ``help()``;
+the price is that whoever creates programs for users creates this class: ``Program()``
+directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
+parser and the artifact reader (they fill any ``ProgramData``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from coreai_core import draw, serialization
+from coreai_core._builder import insertion_point
+from coreai_core._ir import Graph, ProgramData
+from coreai_core._text_parser import parse_into
+from coreai_core.optimizer import OptimizeReport, Pass, optimize
+from coreai_core.runtime import run_program
+from coreai_core.text import print_program
+from coreai_core.verifier import verify
+
+__all__ = ["Program", "load", "parse"]
+
+
+class Program(ProgramData):
+    """A Core AI program: entrypoint graphs, named weights and named state.
+
+    ``weights`` maps names to numpy arrays (``None`` for a weight not yet bound);
+    ``initial_state`` holds the state's initial values and ``state`` its current values.
+    """
+
+    # -- building -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def graph(self, name: str = "main", inputs: Mapping[str, Any] | None = None,
+              state: Mapping[str, Any] | None = None) -> Iterator[Graph]:
+        """Create entrypoint ``name`` and make it the insertion point for builders.
+
+        ``state`` maps state names to initial numpy arrays; the graph reads them via
+        ``g[name]`` and writes the new values with ``g.outputs(..., state={name: v})``.
+        """
+        if name in self.graphs:
+            raise ValueError(f"program already has a graph named {name!r}")
+        g = Graph(name, program=self)
+        for k, t in (inputs or {}).items():
+            g.add_input(k, t)
+        for k, init in (state or {}).items():
+            self.declare_state(g, k, init)
+        self.add_graph(g)
+        with insertion_point(g):
+            yield g
+
+    # -- behaviour (implemented in the layers below) ----------------------------------------
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+            entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+            ) -> dict[str, np.ndarray]:
+        """Execute ``entrypoint`` with the numpy reference runtime.
+
+        Returns a dict output name -> array, in output order. Without ``state`` the program's
+        own state is read and updated (like calling a torch module with buffers); with
+        ``state`` that mapping is used and updated in place instead.
+        """
+        return run_program(self, inputs, entrypoint=entrypoint, state=state)
+
+    def optimize(self, passes: Sequence[str | Pass] | None = None) -> OptimizeReport:
+        """Run the optimizer pipeline in place and return its per-pass report."""
+        return optimize(self, passes)
+
+    def verify(self) -> None:
+        """Raise :class:`VerificationError` if any op does not satisfy its definition."""
+        verify(self)
+
+    def to_text(self, *, locations: bool = False, full: bool = False) -> str:
+        """The text form. ``full`` prints weight data; ``locations`` prints op locations."""
+        return print_program(self, locations=locations, full=full)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def to_dot(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
+        """Graphviz dot text; ``collapse=k`` draws each module-path prefix of depth k as one
+        node."""
+        return draw.to_dot(self, entrypoint, collapse=collapse)
+
+    def to_mermaid(self, entrypoint: str | None = None, *, collapse: int | None = None) -> str:
+        """Mermaid flowchart text (same options as :meth:`to_dot`)."""
+        return draw.to_mermaid(self, entrypoint, collapse=collapse)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save as a directory artifact (text form + weights as .npy + checksums)."""
+        serialization.save(self, path)
+
+    def bind_weights(self, source: Any, *, strict: bool = True) -> None:
+        """Bind unbound weights from a state dict, an .npz or a .safetensors file."""
+        serialization.bind_weights(self, source, strict=strict)
+
+
+def parse(text: str, weights: Mapping[str, Any] | None = None) -> Program:
+    """Parse the text form back into a Program (``weights`` binds elided weight data)."""
+    program = Program()
+    parse_into(program, text, weights)
+    return program
+
+
+def load(path: str | os.PathLike[str]) -> Program:
+    """Load a program saved with ``Program.save`` (never unpickles; verifies checksums)."""
+    program = Program()
+    serialization.load_into(program, path)
+    return program
