@@ -114,6 +114,21 @@ from coreai_core.dialects._fft import (
     fft_c2r,
     fft_r2c,
 )
+from coreai_core.dialects._linalg import (
+    cholesky,
+    eig,
+    eigh,
+    geqrf,
+    householder_product,
+    ldl_factor,
+    ldl_solve,
+    lu_factor,
+    lu_solve,
+    matrix_exp,
+    pivots_to_permutation,
+    svd,
+    triangular_solve,
+)
 from coreai_core.dialects._nn import (
     avgpool,
     batch_matmul,
@@ -211,4 +226,6 @@ __all__ = [
     "broadcasting_lcm", "frexp", "signbit",
     "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
     "fft_c2c", "fft_r2c", "fft_c2r",
+    "svd", "eigh", "eig", "cholesky", "lu_factor", "lu_solve", "pivots_to_permutation",
+    "triangular_solve", "geqrf", "householder_product", "matrix_exp", "ldl_factor", "ldl_solve",
 ]

@@ -54,7 +54,9 @@ __all__ = [
     "special_binary", "broadcasting_fmax", "broadcasting_fmin", "broadcasting_copysign",
     "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd", "broadcasting_lcm",
     "frexp", "signbit", "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
-    "fft_c2c", "fft_r2c", "fft_c2r"
+    "fft_c2c", "fft_r2c", "fft_c2r", "svd", "eigh", "eig", "cholesky", "lu_factor", "lu_solve",
+    "pivots_to_permutation", "triangular_solve", "geqrf", "householder_product", "matrix_exp",
+    "ldl_factor", "ldl_solve"
 ]
 
 def if_(
@@ -1098,4 +1100,161 @@ def fft_c2r(
     """Inverse transform of a onesided spectrum over ``axes`` into a real tensor whose last
     listed axis has ``last_dim_size`` elements (its input size must be
     ``last_dim_size // 2 + 1``).
+    """
+
+
+def svd(
+    x: ValueLike,
+    full_matrices: bool = ...,
+    compute_uv: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, ...]:
+    """Singular value decomposition ``x = u @ diag(s) @ vh`` with s descending.
+
+    Results ``(u, s, vh)`` with u ``[*, m, m|k]``, s ``[*, k]``, vh ``[*, n|k, n]`` where
+    ``k = min(m, n)`` (``full_matrices`` selects the square forms); only ``(s,)`` when not
+    ``compute_uv``. Singular vectors are unique up to a common sign per singular pair.
+    """
+
+
+def eigh(
+    x: ValueLike,
+    upper: bool = ...,
+    compute_v: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, ...]:
+    """Eigen-decomposition of symmetric matrices, reading only the lower (or ``upper``) triangle.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` ascending and orthonormal eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` (each unique up to sign for distinct eigenvalues); only
+    ``(w,)`` when not ``compute_v``.
+    """
+
+
+def eig(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` with ``x @ v = v @ diag(w)``, each scaled to unit norm
+    (unique up to a unit complex factor for distinct eigenvalues). The element type is the
+    complex type of the input's precision (complex64 for float32 and complex64 input).
+    """
+
+
+def cholesky(
+    x: ValueLike,
+    upper: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, Value]:
+    """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
+
+    Results ``(factor, info)``: ``x = L @ L.T`` with L lower triangular (or ``x = U.T @ U``
+    with ``upper``), read from that triangle of x; the other triangle of the factor is zero.
+    ``info = k > 0`` when the leading minor of order k is not positive definite.
+    """
+
+
+def lu_factor(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value, Value]:
+    """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
+
+    Results ``(lu, pivots, info)``: L (unit lower, diagonal not stored) and U packed in one
+    ``[*, m, n]`` matrix, 1-based int32 ``pivots`` ``[*, min(m, n)]`` and int32 ``info``
+    ``[*]`` (``k > 0`` when ``U[k-1, k-1]`` is exactly zero). ``x = P @ L @ U``.
+    """
+
+
+def lu_solve(
+    lu: ValueLike,
+    pivots: ValueLike,
+    b: ValueLike,
+    adjoint: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (``A.T @ X = B`` with ``adjoint``) from ``lu_factor``'s lu and pivots.
+
+    ``lu`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
+    """
+
+
+def pivots_to_permutation(pivots: ValueLike, size: int, *, loc: Location | None = None) -> Value:
+    """The row order that LAPACK pivots produce: int64 ``perm`` ``[*, size]``.
+
+    Starting from ``0, 1, ..., size - 1``, entry ``i`` is swapped with entry ``pivots[i] - 1``
+    for each i in order, so that ``x[perm] = L @ U`` for ``x``'s ``lu_factor`` (``P.T @ x``).
+    """
+
+
+def triangular_solve(
+    a: ValueLike,
+    b: ValueLike,
+    upper: bool,
+    left: bool = ...,
+    unitriangular: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (or ``X @ A = B`` when not ``left``) for triangular A (BLAS trsm).
+
+    Only the ``upper`` (or lower) triangle of ``a`` is read; with ``unitriangular`` its
+    diagonal is taken as ones. ``a`` ``[*, n, n]``; ``b`` ``[*, n, k]`` (``[*, k, n]`` when not
+    ``left``); batch dims broadcast. A zero on the diagonal gives inf/NaN, not an error.
+    """
+
+
+def geqrf(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """QR factorization in LAPACK's Householder form (geqrf).
+
+    Results ``(a, tau)``: R on and above the diagonal of ``a`` ``[*, m, n]``, the Householder
+    vectors ``v_i`` (with an implicit 1 at row i) below it, and their scales ``tau``
+    ``[*, min(m, n)]``; ``Q = H_0 @ H_1 @ ...`` with ``H_i = I - tau_i v_i v_i^T``.
+    """
+
+
+def householder_product(a: ValueLike, tau: ValueLike, *, loc: Location | None = None) -> Value:
+    """The first n columns of ``H_0 @ ... @ H_{k-1}`` (LAPACK orgqr) for ``a`` ``[*, m, n]``.
+
+    ``a`` holds the Householder vectors below its diagonal (as ``geqrf`` leaves them; the rest
+    is ignored) and ``tau`` ``[*, k]`` their scales, with ``m >= n >= k``.
+    """
+
+
+def matrix_exp(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
+    with a Pade approximant, as scipy.linalg.expm computes it).
+    """
+
+
+def ldl_factor(
+    x: ValueLike,
+    hermitian: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, Value, Value]:
+    """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
+
+    For complex input, ``hermitian`` factors ``x = L D L^H`` (hetrf) instead of the complex
+    symmetric ``x = L D L^T``; real input ignores it.
+
+    Results ``(ld, pivots, info)``: L (unit lower, diagonal not stored) and the block
+    diagonal D packed in the lower triangle of ``ld`` (upper triangle zero); int32
+    ``pivots`` ``[*, n]`` in LAPACK's form (a negative pair marks a 2x2 block); int32 ``info``.
+    """
+
+
+def ldl_solve(
+    ld: ValueLike,
+    pivots: ValueLike,
+    b: ValueLike,
+    hermitian: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` from ``ldl_factor``'s ld and pivots (LAPACK sytrs; hetrs for a
+    complex ``hermitian`` factor).
+
+    ``ld`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
     """

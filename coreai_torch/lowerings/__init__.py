@@ -20,6 +20,7 @@ from coreai_torch.lowerings import (
     embedding,
     fft,
     indexing,
+    linalg,
     nn,
     norm,
     pooling,
@@ -39,6 +40,7 @@ FAMILIES = (
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
     special,
     complex, fft,
+    linalg,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -150,6 +150,22 @@ _TABLE: dict[str, Sample] = {
     "coreai.special_binary": Sample((t(2, 3), t(3)), lambda x, n: coreai.special_binary(
         x, n, fn="chebyshev_polynomial_t")),
     "coreai.frexp": Sample((t(2, 3, dtype="float16"),), coreai.frexp),
+    "coreai.svd": Sample((t(2, 4, 3),), lambda x: coreai.svd(x, full_matrices=True)),
+    "coreai.eig": Sample((t(2, 3, 3),), coreai.eig),
+    "coreai.eigh": Sample((t(3, 3, dtype="float64"),), lambda x: coreai.eigh(x, upper=True)),
+    "coreai.cholesky": Sample((t(2, 3, 3),), lambda x: coreai.cholesky(x, upper=True)),
+    "coreai.lu_factor": Sample((t(4, 3),), coreai.lu_factor),
+    "coreai.lu_solve": Sample((t(2, 3, 3), t(2, 3, dtype="int32"), t(3, 2)),
+                              lambda a, p, b: coreai.lu_solve(a, p, b, adjoint=True)),
+    "coreai.pivots_to_permutation": Sample(
+        (t(2, 3, dtype="int32"),), lambda p: coreai.pivots_to_permutation(p, size=4)),
+    "coreai.triangular_solve": Sample((t(3, 3), t(2, 4, 3)), lambda a, b: coreai.triangular_solve(
+        a, b, upper=False, left=False, unitriangular=True)),
+    "coreai.geqrf": Sample((t(5, 3),), coreai.geqrf),
+    "coreai.householder_product": Sample((t(5, 3), t(2)), coreai.householder_product),
+    "coreai.matrix_exp": Sample((t(2, 3, 3),), coreai.matrix_exp),
+    "coreai.ldl_factor": Sample((t(3, 3),), coreai.ldl_factor),
+    "coreai.ldl_solve": Sample((t(3, 3), t(3, dtype="int32"), t(3, 1)), coreai.ldl_solve),
 }
 
 

@@ -13,6 +13,7 @@ from coreai_core.runtime.kernels import (
     control,
     elementwise,
     fft,
+    linalg,
     nn,
     random,
     special,
@@ -32,6 +33,7 @@ FAMILIES: tuple[KernelSet, ...] = (
     compression.KERNELS,
     random.KERNELS,
     special.KERNELS,
+    linalg.KERNELS,
 )
 
 

@@ -13,6 +13,7 @@ from tests.torch.op_db import (
     elementwise,
     fft,
     indexing,
+    linalg,
     nn,
     random,
     reduction,
@@ -23,7 +24,7 @@ from tests.torch.op_db import (
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random, special, complex, fft)
+            compression, random, special, complex, fft, linalg)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
