@@ -13,6 +13,7 @@ from coreai_torch.lowerings import (
     attention,
     backward,
     control,
+    counting,
     creation,
     elementwise,
     embedding,
@@ -26,11 +27,12 @@ from coreai_torch.lowerings import (
     shape,
     sorting,
     symbolic,
+    tail,
 )
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward,
+    pooling, resample, attention, symbolic, control, backward, counting, tail,
 )
 
 _DEFAULT: LoweringTable | None = None

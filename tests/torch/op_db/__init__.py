@@ -8,16 +8,19 @@ module and are tested by the named test instead.
 from tests.torch.op_db import (
     backward,
     control,
+    counting,
     elementwise,
     indexing,
     nn,
     reduction,
     shape,
     symbolic,
+    tail,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, counting,
+            tail)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
