@@ -227,10 +227,10 @@ def aten__unique2_default(self: Value, sorted: bool = True, return_inverse: bool
     return _unique_outputs(values, inverse, counts, return_inverse, return_counts)
 
 
-def _unique_rows(x: Value, dim: int, order: Value | None, return_inverse: bool,
-                 return_counts: bool) -> tuple[Value, Value, Value]:
+def _unique_rows(x: Value, dim: int, order: Value | None) -> tuple[Value, Value, Value]:
     """Unique slices of x along ``dim``: consecutive ones, or after sorting slices by the
-    int64 ``order`` key (equal slices share a key)."""
+    int64 ``order`` key (equal slices share a key). torch's dim variants always return the
+    inverse and the counts, whatever the flags say."""
     rank = x.type.rank
     moved = transpose(x, move_axes_perm(rank, dim, 1, 0))
     rows = ordered(moved)
@@ -238,15 +238,13 @@ def _unique_rows(x: Value, dim: int, order: Value | None, return_inverse: bool,
     if order is None:
         starts, run, counts = _groups(_run_starts(_neighbours_differ(rows)), n)
         picked = coreai.reshape(starts, [-1])
-        return _unique_outputs(coreai.gather(x, picked, axis=dim), run, counts,
-                               return_inverse, return_counts)
+        return coreai.gather(x, picked, axis=dim), run, counts
     keys, perm = coreai.sort(order, axis=0, stable=True)
     starts, run, counts = _groups(_run_starts(_neighbours_differ(keys)), n)
     picked = coreai.gather(perm, coreai.reshape(starts, [-1]), axis=0)
     zeros = coreai.broadcasting_mul(perm, const64(0))
     inverse = coreai.scatter_along_axis(zeros, perm, run, axis=0)
-    return _unique_outputs(coreai.gather(x, picked, axis=dim), inverse, counts,
-                           return_inverse, return_counts)
+    return coreai.gather(x, picked, axis=dim), inverse, counts
 
 
 def _lexicographic_rank(rows: Value) -> Value:
@@ -273,8 +271,7 @@ def aten_unique_consecutive_default(self: Value, return_inverse: bool = False,
                                     ) -> tuple[Value, Value, Value]:
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     if dim is not None:
-        return _unique_rows(self, normalize_dim(dim, self.type.rank), None, return_inverse,
-                            return_counts)
+        return _unique_rows(self, normalize_dim(dim, self.type.rank), None)
     dtype = self.type.element_type
     flat = ordered(coreai.reshape(self, [-1]))
     if flat.type.shape[0] == 0:
@@ -300,7 +297,7 @@ def aten_unique_dim_default(self: Value, dim: int, sorted: bool = True,
     moved = transpose(ordered(self), move_axes_perm(self.type.rank, d, 1, 0))
     n = moved.type.shape[0]
     rows = coreai.reshape(moved, [n, int(np.prod(moved.type.shape[1:], dtype=np.int64))])
-    return _unique_rows(self, d, _lexicographic_rank(rows), return_inverse, return_counts)
+    return _unique_rows(self, d, _lexicographic_rank(rows))
 
 
 # -- mode ------------------------------------------------------------------------------------------
