@@ -224,6 +224,13 @@ def bind_arguments(node: torch.fx.Node) -> dict[str, Any]:
     return raw
 
 
+# A schema default for ScalarType is c10's enum code (``tril_indices(..., ScalarType? dtype=4)``)
+_SCALAR_TYPE_CODES = {
+    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+    5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+}
+
+
 def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> Any:
     if arg is None:
         return None
@@ -232,7 +239,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     if spec.kind == TENSORS:
         return [None if a is None else _tensor(a, values, node) for a in arg]
     if spec.kind == DTYPE:
-        return utils.dtype_of(arg)
+        return utils.dtype_of(_SCALAR_TYPE_CODES.get(arg, arg) if isinstance(arg, int) else arg)
     if spec.kind == INTS and isinstance(arg, (int, torch.fx.Node)):
         arg = [arg] * (spec.length or 1)
     return _plain(arg, values)
