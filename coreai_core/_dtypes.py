@@ -26,6 +26,13 @@ class DType(enum.Enum):
     bfloat16 = "bfloat16"
     float32 = "float32"
     float64 = "float64"
+    # narrow types of compressed weights and quantized tensors (numpy via ml_dtypes; a 4-bit
+    # element takes one byte in memory and half a byte in a saved artifact)
+    int4 = "int4"
+    uint4 = "uint4"
+    float4_e2m1fn = "float4_e2m1fn"
+    float8_e4m3fn = "float8_e4m3fn"
+    float8_e5m2 = "float8_e5m2"
 
     def __repr__(self) -> str:
         return f"DType.{self.value}"
@@ -40,11 +47,18 @@ class DType(enum.Enum):
 
     @property
     def torch(self) -> Any:
-        """The torch dtype of this element type."""
+        """The torch dtype of this element type (None where torch has no usable one)."""
         # torch is imported only when torch is asked for: importing coreai_core never loads it
         import torch
 
+        if self in SUB_BYTE:
+            return None  # torch's 4-bit dtypes are placeholders without kernels
         return getattr(torch, self.value)
+
+    @property
+    def bits(self) -> int:
+        """Width of one element in bits (4 for the sub-byte types)."""
+        return 4 if self in SUB_BYTE else 8 * self.itemsize
 
     @property
     def is_float(self) -> builtins.bool:
@@ -109,9 +123,17 @@ _TO_NUMPY = {
     DType.bfloat16: np.dtype(ml_dtypes.bfloat16),
     DType.float32: np.dtype(np.float32),
     DType.float64: np.dtype(np.float64),
+    DType.int4: np.dtype(ml_dtypes.int4),
+    DType.uint4: np.dtype(ml_dtypes.uint4),
+    DType.float4_e2m1fn: np.dtype(ml_dtypes.float4_e2m1fn),
+    DType.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
-_FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
+_FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64,
+                     DType.float4_e2m1fn, DType.float8_e4m3fn, DType.float8_e5m2})
+# Element types narrower than a byte: stored packed two per byte in saved artifacts.
+SUB_BYTE = frozenset({DType.int4, DType.uint4, DType.float4_e2m1fn})
 _INTS = frozenset(
     d for d in DType if d.value.startswith(("int", "uint"))
 )
@@ -128,6 +150,8 @@ SHORT_NAME = {
     DType.int64: "i64", DType.uint8: "u8", DType.uint16: "u16", DType.uint32: "u32",
     DType.uint64: "u64", DType.float16: "f16", DType.bfloat16: "bf16", DType.float32: "f32",
     DType.float64: "f64",
+    DType.int4: "i4", DType.uint4: "u4", DType.float4_e2m1fn: "f4E2M1FN",
+    DType.float8_e4m3fn: "f8E4M3FN", DType.float8_e5m2: "f8E5M2",
 }
 
 

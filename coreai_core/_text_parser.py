@@ -54,7 +54,7 @@ _NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)(?![
 _FLOAT_TOKEN = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)", re.ASCII)
 _NAN_BITS = re.compile(r"nan\(0x([0-9a-fA-F]{1,16})\)", re.ASCII)
 _DENSE_TOKEN = re.compile(r"\[|\]|,|[^\s\[\],]+|\s+", re.ASCII)
-_ELEMENT = re.compile(r"[a-z]+\d*", re.ASCII)
+_ELEMENT = re.compile(r"[a-z]+\d*(?:E\d+M\d+(?:FN)?)?", re.ASCII)  # f8E4M3FN
 _FROM_SHORT = {v: k for k, v in SHORT_NAME.items()}
 
 

@@ -5,7 +5,8 @@ An artifact is a directory::
     model.coreai/
       manifest.json       format version; every file's SHA-256 and size; weights and state
       program.coreai      the text form (large weight data elided)
-      weights/<i>.npy     one .npy per bound weight (bfloat16 stored as its uint16 bits)
+      weights/<i>.npy     one .npy per bound weight (bfloat16 stored as its uint16 bits,
+                          float8 as uint8 bits, 4-bit types packed two per byte)
       state/<i>.npy       the initial value of each state variable
 
 Loading never unpickles (``allow_pickle=False`` everywhere). Every file is checked against
@@ -29,10 +30,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coreai_core._dtypes import DType
+from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData, TensorType
 from coreai_core._text_parser import parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
+from coreai_core.packing import pack_nibbles, unpack_nibbles
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
 
@@ -48,13 +50,42 @@ MMAP_BYTES = 1 << 20
 # A manifest larger than this is rejected before parsing (it lists files, not data).
 MAX_MANIFEST_BYTES = 64 << 20
 _CHUNK = 1 << 20
+# one-byte ml_dtypes float types, stored as their uint8 bits
+_BYTE_BITS = frozenset({DType.float8_e4m3fn, DType.float8_e5m2})
 
 
 # ============================================================================== saving
 
 def _storage(data: np.ndarray, dtype: DType) -> np.ndarray:
-    """The array written to disk: bfloat16 as its raw uint16 bits (npy has no bfloat16)."""
-    return data.view(np.uint16) if dtype is DType.bfloat16 else data
+    """The array written to disk: npy has no bfloat16 or ml_dtypes types, so bfloat16 is
+    stored as its raw uint16 bits, float8 types as their uint8 bits, and 4-bit types packed
+    two per byte into a 1-D uint8 array (see :mod:`coreai_core.packing`)."""
+    if dtype in SUB_BYTE:
+        return pack_nibbles(data)
+    if dtype is DType.bfloat16:
+        return data.view(np.uint16)
+    if dtype in _BYTE_BITS:
+        return np.ascontiguousarray(data).view(np.uint8)
+    return data
+
+
+def _stored_form(dtype: DType, shape: tuple[int, ...]) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape of the .npy holding an array of ``dtype`` and ``shape``."""
+    if dtype in SUB_BYTE:
+        return np.dtype(np.uint8), ((int(np.prod(shape, dtype=np.int64)) + 1) // 2,)
+    if dtype is DType.bfloat16:
+        return np.dtype(np.uint16), shape
+    if dtype in _BYTE_BITS:
+        return np.dtype(np.uint8), shape
+    return dtype.numpy, shape
+
+
+def _from_storage(arr: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype in SUB_BYTE:
+        return unpack_nibbles(np.asarray(arr), dtype, shape)
+    if dtype is DType.bfloat16 or dtype in _BYTE_BITS:
+        return arr.view(dtype.numpy)
+    return arr
 
 
 def _digest(path: Path) -> str:
@@ -236,11 +267,14 @@ def _load_array(files: dict[str, Path], rel: Any, dtype: DType, shape: tuple[int
         raise _fail(f"{rel}: not a valid .npy file ({e})") from None
     if not isinstance(arr, np.ndarray):
         raise _fail(f"{rel}: not a .npy array")
-    stored = np.dtype(np.uint16) if dtype is DType.bfloat16 else dtype.numpy
-    if arr.dtype != stored or arr.shape != shape:
+    stored, stored_shape = _stored_form(dtype, shape)
+    if arr.dtype != stored or arr.shape != stored_shape:
         raise _fail(f"{rel}: holds {arr.dtype}{list(arr.shape)}, but {what} is "
-                    f"{dtype.value}{list(shape)}")
-    return arr.view(dtype.numpy) if dtype is DType.bfloat16 else arr
+                    f"{dtype.value}{list(shape)}, stored as {stored}{list(stored_shape)}")
+    try:
+        return _from_storage(arr, dtype, shape)
+    except ValueError as e:
+        raise _fail(f"{rel}: {e}") from None
 
 
 def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:

@@ -49,6 +49,8 @@ from coreai_core._text_parser import parse_type
 
 __all__ = ["print_program", "format_type", "parse_type", "MAX_NESTING"]
 
+_NUMPY_FLOATS = frozenset({DType.float16, DType.float32, DType.float64})
+
 
 # ============================================================================== printing
 
@@ -109,8 +111,9 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
     if dtype.is_int:
         return [str(x) for x in flat.tolist()]
     # the shortest decimal that reads back to the same value in its own width; bfloat16 goes
-    # through float32, which holds it exactly (numpy has no bfloat16 formatting)
-    shown = flat.astype(np.float32) if dtype is DType.bfloat16 else flat
+    # through float32, which holds it exactly (numpy has no bfloat16 formatting); so do the
+    # ml_dtypes float8/float4 types
+    shown = flat if dtype in _NUMPY_FLOATS else flat.astype(np.float32)
     canonical = _canonical_nan(dtype)
     bits = flat.view(_UINT_OF_SIZE[flat.itemsize]).tolist()
     out = []

@@ -6,6 +6,7 @@ program = TorchConverter().add_exported_program(ep).to_coreai()
 ```
 """
 
+from coreai_torch import compression  # registers the torch.ops.coreai compression ops
 from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
@@ -16,6 +17,6 @@ from coreai_torch.verify import (
 )
 
 __all__ = [
-    "ConversionError", "LoweringError", "TorchConverter", "UnsupportedOpsError",
+    "ConversionError", "LoweringError", "TorchConverter", "UnsupportedOpsError", "compression",
     "find_first_divergence", "find_first_nonfinite", "get_decomp_table", "verify",
 ]

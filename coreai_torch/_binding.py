@@ -71,8 +71,10 @@ class NodeValues(Mapping[str, Value]):
         return (node if index is None else (node, index)) in self._values
 
     def _key(self, key: object) -> ValueKey:
-        if isinstance(key, (torch.fx.Node, tuple)):
-            return key  # type: ignore[return-value]
+        if isinstance(key, torch.fx.Node):
+            return key
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], torch.fx.Node):
+            return (key[0], int(key[1]))
         if not isinstance(key, str):
             raise KeyError(key)
         name, sep, index = key.rpartition("#")
@@ -251,7 +253,7 @@ def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool |
     if isinstance(arg, (bool, int, float)):
         return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
-        return coreai.constant(utils.to_numpy(arg))
+        return coreai.constant(utils.tensor_data(arg))
     raise TypeError(f"cannot use {arg!r} as a tensor")
 
 
@@ -271,34 +273,56 @@ def _is_default(value: Any, default: Any) -> bool:
     return value is default or (type(value) is not bool and value == default)
 
 
+def _misnamed(param: str, by_name: Mapping[str, _Arg], node: torch.fx.Node) -> str:
+    close = difflib.get_close_matches(param, list(by_name), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    schema = getattr(node.target, "_schema", node.target)
+    return f"lowering parameter {param!r} is not an argument of {schema}{hint}"
+
+
 def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node,
                   loc: Any) -> Any:
-    """Call ``fn`` for ``node`` in its form (see the module docstring)."""
+    """Call ``fn`` for ``node`` in its form (see the module docstring), with ``node`` as the
+    conversion context's current node (what ``result_type()`` describes)."""
+    ctx = utils.active_context()
+    token = None
+    if ctx is None:  # called outside a conversion, e.g. from a test
+        ctx = utils.ConversionContext()
+        token = utils.set_context(ctx)
+    outer, ctx.node = ctx.node, node
+    try:
+        return _call(fn, values, node, loc)
+    finally:
+        ctx.node = outer
+        if token is not None:
+            utils.reset_context(token)
+
+
+def _call(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
     if is_node_form(fn, node.target):
         return fn(values, node, loc)
     sig = _signature_of(fn)
     specs = _schema_args(node.target)
     raw = bind_arguments(node)
     by_name = {s.name: s for s in specs}
-    unknown = [p for p in sig.params if p not in by_name and p not in sig.optional]
+    extra = [p for p in sig.params if p not in by_name]
+    unknown = [p for p in extra if p not in sig.optional]
     if unknown:
-        p = unknown[0]
-        close = difflib.get_close_matches(p, list(by_name), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(
-            f"lowering parameter {p!r} is not an argument of {node.target._schema}{hint}; "
-            "name the parameters after the schema, or write the lowering in the FX-node "
-            "form fn(values_map, node, loc)")
+        raise TypeError(_misnamed(unknown[0], by_name, node) + "; name the parameters after "
+                        "the schema, or write the lowering in the FX-node form "
+                        "fn(values_map, node, loc)")
     kwargs: dict[str, Any] = {}
     for spec in specs:
         if spec.name in sig.params or sig.var_keyword:
             kwargs[spec.name] = _convert(spec, raw[spec.name], values, node)
         elif not spec.has_default or not _is_default(raw[spec.name], spec.default):
-            raise NotImplementedError(
-                f"argument {spec.schema_name}={raw[spec.name]!r} is not supported by this "
-                f"lowering (it handles only the default, {spec.default!r})"
-                if spec.has_default else
-                f"the lowering does not declare the required argument {spec.schema_name!r}")
+            what = (f"argument {spec.schema_name}={raw[spec.name]!r} is not supported by this "
+                    f"lowering (it handles only the default, {spec.default!r})"
+                    if spec.has_default else
+                    f"the lowering does not declare the required argument {spec.schema_name!r}")
+            # a misspelt optional parameter is the likely cause: name it
+            hints = [_misnamed(p, by_name, node) for p in extra]
+            raise NotImplementedError("; ".join([what, *hints]))
     if sig.wants_node:
         kwargs["node"] = node
     return fn(**kwargs)

@@ -150,6 +150,7 @@ class GraphLowerer:
                 elif kind == InputKind.USER_INPUT:
                     values.bind(node, g.add_input(rename[node.name], _utils.result_type(node)))
                 elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                    target = str(target)
                     tensor = _lookup_tensor(ep, target)
                     if target in state_of_target:
                         data = _utils.to_numpy(tensor)
@@ -227,7 +228,7 @@ class GraphLowerer:
     def _lower_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         if node.target is GETITEM:
             src, idx = node.args
-            if isinstance(src, torch.fx.Node) and values.has(src, idx):
+            if isinstance(src, torch.fx.Node) and isinstance(idx, int) and values.has(src, idx):
                 values.bind(node, values.value(src, idx))
                 return
         qn = qualified_name(node.target)
@@ -237,7 +238,6 @@ class GraphLowerer:
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
-        outer, self.ctx.node = self.ctx.node, node
         with default_location(loc):
             try:
                 result = call_lowering(fn, values, node, loc)
@@ -246,13 +246,11 @@ class GraphLowerer:
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
-            finally:
-                self.ctx.node = outer
         self._store(node, qn, fn, result, values)
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
                values: NodeValues) -> None:
-        val = node.meta.get("val")
+        val: Any = node.meta.get("val")
         multi = isinstance(val, (list, tuple))
 
         def fail(msg: str) -> None:

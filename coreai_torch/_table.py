@@ -16,7 +16,7 @@ from coreai_core.registry import Registry
 
 Lowering = Callable[..., Any]
 
-BUILTIN_NAMESPACES = ("aten", "higher_order", "coreai", "coreaix")
+BUILTIN_NAMESPACES = ("aten", "higher_order", "coreai", "coreaix", "quantized_decomposed")
 _NAME = re.compile(r"(?P<ns>[A-Za-z_][A-Za-z0-9_]*)::(?P<op>[A-Za-z_][A-Za-z0-9_]*)"
                    r"\.(?P<overload>[A-Za-z_][A-Za-z0-9_]*)")
 

@@ -8,7 +8,7 @@ its former name, ``coreai_torch._utils``.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,17 +22,21 @@ __all__ = [
     "get_operand", "get_operands", "get_arg", "result_type", "result_dtype", "node_dtype",
     "scalar_constant", "cast_to", "normalize_dim", "normalize_dims", "to_numpy", "shape_value",
     "dtype_of", "int_list", "ConversionContext", "current_context", "peer_dtype", "scalar_like",
+    "tensor_data",
 ]
 
 
 class ConversionContext:
-    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, and the
-    FX node being lowered (``node``)."""
+    """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, the FX
+    node being lowered (``node``) and ``lower_subgraph(graph_module, args)``, which lowers a
+    higher-order op's subgraph inline and returns its outputs."""
 
     def __init__(self, symbols: Mapping[str, Dim] | None = None) -> None:
         self.symbols: dict[str, Dim] = dict(symbols or {})
         self.sym_values: dict[str, Value] = {}
         self.node: torch.fx.Node | None = None
+        self.lower_subgraph: Callable[[torch.fx.GraphModule, Sequence[Value]], list[Value]] = (
+            _no_subgraphs)
 
     def dim(self, size: Any) -> int | Dim:
         """A torch size (int or SymInt) as a Core AI dimension."""
@@ -47,13 +51,23 @@ class ConversionContext:
         raise TypeError(f"not a tensor size: {size!r}")
 
 
+def _no_subgraphs(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
+    raise RuntimeError("subgraphs can be lowered only during a conversion")
+
+
 _CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.ContextVar(
     "coreai_torch_conversion", default=None)
 
 
 def current_context() -> ConversionContext:
+    """The running conversion's context (an empty one outside a conversion)."""
     ctx = _CONTEXT.get()
     return ctx if ctx is not None else ConversionContext()
+
+
+def active_context() -> ConversionContext | None:
+    """The running conversion's context, or None outside a conversion."""
+    return _CONTEXT.get()
 
 
 def set_context(ctx: ConversionContext) -> contextvars.Token:
@@ -66,7 +80,7 @@ def reset_context(token: contextvars.Token) -> None:
 
 # -- dtypes and types ------------------------------------------------------------------------------
 
-_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType}
+_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:
@@ -213,7 +227,7 @@ def _to_value(values_map: Mapping[str, Value], node: torch.fx.Node, arg: Any,
             return coreai.constant(arg, dtype=dtype, loc=loc)
         return scalar_constant(arg, peer_dtype(node), loc)
     if isinstance(arg, torch.Tensor):
-        return coreai.constant(to_numpy(arg), loc=loc)
+        return coreai.constant(tensor_data(arg), loc=loc)
     raise TypeError(f"cannot turn argument {arg!r} of FX node {node.name!r} into a tensor")
 
 
@@ -291,4 +305,15 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
         import ml_dtypes
 
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # numpy has no float8: bits
+        return t.contiguous().view(torch.uint8).numpy().view(DType.of(t.dtype).numpy)
     return t.contiguous().numpy()
+
+
+
+def tensor_data(tensor: torch.Tensor) -> np.ndarray:
+    """:func:`to_numpy` of a tensor that must hold data (not a meta or fake tensor)."""
+    data = to_numpy(tensor)
+    if data is None:
+        raise ValueError(f"a {tuple(tensor.shape)} constant tensor has no data (meta or fake)")
+    return data

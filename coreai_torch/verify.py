@@ -164,6 +164,7 @@ def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inp
     Neither the model's buffers nor the program's state are changed: both run on copies.
     """
     args = _torch_args(inputs)
+    module: torch.nn.Module
     if isinstance(model_or_ep, ExportedProgram):
         module = model_or_ep.module()
     else:

@@ -1,4 +1,6 @@
-"""Neural-network ops: matmul, convolution, pooling, interpolation, quantization."""
+"""Neural-network ops: matmul, convolution, pooling, interpolation.
+
+Quantization ops live with the compression ops (``_compression.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any, Literal, overload
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
 from coreai_core._opdef import Floats, Ints, IntsLike, ValueLike, defop
-from coreai_core._shapes import broadcast_shapes, expect, norm_axis, same_dtype, window_out
+from coreai_core._shapes import broadcast_shapes, expect, same_dtype, window_out
 from coreai_core.errors import TypeRuleError
 
 
@@ -179,42 +181,6 @@ def interpolate(x: Value, sizes: Ints,
     return x.type.with_shape([*x.type.shape[:2], *sizes])
 
 
-def _quant_params(x: Value, scale: Value, zero_point: Value, axis: int | None) -> None:
-    if axis is None:
-        expect(scale.type.rank == 0 and zero_point.type.rank == 0,
-               "per-tensor scale and zero_point must be 0-d")
-    else:
-        ax = norm_axis(axis, x.type.rank)
-        for v in (scale, zero_point):
-            expect(v.type.rank == 1, f"per-axis parameters must be 1-d, got {v.type}")
-            if isinstance(v.type.shape[0], int) and isinstance(x.type.shape[ax], int):
-                expect(v.type.shape[0] == x.type.shape[ax],
-                       f"{v.type} does not match axis {ax} of {x.type}")
-
-
-@defop()
-def quantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
-             dtype: DType = DType.int8) -> TensorType:
-    """round(x * (1 / scale)) + zero_point, clamped to ``dtype`` (per tensor or ``axis``).
-
-    Like torch, x is multiplied by the float reciprocal of the scale; rounding is half to even.
-    """
-    expect(x.type.element_type.is_float, f"quantize expects a float tensor, got {x.type}")
-    expect(dtype.is_int, f"quantized dtype must be an integer type, got {dtype}")
-    _quant_params(x, scale, zero_point, axis)
-    return x.type.with_dtype(dtype)
-
-
-@defop()
-def dequantize(x: Value, scale: Value, zero_point: Value, axis: int | None = None,
-               ) -> TensorType:
-    """(x - zero_point) * scale, in the scale's float type."""
-    expect(x.type.element_type.is_int, f"dequantize expects an integer tensor, got {x.type}")
-    expect(scale.type.element_type.is_float, f"scale must be float, got {scale.type}")
-    _quant_params(x, scale, zero_point, axis)
-    return x.type.with_dtype(scale.type.element_type)
-
-
 # -- fixed-rank builder names (the seed guide's spelling); they build the ops above ------------
 
 def _rank_checked(x: Any, n: int, name: str) -> None:
@@ -261,5 +227,5 @@ def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = No
 
 __all__ = [
     "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool", "avgpool", "interpolate",
-    "quantize", "dequantize", "conv2d", "sumpool2d", "maxpool2d"
+    "conv2d", "sumpool2d", "maxpool2d"
 ]

@@ -8,6 +8,13 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 """
 
 from coreai_core._opdef import OPS
+from coreai_core.dialects._compression import (
+    constexpr_blockwise_shift_scale,
+    dequantize,
+    lut_to_dense,
+    quantize,
+    sparse_to_dense,
+)
 from coreai_core.dialects._control import (
     if_,
     invoke,
@@ -100,11 +107,9 @@ from coreai_core.dialects._nn import (
     conv,
     conv2d,
     conv_transpose,
-    dequantize,
     interpolate,
     maxpool,
     maxpool2d,
-    quantize,
     sumpool,
     sumpool2d,
 )
@@ -164,5 +169,6 @@ __all__ = [
     "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero"
+    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
+    "constexpr_blockwise_shift_scale", "sparse_to_dense",
 ]

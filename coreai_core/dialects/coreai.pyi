@@ -48,7 +48,8 @@ __all__ = [
     "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
     "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero"
+    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
+    "constexpr_blockwise_shift_scale", "sparse_to_dense"
 ]
 
 def if_(
@@ -535,27 +536,32 @@ def interpolate(
 def quantize(
     x: ValueLike,
     scale: ValueLike,
-    zero_point: ValueLike,
+    zero_point: ValueLike | None = ...,
     axis: int | None = ...,
     dtype: DTypeLike = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """round(x * (1 / scale)) + zero_point, clamped to ``dtype`` (per tensor or ``axis``).
+    """Affine quantization per tensor, per channel (``axis``) or per block.
 
-    Like torch, x is multiplied by the float reciprocal of the scale; rounding is half to even.
+    Integer ``dtype``: ``clamp(round_half_even(x * (1 / scale)) + zero_point)`` to the
+    type's range. Like torch, x is multiplied by the float reciprocal of the scale. Float
+    ``dtype`` (float8/float4): ``x * (1 / scale)`` rounded to ``dtype``, saturating at its
+    largest finite value (no zero point).
     """
 
 
 def dequantize(
     x: ValueLike,
     scale: ValueLike,
-    zero_point: ValueLike,
+    zero_point: ValueLike | None = ...,
     axis: int | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """(x - zero_point) * scale, in the scale's float type."""
+    """``(x - zero_point) * scale`` in the scale's float type, per tensor, per channel
+    (``axis``) or per block.
+    """
 
 
 def reduce_sum(
@@ -836,3 +842,50 @@ def scatter_nd(
 
 def non_zero(x: ValueLike, *, loc: Location | None = None) -> Value:
     """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+
+
+def lut_to_dense(
+    indices: ValueLike,
+    lut: ValueLike,
+    shape: IntsLike,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Palettized weight: ``out[p] = lut[p // group, index[p]]``.
+
+    ``lut`` has shape ``(G_0, ..., G_{r-1}, 2**nbits)`` for an ``r``-d result of ``shape``:
+    the result is split into ``G_d`` groups along each axis ``d`` (``G_d`` divides
+    ``shape[d]``), each with its own table of ``2**nbits`` values (1 <= nbits <= 8).
+    ``indices`` is the uint8 bit stream of the ``prod(shape)`` row-major ``nbits``-bit
+    indices.
+    """
+
+
+def constexpr_blockwise_shift_scale(
+    data: ValueLike,
+    scale: ValueLike,
+    offset: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Blockwise dequantization: ``out = (data - offset[p // block]) * scale[p // block]``.
+
+    ``data`` is int4, uint4, int8, uint8, float4_e2m1fn, float8_e4m3fn or float8_e5m2;
+    ``scale`` is a float tensor of the data's rank whose sizes divide the data's (the block
+    size along axis ``d`` is ``data.shape[d] // scale.shape[d]``); ``offset`` (optional, the
+    zero point) has the scale's shape and the data's element type. Computed in the scale's
+    type (float32 for float16/bfloat16) and returned in the scale's type.
+    """
+
+
+def sparse_to_dense(
+    mask: ValueLike,
+    nonzero_data: ValueLike,
+    shape: IntsLike,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Sparse weight: a 1-bit ``mask`` stream over the ``prod(shape)`` row-major positions
+    (uint8, see the module docstring) and ``nonzero_data``, the values where the mask is set,
+    in order; every other element is zero.
+    """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from coreai_core._dtypes import DType
@@ -97,12 +98,14 @@ def transpose_of_transpose(op: Operation, rw: Rewriter) -> Value | Sequence[Valu
 # -- casts -------------------------------------------------------------------------------------
 
 # Significand bits (with the implicit one) and exponent bits of the float types.
-_MANTISSA = {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}
-_EXPONENT = {DType.float16: 5, DType.bfloat16: 8, DType.float32: 8, DType.float64: 11}
+_MANTISSA = {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53,
+             DType.float4_e2m1fn: 2, DType.float8_e4m3fn: 4, DType.float8_e5m2: 3}
+_EXPONENT = {DType.float16: 5, DType.bfloat16: 8, DType.float32: 8, DType.float64: 11,
+             DType.float4_e2m1fn: 2, DType.float8_e4m3fn: 4, DType.float8_e5m2: 5}
 
 
 def _int_range(d: DType) -> tuple[int, int]:
-    info = np.iinfo(d.numpy)
+    info = ml_dtypes.iinfo(d.numpy)  # numpy's iinfo does not know int4/uint4
     return int(info.min), int(info.max)
 
 

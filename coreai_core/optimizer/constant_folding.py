@@ -3,7 +3,8 @@
 The runtime's kernels are the single source of op semantics, so a folded value is exactly
 what ``run()`` would have computed. An op is folded only when
 
-- it is pure, has no regions and is not a control op;
+- it is pure, has no regions and is neither a control op nor a ``decompression`` op (a
+  compressed weight stays compressed: folding would store its dense expansion);
 - every operand is a constant with bound data, and its result types are static;
 - its results are small (at most ``max_elements`` elements in total), or they are no larger
   than the weights they are computed from *and* those weights have no other reader, so the
@@ -27,6 +28,8 @@ from coreai_core.optimizer._rewrite import RewritePass, Rewriter, is_pure
 from coreai_core.runtime import evaluate_op
 
 DEFAULT_MAX_ELEMENTS = 1 << 16
+# Control ops run regions; decompression ops would turn a compressed weight into a dense one.
+_NEVER_FOLDED = frozenset({"control", "decompression"})
 
 
 class ConstantFoldingPass(RewritePass):
@@ -47,7 +50,7 @@ class ConstantFoldingPass(RewritePass):
     def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
         if op.name == "coreai.constant" or not op.operands or op.regions or not is_pure(op):
             return None
-        if "control" in OPS[op.name].traits:
+        if OPS[op.name].traits & _NEVER_FOLDED:
             return None
         if not all(r.type.is_static for r in op.results):
             return None

@@ -12,6 +12,7 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    compression,
     control,
     counting,
     creation,
@@ -21,6 +22,7 @@ from coreai_torch.lowerings import (
     nn,
     norm,
     pooling,
+    quantized,
     reduction,
     resample,
     scatter,
@@ -32,7 +34,11 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
+<<<<<<< HEAD
     pooling, resample, attention, symbolic, control, backward, counting, tail,
+=======
+    pooling, resample, attention, symbolic, control, backward, compression, quantized,
+>>>>>>> main
 )
 
 _DEFAULT: LoweringTable | None = None
@@ -42,11 +48,14 @@ _LOCK = threading.Lock()
 def default_table() -> LoweringTable:
     """The frozen table of built-in lowerings (built once, shared read-only)."""
     global _DEFAULT
-    if _DEFAULT is None:
+    table = _DEFAULT
+    if table is None:
         with _LOCK:
-            if _DEFAULT is None:
+            table = _DEFAULT
+            if table is None:
                 table = LoweringTable(owner="the built-in lowerings")
                 for family in FAMILIES:
                     table.update(family.LOWERINGS)
-                _DEFAULT = table.freeze()
-    return _DEFAULT
+                table.freeze()
+                _DEFAULT = table
+    return table

@@ -36,16 +36,15 @@ def dim_size(x: Value, axis: int) -> int | Value:
 
 def shape_of(x: Value) -> Value:
     """``x``'s shape as a 1-d int64 Value (a constant when static)."""
-    if x.type.is_static:
-        return const64([int(d) for d in x.type.shape])
-    return coreai.get_shape(x)
+    static = x.type.static_shape
+    return const64(list(static)) if static is not None else coreai.get_shape(x)
 
 
 def sizes_of(x: Value, axes: Sequence[int]) -> Value:
     """``x``'s sizes along ``axes`` as a 1-d int64 Value (a constant when static)."""
-    dims = [x.type.shape[a] for a in axes]
-    if all(isinstance(d, int) for d in dims):
-        return const64([int(d) for d in dims])
+    dims = [d for d in (x.type.shape[a] for a in axes) if isinstance(d, int)]
+    if len(dims) == len(axes):
+        return const64(dims)
     return coreai.gather(coreai.get_shape(x), const64(list(axes)), axis=0)
 
 
@@ -62,12 +61,13 @@ def wrap_negative(index: Value, size: int | Value) -> Value:
 def broadcast_together(values: Sequence[Value]) -> list[Value]:
     """``values`` broadcast to their common shape (numpy rules; dynamic shapes computed)."""
     values = list(values)
-    if all(v.type.is_static for v in values):
-        target = tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in values)))
+    static = [v.type.static_shape for v in values]
+    if all(s is not None for s in static):
+        target = tuple(np.broadcast_shapes(*(s for s in static if s is not None)))
         return [v if tuple(v.type.shape) == target else
                 coreai.broadcast_to(v, const64(list(target))) for v in values]
     rank = max(v.type.rank for v in values)
-    shape = None
+    shape: Value | None = None
     for v in values:
         s = coreai.get_shape(v)
         if v.type.rank < rank:
@@ -77,6 +77,7 @@ def broadcast_together(values: Sequence[Value]) -> list[Value]:
         else:  # a size-1 entry takes the other operand's size
             one = coreai.broadcasting_equal(shape, const64(1))
             shape = coreai.broadcasting_where(one, s, shape)
+    assert shape is not None  # values is not empty
     return [coreai.broadcast_to(v, shape) for v in values]
 
 

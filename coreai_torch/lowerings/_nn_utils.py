@@ -72,7 +72,7 @@ def leading_shape(x: Value, count: int, tail: Sequence[int]) -> Any:
     """A shape: ``x``'s first ``count`` sizes followed by ``tail`` (a list when static)."""
     lead = x.type.shape[:count]
     if all(isinstance(d, int) for d in lead):
-        return [*map(int, lead), *tail]
+        return [*(int(d) for d in lead if isinstance(d, int)), *tail]
     sizes = coreai.slice_(coreai.get_shape(x), [0], [count], axes=[0], strides=[1])
     return coreai.concat([sizes, const64(list(tail))], axis=0)
 
@@ -84,9 +84,8 @@ def reshape_lead(x: Value, count: int, tail: Sequence[int]) -> Value:
 
 def shape_like(x: Value) -> Any:
     """``x``'s shape as a list when static, else as a 1-d int64 Value."""
-    if x.type.is_static:
-        return [int(d) for d in x.type.shape]
-    return coreai.get_shape(x)
+    static = x.type.static_shape
+    return list(static) if static is not None else coreai.get_shape(x)
 
 
 def dim_value(x: Value, axis: int) -> int | Value:
@@ -113,10 +112,10 @@ def filled(value: Any, dtype: DType, shape: Any) -> Value:
 
 def static_sizes(x: Value, axes: Sequence[int], what: str) -> list[int]:
     """``x``'s sizes on ``axes``, which must be static (``what`` names the use in errors)."""
-    sizes = [x.type.shape[a] for a in axes]
-    if not all(isinstance(s, int) for s in sizes):
+    sizes = [s for s in (x.type.shape[a] for a in axes) if isinstance(s, int)]
+    if len(sizes) != len(axes):
         raise NotImplementedError(f"{what} needs static sizes on axes {list(axes)}, got {x.type}")
-    return [int(s) for s in sizes]
+    return sizes
 
 
 __all__ = [

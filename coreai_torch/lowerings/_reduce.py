@@ -73,8 +73,8 @@ def axis_size(x: Value, axis: int) -> int | Value:
 def element_count(x: Value, axes: list[int] | None, dtype: DType) -> Value:
     """The number of elements reduced over ``axes`` as a 0-d Value of ``dtype``."""
     axes = list(range(x.type.rank)) if axes is None else axes
-    sizes = [x.type.shape[a] for a in axes]
-    if all(isinstance(s, int) for s in sizes):
+    sizes = [s for s in (x.type.shape[a] for a in axes) if isinstance(s, int)]
+    if len(sizes) == len(axes):
         return coreai.constant(math.prod(sizes), dtype=dtype)
     picked = coreai.gather(coreai.get_shape(x),
                            coreai.constant(np.asarray(axes, np.int64)), axis=0)

@@ -47,8 +47,8 @@ Window = tuple[int, int]
 
 def _flatten_tail(x: Value, lead: int) -> Value:
     """``x`` reshaped to its first ``lead`` axes and one axis holding the rest."""
-    tail = x.type.shape[lead:]
-    size = math.prod(tail) if all(isinstance(d, int) for d in tail) else -1
+    tail = [d for d in x.type.shape[lead:] if isinstance(d, int)]
+    size = math.prod(tail) if len(tail) == x.type.rank - lead else -1
     return coreai.reshape(x, leading_shape(x, lead, [size]))
 
 
@@ -83,7 +83,7 @@ def _spread(delta: Value, x: Value, windows: Sequence[Sequence[Window]],
     """
     n = len(windows)
     lead = x.type.rank - n
-    in_sizes = [int(s) for s in x.type.shape[lead:]]
+    in_sizes = static_sizes(x, range(lead, x.type.rank), "pooling gradient input")
     out_sizes = [len(w) for w in windows]
     out_idx = np.zeros(1, np.int64)
     in_idx = np.zeros(1, np.int64)
@@ -280,7 +280,7 @@ def aten_native_group_norm_backward_default(
 
 def _crop(v: Value, sizes: Sequence[int]) -> Value:
     """``v``'s spatial axes (from axis 2) cut to ``sizes`` when they are longer."""
-    have = [int(d) for d in v.type.shape[2:]]
+    have = static_sizes(v, range(2, v.type.rank), "convolution gradient")
     if have == list(sizes):
         return v
     axes = list(range(2, 2 + len(sizes)))
@@ -331,15 +331,16 @@ def aten_convolution_backward_default(
     kernel = static_sizes(w, range(2, n + 2), "convolution_backward weight")
     x_sizes = static_sizes(x, range(2, n + 2), "convolution_backward input")
     y_sizes = static_sizes(dy, range(2, n + 2), "convolution_backward grad_output")
-    window = {"pads": padding, "dilation": dilation, "groups": groups}
     grads: list[Value | None] = [None, None, None]
     if mask[0]:
         if transposed:  # the adjoint of conv_transpose is conv with the same weight
-            gi = _crop(coreai.conv(dy, w, strides=stride, **window), x_sizes)
+            gi = _crop(coreai.conv(dy, w, strides=stride, pads=padding, dilation=dilation,
+                                   groups=groups), x_sizes)
         else:
             out_pad = [x_sizes[i] - ((y_sizes[i] - 1) * stride[i] - 2 * padding[i]
                                      + dilation[i] * (kernel[i] - 1) + 1) for i in range(n)]
-            gi = coreai.conv_transpose(dy, w, strides=stride, output_padding=out_pad, **window)
+            gi = coreai.conv_transpose(dy, w, strides=stride, pads=padding, dilation=dilation,
+                                       groups=groups, output_padding=out_pad)
         grads[0] = gi
     if mask[1]:
         if transposed:  # roles swap: dy is the "input", x the "output gradient"

@@ -37,7 +37,7 @@ def _lower(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
     return current_context().lower_subgraph(gm, list(args))
 
 
-def _values(values_map: ValuesMap, node: torch.fx.Node, args: Sequence[Any],
+def _values(values_map: ValuesMap, node: torch.fx.Node, args: Any,
             loc: Location) -> list[Value]:
     out = []
     for a in args:

@@ -18,12 +18,12 @@ reg = LOWERINGS.register_torch_lowering
 
 # -- unary: one table row per op ------------------------------------------------------------------
 
-_UNARY = {
+_UNARY: dict[str, Builder | None] = {
     "abs": coreai.abs_, "neg": coreai.neg, "sign": coreai.sign, "floor": coreai.floor,
     "ceil": coreai.ceil, "trunc": coreai.trunc, "relu": coreai.relu,
     "bitwise_not": coreai.bitwise_not, "logical_not": None,
 }
-_FLOAT_UNARY = {
+_FLOAT_UNARY: dict[str, Builder] = {
     "acos": coreai.acos, "acosh": coreai.acosh, "asin": coreai.asin, "asinh": coreai.asinh,
     "atan": coreai.atan, "atanh": coreai.atanh, "cos": coreai.cos, "cosh": coreai.cosh,
     "sin": coreai.sin, "sinh": coreai.sinh, "tan": coreai.tan, "tanh": coreai.tanh,
@@ -94,12 +94,14 @@ for _op in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
 @reg("aten::gelu.default")
 def aten_gelu_default(self: Value, approximate: str = "none") -> Value:
     """gelu(Tensor self, *, str approximate='none') -> Tensor"""
-    return coreai.gelu(self, approximate=approximate)
+    if approximate not in ("none", "tanh"):
+        raise NotImplementedError(f"gelu approximate={approximate!r}")
+    return coreai.gelu(self, approximate="tanh" if approximate == "tanh" else "none")
 
 
 # -- binary ---------------------------------------------------------------------------------------
 
-_ARITH = {
+_ARITH: dict[str, Builder] = {
     "mul": coreai.broadcasting_mul, "maximum": coreai.broadcasting_maximum,
     "minimum": coreai.broadcasting_minimum,
     "fmod": coreai.broadcasting_modulo, "remainder": coreai.broadcasting_remainder,
@@ -120,7 +122,7 @@ reg("aten::remainder.Scalar_Tensor")(lower_binary(coreai.broadcasting_remainder)
 reg("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar")(
     lower_binary(coreai.broadcasting_pow))
 
-_COMPARE = {
+_COMPARE: dict[str, Builder] = {
     "eq": coreai.broadcasting_equal, "ne": coreai.broadcasting_not_equal,
     "lt": coreai.broadcasting_less, "le": coreai.broadcasting_less_equal,
     "gt": coreai.broadcasting_greater, "ge": coreai.broadcasting_greater_equal,

@@ -11,6 +11,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._index_utils import INT64, const64, dim_size, int64
+from coreai_torch.lowerings._nn_utils import static_sizes
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("embedding")
@@ -45,7 +46,7 @@ def aten_embedding_dense_backward_default(grad_output: Value, indices: Value,
                                   "padding_idx")
     out_dtype = result_dtype()
     dtype = _accumulation_dtype(out_dtype)
-    tail = [int(d) for d in grad.type.shape[indices.type.rank:]]
+    tail = static_sizes(grad, range(indices.type.rank, grad.type.rank), "embedding gradient")
     grad = coreai.reshape(cast_to(grad, dtype), [-1, *tail])
     flat = coreai.reshape(indices, [-1, 1])
     if by_freq:  # each row's gradient is divided by how often its index occurs
@@ -93,7 +94,7 @@ def aten__embedding_bag_default(weight: Value, indices: Value, offsets: Value,
     if mode not in (_SUM, _MEAN, _MAX):
         raise NotImplementedError(f"_embedding_bag mode {mode} is not supported")
     nb = n_offsets - 1 if last_offset else n_offsets
-    dim = int(weight.type.shape[1])
+    dim = static_sizes(weight, [1], "_embedding_bag weight")[0]
     n = dim_size(indices, 0)
     pos = const64(np.arange(n)) if isinstance(n, int) else coreai.range_(const64(0), n, const64(1))
     # bag of each index position: how many bag starts precede it, minus one
@@ -140,11 +141,12 @@ def _bookkeeping(mode: int, bag: Value, counts: Value,
     sum mode and max_indices zero outside max mode; bag_size of the forward-only op has one
     entry per offset.
     """
-    shapes = [result_type(index=i).shape for i in (1, 2, 3)]
-    if not all(isinstance(d, int) for shape in shapes[1:] for d in shape):
+    types = [result_type(index=i) for i in (1, 2, 3)]
+    statics = [t.static_shape for t in types[1:]]
+    if statics[0] is None or statics[1] is None:
         raise NotImplementedError("_embedding_bag bookkeeping outputs need static shapes")
-    offset2bag = bag if shapes[0][0] != 0 else const64(np.zeros((0,), np.int64))
-    n_sizes = shapes[1][0]
+    offset2bag = bag if types[0].shape[0] != 0 else const64(np.zeros((0,), np.int64))
+    n_sizes = statics[0][0]
     if mode == _SUM:
         bag_size = _zeros([n_sizes], INT64)
     else:
@@ -152,7 +154,7 @@ def _bookkeeping(mode: int, bag: Value, counts: Value,
         if n_sizes > nb:
             bag_size = coreai.concat([bag_size, const64([0] * (n_sizes - nb))], axis=0)
     if max_indices is None:
-        max_indices = _zeros([int(d) for d in shapes[2]], INT64)
+        max_indices = _zeros(list(statics[1]), INT64)
     return [offset2bag, bag_size, max_indices]
 
 

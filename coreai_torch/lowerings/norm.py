@@ -79,7 +79,7 @@ def _batch_stats(x: Value) -> tuple[Value, Value]:
 
 
 def _count_per_channel(x: Value, node: torch.fx.Node) -> int:
-    sizes = static_sizes(x, [0, *range(2, x.type.rank)], node, "batch_norm statistics")
+    sizes = static_sizes(x, [0, *range(2, x.type.rank)], "batch_norm statistics")
     n = 1
     for s in sizes:
         n *= s
@@ -205,7 +205,7 @@ def aten_native_group_norm_default(values_map: ValuesMap, node: torch.fx.Node, l
     bias = _optional(values_map, node, 2, "bias", compute)
     groups = int(get_arg(node, 6, "group"))
     eps = float(get_arg(node, 7, "eps", 1e-5))
-    c = static_sizes(x, [1], node, "group_norm channels")[0]
+    c = static_sizes(x, [1], "group_norm channels")[0]
     per_group = c // groups
     xg = reshape_lead(x, 1, [groups, per_group, -1])  # [N, G, C/G, HxW]
     mean, var = _moments(xg, [2, 3])

@@ -35,7 +35,7 @@ reg = LOWERINGS.register_torch_lowering
 
 
 def _window_args(n: int, kernel_size: list[int], stride: list[int] | None,
-                 padding: list[int]) -> tuple[list[int], list[int], list[int]]:
+                 padding: list[int] | None) -> tuple[list[int], list[int], list[int]]:
     k = ntuple(kernel_size, n, "kernel_size")
     s = ntuple(stride, n, "stride", default=k)
     p = ntuple(padding, n, "padding", 0)
@@ -100,9 +100,9 @@ def _max_pool(n: int, with_indices: bool) -> Callable[..., Value | list[Value]]:
         k, s, p = _window_args(n, kernel_size, stride, padding)
         d = ntuple(dilation, n, "dilation", 1)
         x, added = add_batch(self, n)
-        out = coreai.maxpool(x, kernel_size=k, strides=s, pads=p, dilation=d,
-                             ceil_mode=ceil_mode, return_indices=with_indices)
-        out = [drop_batch(v, added) for v in out]
+        pooled = coreai.maxpool(x, kernel_size=k, strides=s, pads=p, dilation=d,
+                                ceil_mode=ceil_mode, return_indices=with_indices)
+        out = [drop_batch(v, added) for v in pooled]
         return out if with_indices else out[0]
 
     suffix = "_with_indices" if with_indices else ""
@@ -129,8 +129,8 @@ def _avg_matrix(size: int | Value, out: int, dtype: DType) -> Value:
     """[out, size] matrix averaging torch's adaptive windows (computed in-graph if dynamic)."""
     if isinstance(size, int):
         m = np.zeros((out, size), np.float64)
-        for i, (a, b) in enumerate(_windows(size, out)):
-            m[i, a:b] = 1.0 / (b - a)
+        for row, (a, b) in enumerate(_windows(size, out)):
+            m[row, a:b] = 1.0 / (b - a)
         return coreai.constant(m, dtype=dtype)
     i = const64(np.arange(out).reshape(out, 1))
     j = coreai.expand_dims(coreai.range_(const64(0), size, const64(1)), [0])
@@ -157,9 +157,10 @@ def _adaptive_avg(n: int) -> Callable[..., Value]:
         outs = ntuple(output_size, n, "output_size")
         rank = x.type.rank
         sizes = [x.type.shape[rank - n + i] for i in range(n)]
-        if all(isinstance(v, int) and v % o == 0 for v, o in zip(sizes, outs, strict=True)):
+        static = [v for v in sizes if isinstance(v, int)]
+        if len(static) == n and all(v % o == 0 for v, o in zip(static, outs, strict=True)):
             xb, added = add_batch(x, n)
-            k = [v // o for v, o in zip(sizes, outs, strict=True)]
+            k = [v // o for v, o in zip(static, outs, strict=True)]
             y = coreai.avgpool(xb, kernel_size=k, strides=k)
             return cast_to(drop_batch(y, added), result_dtype())
         compute = opmath(x.type.element_type)
@@ -215,7 +216,7 @@ def _gathered_max(x: Value, sizes: list[int], outs: list[int]) -> list[Value]:
     """
     n, rank = len(sizes), x.type.rank
     lead = rank - n
-    tables = []
+    tables: list[np.ndarray] = []
     y = x
     for i in reversed(range(n)):
         wins = _windows(sizes[i], outs[i])

@@ -128,7 +128,7 @@ def _truth(builder: Callable[..., Value], overload: str) -> Callable[..., Value]
     def reduce_dims(self: Value, dim: int | list[int] | None = None,
                     keepdim: bool = False) -> Value:
         rank = self.type.rank
-        if overload == "dims" and dim is not None and len(dim) == 0:
+        if overload == "dims" and isinstance(dim, list) and len(dim) == 0:
             # any.dims/all.dims with dim=[] reduce nothing (unlike sum): x != 0.
             return cast_to(truthy(self), result_dtype())
         return cast_to(reduce(builder, self, reduced_axes(dim, rank), keepdim), result_dtype())
@@ -177,7 +177,9 @@ def _var(overload: str, take_sqrt: bool) -> Callable[..., Value]:
     def over_all(self: Value, unbiased: bool = True) -> Value:
         return by_correction(self, None, float(unbiased), False)
 
-    lowering = {"correction": by_correction, "dim": by_dim, "default": over_all}[overload]
+    lowerings: dict[str, Callable[..., Value]] = {
+        "correction": by_correction, "dim": by_dim, "default": over_all}
+    lowering = lowerings[overload]
     name = "std" if take_sqrt else "var"
     lowering.__doc__ = f"{name}.{overload}: two-pass variance in float64."
     return lowering

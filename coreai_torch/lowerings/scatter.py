@@ -5,6 +5,8 @@ Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch.fx
 
@@ -28,13 +30,14 @@ LOWERINGS = LoweringSet("scatter")
 reg = LOWERINGS.register_torch_lowering
 
 # torch reduce names -> scatter_along_axis reductions
-_REDUCTIONS = {
+Reduction = Literal["none", "add", "mul", "max", "min", "mean"]
+_REDUCTIONS: dict[str | None, Reduction] = {
     None: "none", "sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "mean": "mean",
     "amax": "max", "amin": "min",
 }
 
 
-def _reduction(name: str | None) -> str:
+def _reduction(name: str | None) -> Reduction:
     if name not in _REDUCTIONS:
         raise NotImplementedError(f"scatter reduction {name!r} is not supported")
     return _REDUCTIONS[name]

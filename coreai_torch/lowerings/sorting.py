@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Literal
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
@@ -27,7 +28,7 @@ reg = LOWERINGS.register_torch_lowering
 
 # -- scans --------------------------------------------------------------------------------------
 
-def _cumulative(kind: str) -> Callable[..., Value]:
+def _cumulative(kind: Literal["sum", "product"]) -> Callable[..., Value]:
     def lowering(self: Value, dim: int, dtype: DType | None = None) -> Value:
         out = result_dtype()
         axis = normalize_dim(dim, self.type.rank)
@@ -46,7 +47,7 @@ reg("aten::cumsum.default")(_cumulative("sum"))
 reg("aten::cumprod.default")(_cumulative("product"))
 
 
-def _cum_extremum(kind: str) -> Callable[..., list[Value]]:
+def _cum_extremum(kind: Literal["max", "min"]) -> Callable[..., list[Value]]:
     """cummax/cummin: running values and the index of the latest extremum (latest NaN)."""
 
     def lowering(self: Value, dim: int) -> list[Value]:
@@ -164,6 +165,8 @@ def _kth(x: Value, axis: int, k: int | Value) -> tuple[Value, Value]:
     ``k`` is a static int, a 0-d int64 Value, or an int64 Value of the keep_dims shape.
     """
     values, indices = coreai.sort(ordered(x), axis=axis, stable=True)
+    begin: list[int] | Value
+    end: list[int] | Value
     if isinstance(k, int):
         begin, end = [k], [k + 1]
     elif k.type.rank == 0:
@@ -189,10 +192,10 @@ def _median(x: Value, axis: int, ignore_nan: bool) -> tuple[Value, Value]:
     if ignore_nan and is_float:
         valid = coreai.not_(coreai.isnan(x))
         count = coreai.reduce_sum(cast_to(valid, i64), axes=[axis], keep_dims=True)
-        k = coreai.broadcasting_floor_divide(
+        lower = coreai.broadcasting_floor_divide(
             coreai.broadcasting_sub(count, coreai.constant(1, dtype=i64)),
             coreai.constant(2, dtype=i64))
-        return _kth(x, axis, coreai.broadcasting_maximum(k, index_zero()))
+        return _kth(x, axis, coreai.broadcasting_maximum(lower, index_zero()))
     n = axis_size(x, axis)
     if isinstance(n, int):
         if n == 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -86,7 +87,7 @@ def _operands(values_map: ValuesMap, node: torch.fx.Node) -> list[Value]:
     return [get_operand(values_map, node, i, dtype=compute) for i in range(len(node.args))]
 
 
-def _sym_binary(builder: object) -> object:
+def _sym_binary(builder: Callable[..., Value]) -> Callable[..., Value]:
     def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
         a, b = _operands(values_map, node)
         return cast_to(builder(a, b), result_dtype(node))
@@ -94,7 +95,7 @@ def _sym_binary(builder: object) -> object:
     return lowering
 
 
-_SYM_BINARY = {
+_SYM_BINARY: dict[Callable[..., object], Callable[..., Value]] = {
     operator.add: coreai.broadcasting_add, operator.sub: coreai.broadcasting_sub,
     operator.mul: coreai.broadcasting_mul, operator.floordiv: coreai.broadcasting_floor_divide,
     operator.truediv: coreai.broadcasting_divide, operator.mod: coreai.broadcasting_remainder,

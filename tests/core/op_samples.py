@@ -75,6 +75,13 @@ _TABLE: dict[str, Sample] = {
                               lambda x, s, z: coreai.quantize(x, s, z, axis=1, dtype="uint8")),
     "coreai.dequantize": Sample((t(2, 3, dtype="int8"), t(), t(dtype="int8")),
                                 coreai.dequantize),
+    "coreai.lut_to_dense": Sample((t(3, dtype="uint8"), t(2, 1, 4)),
+                                  lambda i, lut: coreai.lut_to_dense(i, lut, shape=[2, 6])),
+    "coreai.constexpr_blockwise_shift_scale": Sample(
+        (t(4, 6, dtype="int4"), t(2, 3), t(2, 3, dtype="int4")),
+        coreai.constexpr_blockwise_shift_scale),
+    "coreai.sparse_to_dense": Sample((t(2, dtype="uint8"), t(5)),
+                                     lambda m, v: coreai.sparse_to_dense(m, v, shape=[3, 4])),
     **{name: _reduction(name) for name in (
         "coreai.reduce_sum", "coreai.reduce_mean", "coreai.reduce_max", "coreai.reduce_min",
         "coreai.reduce_product", "coreai.all", "coreai.any")},

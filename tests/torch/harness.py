@@ -45,12 +45,9 @@ def flatten(out: Any) -> list[torch.Tensor]:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
+    from coreai_torch.utils import to_numpy as converter_to_numpy
 
-        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.contiguous().numpy()
+    return converter_to_numpy(t)  # bfloat16/float8 as ml_dtypes arrays
 
 
 def call_targets(ep: torch.export.ExportedProgram) -> set[str]:

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coreai_core import Program, TensorType
+from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._table import qualified_name
 from coreai_torch.lowerings import default_table
 
@@ -98,7 +99,9 @@ def _size_query(fn, x: torch.Tensor):
     lowering = default_table().lookup(qualified_name(call.target))
     program = Program()
     with program.graph("main", inputs={"x": TensorType(tuple(x.shape), "float32")}) as g:
-        g.outputs({"out": lowering({"x": g["x"]}, call, None)})
+        values = NodeValues()
+        values.bind(node, g["x"])
+        g.outputs({"out": call_lowering(lowering, values, call, None)})
     return program.run({"x": x.numpy()})["out"], call.meta["val"]
 
 

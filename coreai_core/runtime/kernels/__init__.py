@@ -7,7 +7,7 @@ registered twice (in two families) is an error naming both owners.
 from __future__ import annotations
 
 from coreai_core.registry import Registry
-from coreai_core.runtime.kernels import control, elementwise, nn, tensor
+from coreai_core.runtime.kernels import compression, control, elementwise, nn, tensor
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
 __all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
@@ -17,6 +17,7 @@ FAMILIES: tuple[KernelSet, ...] = (
     tensor.KERNELS,
     nn.KERNELS,
     control.KERNELS,
+    compression.KERNELS,
 )
 
 

@@ -1,4 +1,4 @@
-"""Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize, quantization.
+"""Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize.
 
 All kernels are vectorized: convolutions and matmuls run on BLAS, windows are strided views
 of the padded input (Python loops only over kernel positions). Float16/bfloat16 inputs are
@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _resize, _windows
 from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels._windows import acc_dtype
@@ -117,34 +116,3 @@ def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
         # torch stores the weights in the data's dtype (rounded for float16/bfloat16).
         y = _resize.resize_axis(y, axis, idx, w.astype(x.dtype).astype(y.dtype))
     return y.astype(x.dtype, copy=False)
-
-
-def _per_axis(p: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
-    if axis is None:
-        return p
-    shape = [1] * ndim
-    shape[axis % ndim] = -1
-    return p.reshape(shape)
-
-
-@KERNELS.kernel("coreai.quantize")
-def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
-             axis: int | None = None, dtype: DType = DType.int8) -> np.ndarray:
-    """round_half_even(x * (1 / scale)) + zero_point, clamped to ``dtype`` (torch's order)."""
-    ft = acc_dtype(x.dtype)
-    # torch multiplies by the reciprocal of the float32 scale rather than dividing.
-    inv = (ft.type(1) / _per_axis(scale.astype(ft), axis, x.ndim)).astype(ft)
-    q = np.rint(x.astype(ft) * inv).astype(np.float64)
-    q += _per_axis(zero_point.astype(np.float64), axis, x.ndim)
-    info = np.iinfo(dtype.numpy)
-    return np.clip(q, info.min, info.max).astype(dtype.numpy)
-
-
-@KERNELS.kernel("coreai.dequantize")
-def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *,
-               axis: int | None = None) -> np.ndarray:
-    """(x - zero_point) * scale in the scale's float type."""
-    ft = acc_dtype(scale.dtype)
-    zp = _per_axis(zero_point.astype(ft), axis, x.ndim)
-    y = (x.astype(ft) - zp) * _per_axis(scale.astype(ft), axis, x.ndim)
-    return y.astype(scale.dtype, copy=False)

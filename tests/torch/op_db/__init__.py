@@ -7,6 +7,7 @@ module and are tested by the named test instead.
 
 from tests.torch.op_db import (
     backward,
+    compression,
     control,
     counting,
     elementwise,
@@ -19,8 +20,8 @@ from tests.torch.op_db import (
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
-FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward, counting,
-            tail)
+FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
+            compression, counting, tail)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {

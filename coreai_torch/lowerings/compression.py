@@ -1,0 +1,90 @@
+"""Built-in lowerings (compression family): the ``coreai::`` custom ops of
+:mod:`coreai_torch.compression.ops` onto the dialect's compression ops.
+
+The compressed data stays compressed in the program: packed bit streams and 8-bit data are
+used as they are; 4-bit data, which torch stores packed two per byte in a uint8 buffer, becomes
+a program weight of the 4-bit element type (int4, uint4, float4_e2m1fn). When that buffer is
+read by this op only, its weight is retyped in place, so the program keeps one copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch.fx
+
+from coreai_core import DType, TensorType, Value, WeightRef
+from coreai_core._builder import current_program
+from coreai_core._dtypes import SUB_BYTE
+from coreai_core.dialects import coreai
+from coreai_core.packing import unpack_nibbles
+from coreai_torch._table import LoweringSet
+from coreai_torch.utils import cast_to
+
+LOWERINGS = LoweringSet("compression")
+reg = LOWERINGS.register_torch_lowering
+
+
+def _four_bit_weight(packed: Value, dtype: DType, shape: list[int], arg: object) -> Value:
+    """The constant 4-bit tensor held, packed, by the uint8 constant ``packed``."""
+    t = TensorType(tuple(shape), dtype)
+    if packed.type == t:  # an entrypoint converted earlier already retyped the shared weight
+        return packed
+    op = packed.owner
+    if op is None or op.name != "coreai.constant":
+        raise ValueError(f"{dtype} data must be a constant (a buffer or parameter of the "
+                         f"module), not a value computed in the graph ({packed!r})")
+    ref = op.attributes["value"]
+    program = current_program()
+    if program is None:
+        raise RuntimeError("4-bit constants need a graph that belongs to a Program")
+    data = program.weights.get(ref.name) if isinstance(ref, WeightRef) else ref
+    if data is None:
+        raise ValueError(f"{dtype} data must be bound (the weight {ref} has no data)")
+    unpacked = unpack_nibbles(np.asarray(data).reshape(-1), dtype, shape)
+    sole_reader = isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
+        len(arg.users) == 1
+    if isinstance(ref, WeightRef) and sole_reader:
+        program.weights[ref.name] = unpacked
+        program.weight_types[ref.name] = t
+        packed.type = t
+        return packed
+    return coreai.constant(unpacked)
+
+
+@reg("coreai::lut_to_dense.default")
+def coreai_lut_to_dense_default(indices: Value, lut: Value, shape: list[int]) -> Value:
+    """lut_to_dense(Tensor indices, Tensor lut, int[] shape) -> Tensor"""
+    return coreai.lut_to_dense(indices, lut, shape=shape)
+
+
+@reg("coreai::constexpr_blockwise_shift_scale.default")
+def coreai_constexpr_blockwise_shift_scale_default(
+        data: Value, scale: Value, offset: Value | None, dtype: str, shape: list[int], *,
+        node: torch.fx.Node) -> Value:
+    """constexpr_blockwise_shift_scale(Tensor data, Tensor scale, Tensor? offset, str dtype, int[] shape) -> Tensor"""  # noqa: E501
+    element = DType.of(dtype)
+    if element in SUB_BYTE:
+        data = _four_bit_weight(data, element, shape, node.args[0])
+    if offset is not None:
+        offset = cast_to(offset, element)  # int8/uint8 zero points in the data's type
+    return coreai.constexpr_blockwise_shift_scale(data, scale, offset)
+
+
+@reg("coreai::quantize.default")
+def coreai_quantize_default(x: Value, scale: Value, zero_point: Value | None, dtype: DType,
+                            axis: int | None = None) -> Value:
+    """quantize(Tensor x, Tensor scale, Tensor? zero_point, ScalarType dtype, int? axis=None) -> Tensor"""  # noqa: E501
+    return coreai.quantize(x, scale, zero_point, axis=axis, dtype=dtype)
+
+
+@reg("coreai::dequantize.default")
+def coreai_dequantize_default(x: Value, scale: Value, zero_point: Value | None,
+                              axis: int | None = None) -> Value:
+    """dequantize(Tensor x, Tensor scale, Tensor? zero_point, int? axis=None) -> Tensor"""
+    return coreai.dequantize(x, scale, zero_point, axis=axis)
+
+
+@reg("coreai::sparse_to_dense.default")
+def coreai_sparse_to_dense_default(mask: Value, nonzero_data: Value, shape: list[int]) -> Value:
+    """sparse_to_dense(Tensor mask, Tensor nonzero_data, int[] shape) -> Tensor"""
+    return coreai.sparse_to_dense(mask, nonzero_data, shape=shape)
