@@ -34,11 +34,8 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-<<<<<<< HEAD
-    pooling, resample, attention, symbolic, control, backward, counting, tail,
-=======
     pooling, resample, attention, symbolic, control, backward, compression, quantized,
->>>>>>> main
+    counting, tail,
 )
 
 _DEFAULT: LoweringTable | None = None
