@@ -1,9 +1,7 @@
 """Built-in lowerings (counting family): binary search, histograms, unique values, mode and
 segment reductions, all expressed with existing Core AI ops.
 
-Searches count instead of bisecting: for a sorted sequence, torch's lower bound is the number
-of elements ``s`` with ``not (s >= v)`` (the upper bound: ``not (s > v)``), which also gives
-torch's answers for NaN (a NaN value lands after every element; NaNs sort last). Outputs whose
+Searches replay torch's binary search (its answers for NaN depend on the probe path). Outputs whose
 length depends on the data (``bincount``, the ``unique`` family) get a dynamic dim from
 ``non_zero`` or ``range_``.
 """
@@ -37,17 +35,37 @@ def _common(a: Value, b: Value | float) -> DType:
 
 def _count_below(seq: Value, values: Value, right: bool, sorter: Value | None,
                  out_int32: bool) -> Value:
-    """torch's searchsorted: for each value, the number of sorted elements before it."""
+    """torch's searchsorted, step for step: a binary search unrolled ``bit_length(M)`` times
+    (each step at least halves every value's [start, end) range), so that NaNs, which break
+    the sequence's order, give torch's answers too."""
     if sorter is not None:
         seq = coreai.gather_along_axis(seq, int64(sorter), axis=seq.type.rank - 1)
     dtype = _common(seq, values)
     seq, values = ordered(cast_to(seq, dtype)), ordered(cast_to(values, dtype))
-    v = coreai.expand_dims(values, [values.type.rank])  # [..., K, 1]
-    s = seq if seq.type.rank == 1 else coreai.expand_dims(seq, [seq.type.rank - 1])
-    after = coreai.broadcasting_greater(s, v) if right else coreai.broadcasting_greater_equal(s, v)
-    before = cast_to(coreai.not_(after), _I64)
-    counts = coreai.reduce_sum(before, axes=[before.type.rank - 1])
-    return cast_to(counts, DType.int32 if out_int32 else _I64)
+    m = seq.type.shape[-1]
+    if not isinstance(m, int):
+        raise NotImplementedError("searchsorted needs a static sequence length")
+    out = DType.int32 if out_int32 else _I64
+    start = coreai.broadcasting_mul(cast_to(coreai.broadcasting_equal(values, values), _I64),
+                                    const64(0))  # zeros shaped like values
+    end = coreai.broadcasting_add(start, const64(m))
+    for _ in range(m.bit_length()):
+        active = coreai.broadcasting_less(start, end)
+        mid = coreai.broadcasting_add(start, coreai.broadcasting_floor_divide(
+            coreai.broadcasting_sub(end, start), const64(2)))
+        at = coreai.broadcasting_minimum(mid, const64(m - 1))
+        if seq.type.rank == 1:
+            probe = coreai.gather(seq, at, axis=0)
+        else:
+            probe = coreai.gather_along_axis(seq, at, axis=seq.type.rank - 1)
+        after = (coreai.broadcasting_greater(probe, values) if right
+                 else coreai.broadcasting_greater_equal(probe, values))
+        go_right = coreai.broadcasting_and(active, coreai.not_(after))
+        go_left = coreai.broadcasting_and(active, after)
+        start = coreai.broadcasting_where(go_right, coreai.broadcasting_add(mid, const64(1)),
+                                          start)
+        end = coreai.broadcasting_where(go_left, mid, end)
+    return cast_to(start, out)
 
 
 def _is_right(right: bool, side: str | None) -> bool:
