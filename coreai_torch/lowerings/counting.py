@@ -413,6 +413,13 @@ def aten_segment_reduce_default(data: Value, reduce: str, lengths: Value | None 
     n = data.type.shape[ax]
     if not isinstance(n, int):
         raise NotImplementedError("segment_reduce needs a static size along axis")
+    if n == 0:  # every segment is empty: reduce one identity element no segment covers
+        shape = [*data.type.shape[:ax], 1, *data.type.shape[ax + 1:]]
+        if not all(isinstance(d, int) for d in shape):
+            raise NotImplementedError("segment_reduce of empty data needs static sizes")
+        data = coreai.broadcast_to(scalar_like(_SEGMENT_IDENTITY[reduce], data),
+                                   np.asarray(shape, np.int64))
+        n = 1
     trailing = data.type.rank - ax - 1
     pos = coreai.constant(np.arange(n, dtype=np.int64).reshape([1] * (b + 1) + [n]))
     inside = coreai.broadcasting_and(
