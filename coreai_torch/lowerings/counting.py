@@ -15,7 +15,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._index_utils import const64, int64, move_axes_perm, transpose
-from coreai_torch.lowerings._reduce import ordered
+from coreai_torch.lowerings._reduce import iota, ordered
 from coreai_torch.utils import cast_to, dtype_of, normalize_dim, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("counting")
@@ -215,6 +215,13 @@ def _unique_outputs(values: Value, inverse: Value, counts: Value, return_inverse
             counts if return_counts else _empty(_I64))
 
 
+def _shaped_like(flat: Value, x: Value) -> Value:
+    """``flat`` reshaped to x's shape (read at run time when dynamic)."""
+    if x.type.rank == 1:
+        return flat
+    return coreai.reshape(flat, list(x.type.shape) if x.type.is_static else coreai.get_shape(x))
+
+
 def _length(x: Value) -> int | Value:
     n = x.type.shape[0]
     if isinstance(n, int):
@@ -241,7 +248,7 @@ def aten__unique2_default(self: Value, sorted: bool = True, return_inverse: bool
     values = cast_to(coreai.gather_nd(s, starts), dtype)
     zeros = coreai.broadcasting_mul(perm, const64(0))
     inverse = coreai.scatter_along_axis(zeros, perm, run, axis=0)
-    inverse = coreai.reshape(inverse, [*self.type.shape]) if self.type.is_static else inverse
+    inverse = _shaped_like(inverse, self)
     return _unique_outputs(values, inverse, counts, return_inverse, return_counts)
 
 
@@ -297,7 +304,7 @@ def aten_unique_consecutive_default(self: Value, return_inverse: bool = False,
                                _empty(_I64), return_inverse, return_counts)
     starts, run, counts = _groups(_run_starts(_neighbours_differ(flat)), _length(flat))
     values = cast_to(coreai.gather_nd(flat, starts), dtype)
-    inverse = coreai.reshape(run, [*self.type.shape]) if self.type.is_static else run
+    inverse = _shaped_like(run, self)
     return _unique_outputs(values, inverse, counts, return_inverse, return_counts)
 
 
@@ -343,9 +350,6 @@ def aten_mode_default(self: Value, dim: int = -1, keepdim: bool = False) -> tupl
     ax = normalize_dim(dim, rank)
     perm = move_axes_perm(rank, ax, 1, rank - 1)
     xs = transpose(x, perm)  # dim last
-    n = xs.type.shape[-1]
-    if not isinstance(n, int):
-        raise NotImplementedError("mode needs a static size along dim")
     same = coreai.broadcasting_equal(coreai.expand_dims(xs, [rank]),
                                      coreai.expand_dims(xs, [rank - 1]))
     freq = coreai.reduce_sum(cast_to(same, _I64), axes=[rank])
@@ -354,7 +358,7 @@ def aten_mode_default(self: Value, dim: int = -1, keepdim: bool = False) -> tupl
     values = coreai.reduce_min(
         coreai.broadcasting_where(candidates, xs, scalar_like(_largest(xs.type.element_type), xs)),
         axes=[rank - 1], keep_dims=True)
-    positions = coreai.constant(np.arange(n, dtype=np.int64).reshape([1] * (rank - 1) + [n]))
+    positions = iota(xs, rank - 1)
     at_value = coreai.broadcasting_equal(xs, values)
     indices = coreai.reduce_max(
         coreai.broadcasting_where(at_value, positions, const64(-1)), axes=[rank - 1],
