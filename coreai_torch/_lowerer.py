@@ -37,6 +37,8 @@ DROPPED_TARGETS = {
     "aten::_assert_async.msg", "aten::_assert_async.default", "aten::_assert_scalar.default",
     "aten::sym_constrain_range_for_size.default", "aten::sym_constrain_range.default",
     "aten::_assert_tensor_metadata.default", "aten::_print.default",
+    # raises on a nonzero LAPACK info in eager torch; the runtime returns info instead
+    "aten::_linalg_check_errors.default",
 }
 _PROGRESS_MIN_NODES = 2000
 
@@ -118,6 +120,7 @@ class GraphLowerer:
         self.table = converter._table
         self.ctx = _utils.ConversionContext(_symbols(self.ep))
         self.ctx.lower_subgraph = self.lower_subgraph
+        self.ctx.lower_call = self.lower_call
 
     def run(self) -> None:
         token = _utils.set_context(self.ctx)
@@ -336,6 +339,25 @@ class GraphLowerer:
             if isinstance(g_dim, int) and isinstance(e_dim, Dim):
                 fail(f"{what} has static size {g_dim} where torch has the dynamic size "
                      f"{e_dim.name}; the lowering specialized a dynamic shape")
+
+    def lower_call(self, like: torch.fx.Node, target: Any, args: Sequence[Any],
+                   kwargs: dict[str, Any], val: Any, values: NodeValues) -> Any:
+        """Lower a call of ``target`` that is not a graph node (the op a higher-order wrapper
+        such as ``with_effects`` carries): a temporary node like ``like`` with torch's result
+        ``val`` is lowered with the table's lowering. Returns its Value(s), or None for a
+        dropped op (prints, asserts)."""
+        graph = torch.fx.Graph()
+        node = graph.create_node("call_function", target, tuple(args), dict(kwargs),
+                                 name=like.name)
+        node.meta = {**like.meta, "val": val}
+        try:
+            self._lower_call(node, values)
+            if isinstance(val, (list, tuple)):
+                return [values.value(node, i) if values.has(node, i) else None
+                        for i in range(len(val))]
+            return values.value(node) if values.has(node) else None
+        finally:
+            graph.erase_node(node)
 
     def lower_subgraph(self, gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
         """Lower a higher-order op's subgraph with its placeholders bound to ``args``."""

@@ -28,8 +28,10 @@ __all__ = [
 
 class ConversionContext:
     """Per-conversion facts lowerings may need: dynamic dim symbols and their bounds, the FX
-    node being lowered (``node``) and ``lower_subgraph(graph_module, args)``, which lowers a
-    higher-order op's subgraph inline and returns its outputs."""
+    node being lowered (``node``), ``lower_subgraph(graph_module, args)``, which lowers a
+    higher-order op's subgraph inline and returns its outputs, and ``lower_call(like, target,
+    args, kwargs, val, values)``, which lowers a call that is not a graph node (the op a
+    ``with_effects`` wrapper carries) with the converter's lowering for ``target``."""
 
     def __init__(self, symbols: Mapping[str, Dim] | None = None) -> None:
         self.symbols: dict[str, Dim] = dict(symbols or {})
@@ -37,6 +39,7 @@ class ConversionContext:
         self.node: torch.fx.Node | None = None
         self.lower_subgraph: Callable[[torch.fx.GraphModule, Sequence[Value]], list[Value]] = (
             _no_subgraphs)
+        self.lower_call: Callable[..., Any] = _no_calls
 
     def dim(self, size: Any) -> int | Dim:
         """A torch size (int or SymInt) as a Core AI dimension."""
@@ -53,6 +56,10 @@ class ConversionContext:
 
 def _no_subgraphs(gm: torch.fx.GraphModule, args: Sequence[Value]) -> list[Value]:
     raise RuntimeError("subgraphs can be lowered only during a conversion")
+
+
+def _no_calls(*args: Any) -> Any:
+    raise RuntimeError("wrapped calls can be lowered only during a conversion")
 
 
 _CONTEXT: contextvars.ContextVar[ConversionContext | None] = contextvars.ContextVar(

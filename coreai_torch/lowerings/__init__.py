@@ -15,6 +15,7 @@ from coreai_torch.lowerings import (
     complex,
     compression,
     control,
+    counting,
     creation,
     elementwise,
     embedding,
@@ -35,6 +36,7 @@ from coreai_torch.lowerings import (
     sorting,
     special,
     symbolic,
+    tail,
 )
 
 FAMILIES = (
@@ -44,6 +46,7 @@ FAMILIES = (
     complex, fft,
     linalg,
     resample_ext, pooling_ext,
+    counting, tail,
 )
 
 _DEFAULT: LoweringTable | None = None

@@ -9,19 +9,17 @@ goes through svd (eigh when hermitian), ``ormqr`` multiplies by the explicit Q.
 ``check_errors`` arguments are accepted and ignored: the runtime never raises on singular or
 indefinite input, it returns LAPACK's ``info`` outputs like the ``*_ex`` functions do. For the
 same reason the ``_linalg_check_errors`` effect that ``torch.linalg.inv``/``solve``/
-``cholesky``/``lu_factor``/``ldl_factor`` wrap in ``with_effects`` lowers to nothing.
+``cholesky``/``lu_factor``/``ldl_factor`` wrap in ``with_effects`` is dropped by the converter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
-from coreai_torch._table import LoweringSet, qualified_name
+from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._linalg_utils import (
     diagonal,
     empty,
@@ -394,22 +392,3 @@ def aten_linalg_pinv_atol_rtol_tensor(self: Value, atol: Value | None = None,
 
 # -- the error check torch.linalg wraps around *_ex ops -----------------------------------------
 
-_CHECK_ERRORS = "aten::_linalg_check_errors.default"
-
-
-@reg("higher_order::with_effects.default")
-def higher_order_with_effects_default(values_map: Mapping[str, Value], node: torch.fx.Node,
-                                      loc: Location) -> list[Value | None]:
-    """with_effects(token, op, *args, **kwargs) -> (token, *op results)
-
-    Only ``_linalg_check_errors`` (which raises on a nonzero ``info`` in eager torch) is
-    lowered: it has no result and the runtime does not raise, so the token passes through.
-    """
-    op = qualified_name(node.args[1])
-    if op != _CHECK_ERRORS:
-        raise NotImplementedError(f"with_effects around {op} is not supported (only "
-                                  f"{_CHECK_ERRORS} is)")
-    token = node.args[0]
-    if not isinstance(token, torch.fx.Node):
-        raise TypeError(f"with_effects expects a token node first, got {token!r}")
-    return [values_map[token.name], None]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch import LoweringError, TorchConverter
-from coreai_torch.utils import get_operand, result_dtype, result_type
+from coreai_torch.utils import dtype_of, get_operand, result_dtype, result_type
 from tests.torch.harness import export
 
 torch.library.define(
@@ -166,3 +166,36 @@ def test_the_fx_node_form_keeps_working(form):
     program = converter.add_exported_program(export(Pair(), (x,))).to_coreai()
     (got,) = program.run({"x": x.numpy()}).values()
     np.testing.assert_allclose(got, Pair()(x).numpy(), rtol=1e-6)
+
+
+torch.library.define("coreai_test::typed", "(Tensor self, ScalarType dtype=long) -> Tensor")
+
+
+@torch.library.impl("coreai_test::typed", "CompositeExplicitAutograd")
+def _typed(self, dtype=torch.int64):
+    return self.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [None, torch.int64, torch.float64, torch.bool])
+def test_a_scalar_type_default_binds_as_a_dtype(dtype):
+    # the schema stores ``dtype=long`` as c10's enum code; the lowering receives a DType
+    class Typed(torch.nn.Module):
+        def forward(self, x):
+            if dtype is None:
+                return torch.ops.coreai_test.typed(x)
+            return torch.ops.coreai_test.typed(x, dtype)
+
+    seen = []
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("coreai_test::typed.default")
+    def typed(self: Value, dtype: DType = DType.int64) -> Value:
+        seen.append(dtype)
+        return coreai.cast(self, dtype)
+
+    x = torch.tensor([1.5, -2.0, 0.0])
+    program = converter.add_exported_program(export(Typed(), (x,))).to_coreai()
+    (got,) = program.run([x.numpy()]).values()
+    want = Typed()(x)
+    assert seen == [dtype_of(want.dtype)]
+    np.testing.assert_array_equal(got, want.numpy())

@@ -10,6 +10,7 @@ from tests.torch.op_db import (
     complex,
     compression,
     control,
+    counting,
     elementwise,
     fft,
     indexing,
@@ -22,11 +23,13 @@ from tests.torch.op_db import (
     shape,
     special,
     symbolic,
+    tail,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random, special, complex, fft, linalg, resample_ext, pooling_ext)
+            compression, random, special, complex, fft, linalg, resample_ext, pooling_ext,
+            counting, tail)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
