@@ -181,10 +181,13 @@ class TorchConverter:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
+        failed: set[Any] = set()
         for _ in range(_MAX_DECOMPOSITION_ROUNDS):
             counts, examples = self._unsupported(ep)
             table = {}
             for qn, node in examples.items():
+                if node.target in failed:
+                    continue
                 decomposition = _torch_decomposition(node.target)
                 if decomposition is not None:
                     table[node.target] = decomposition
@@ -194,8 +197,28 @@ class TorchConverter:
                     _LOG.info(self.conversion_log[-1])
             if not table:
                 break
-            ep = ep.run_decompositions(table)
+            ep = self._apply_decompositions(name, ep, table, failed)
         return attrs.evolve(staged, program=ep)
+
+    def _apply_decompositions(self, name: str, ep: ExportedProgram, table: dict[Any, Callable],
+                              failed: set[Any]) -> ExportedProgram:
+        """``ep`` decomposed by ``table``. A torch decomposition that does not trace (aten.complex
+        writes into ``new_empty`` in place, which export's functionalization rejects) is left
+        out: its op stays unsupported and is reported as such, instead of torch's error."""
+        try:
+            return ep.run_decompositions(table)
+        except Exception:
+            if len(table) == 1:
+                target = next(iter(table))
+                failed.add(target)
+                self.conversion_log.append(
+                    f"{name}: torch's decomposition of {qualified_name(target)} failed to "
+                    "trace; the op stays unsupported")
+                _LOG.info(self.conversion_log[-1])
+                return ep
+        for target, fn in table.items():  # find the failing ones, keep the rest
+            ep = self._apply_decompositions(name, ep, {target: fn}, failed)
+        return ep
 
     def _preflight(self, programs: Sequence[ExportedProgram]) -> None:
         counts: Counter[str] = Counter()
