@@ -12,8 +12,8 @@ failures by reason (torch's, not the converter's), and converter failures by rea
 mismatches, timeouts, and crashes = any other exception, each listed).
 
 Run: ``python benchmarks/bench_opinfo.py [--limit N] [--ops abs,add] [--samples K]
-[--jobs N] [--timeout 20] [--json out.json]``. ``--samples K`` keeps each OpInfo's first K
-samples, a deterministic subset (sample generation is seeded per OpInfo).
+[--jobs N] [--timeout 20] [--json out.json] [--previous earlier.json]``. ``--samples K`` keeps
+each OpInfo's first K samples, a deterministic subset (sample generation is seeded per OpInfo).
 Needs ``expecttest`` (torch's testing module imports it; it is in the ``test`` extra).
 """
 
@@ -357,6 +357,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=20, help="seconds per case")
     parser.add_argument("--json", default="", help="write per-case results here")
+    parser.add_argument("--previous", default="", help="a --json file of an earlier run: "
+                        "its cases of the OpInfos not run now are kept and reported too "
+                        "(re-run a few OpInfos of a long run after a fix)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -377,7 +380,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for done, task in enumerate(tasks, 1):
             results.extend(chunk := _worker(task))
             _progress(done, len(tasks), chunk)
-    totals = report(results, len(ops))
+    n_ops = len(ops)
+    if args.previous:
+        earlier = json.loads(Path(args.previous).read_text())
+        rerun = {op_label(op) for op in ops}
+        results = [c for c in earlier["cases"] if c["op"] not in rerun] + results
+        n_ops = max(n_ops, earlier["totals"]["opinfos"])
+    totals = report(results, n_ops)
     if args.json:
         Path(args.json).write_text(json.dumps({"totals": totals, "cases": results}, indent=1))
     return totals
