@@ -58,7 +58,7 @@ def test_a_decomposition_that_fails_leaves_its_op_unsupported(monkeypatch):
         converter.add_exported_program(ep).to_coreai()
     assert [op.qualified_name for op in info.value.ops] == [
         qualified_name(torch.ops.coreai_test_fallback.broken.default)]
-    assert any("decomposition of coreai_test_fallback::broken" in line and "failed" in line
+    assert any("decomposition of coreai_test_fallback::broken.default failed to trace" in line
                for line in converter.conversion_log)
 
 
@@ -92,3 +92,36 @@ def test_aten_complex_no_longer_crashes_the_converter():
     else:
         (out,) = program.run([re.numpy(), im.numpy()]).values()
         np.testing.assert_array_equal(out, torch.complex(re, im).numpy())
+
+
+@torch.library.custom_op("coreai_test_fallback::internal", mutates_args=())
+def internal(x: torch.Tensor) -> torch.Tensor:
+    return x - 1
+
+
+@internal.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_a_decomposition_into_unlowered_ops_is_not_applied(monkeypatch):
+    """The error names the op the user called, not the internals its decomposition needs."""
+    def decompositions(target):
+        if target is torch.ops.coreai_test_fallback.twice.default:
+            return lambda x: torch.ops.coreai_test_fallback.internal(x)
+        return None
+
+    monkeypatch.setattr(converter_module, "_torch_decomposition", decompositions)
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.coreai_test_fallback.twice(x)
+
+    ep = torch.export.export(M(), (torch.randn(2, 3),))
+    converter = TorchConverter(progress=False)
+    with pytest.raises(UnsupportedOpsError) as info:
+        converter.add_exported_program(ep).to_coreai()
+    assert [op.qualified_name for op in info.value.ops] == [
+        qualified_name(torch.ops.coreai_test_fallback.twice.default)]
+    assert any("produces coreai_test_fallback::internal" in line
+               for line in converter.conversion_log)
