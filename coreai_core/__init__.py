@@ -1,7 +1,7 @@
 """coreai_core: the Core AI tensor dialect, its IR, text form, optimizer and numpy runtime."""
 
 from coreai_core._dtypes import DType, promote_types
-from coreai_core._ir import Dim, Graph, Location, Operation, TensorType, Value, WeightRef
+from coreai_core._ir import Composite, Dim, Graph, Location, Operation, TensorType, Value, WeightRef
 from coreai_core._opdef import Floats, Ints, defop
 from coreai_core._program_api import Program, load, parse
 from coreai_core._shapes import broadcast_shapes
@@ -16,8 +16,8 @@ from coreai_core.errors import (
 )
 
 __all__ = [
-    "ArtifactError", "CoreAIError", "DType", "Dim", "Floats", "Graph", "Ints", "Location",
-    "MissingKernelError", "defop",
+    "ArtifactError", "Composite", "CoreAIError", "DType", "Dim", "Floats", "Graph", "Ints",
+    "Location", "MissingKernelError", "defop",
     "Operation", "ParseError", "Program", "RuntimeInputError", "TensorType", "TypeRuleError",
     "Value", "VerificationError", "WeightRef", "broadcast_shapes", "load", "parse",
     "promote_types",

@@ -85,4 +85,6 @@ def default_dtype_of(value: Any) -> DType:
         return DType.int64
     if arr.dtype.kind == "f":
         return DType.float32
+    if arr.dtype.kind == "c":
+        return DType.complex64  # torch's default complex type
     raise TypeError(f"cannot make a constant from {value!r}")

@@ -26,6 +26,8 @@ class DType(enum.Enum):
     bfloat16 = "bfloat16"
     float32 = "float32"
     float64 = "float64"
+    complex64 = "complex64"
+    complex128 = "complex128"
     # narrow types of compressed weights and quantized tensors (numpy via ml_dtypes; a 4-bit
     # element takes one byte in memory and half a byte in a saved artifact)
     int4 = "int4"
@@ -65,13 +67,33 @@ class DType(enum.Enum):
         return self in _FLOATS
 
     @property
+    def is_complex(self) -> builtins.bool:
+        """True for complex64 and complex128 (``is_float`` is False for them)."""
+        return self in _COMPLEX_PART
+
+    @property
+    def real_dtype(self) -> DType:
+        """The type of a complex type's real and imaginary parts; other types unchanged."""
+        return _COMPLEX_PART.get(self, self)
+
+    @property
+    def complex_dtype(self) -> DType:
+        """The complex type whose parts are this float type (complex types unchanged)."""
+        if self.is_complex:
+            return self
+        for c, part in _COMPLEX_PART.items():
+            if part is self:
+                return c
+        raise TypeError(f"no complex element type has {self} parts; use float32 or float64")
+
+    @property
     def is_int(self) -> builtins.bool:
         """True for signed and unsigned integers (not bool)."""
         return self in _INTS
 
     @property
     def is_signed(self) -> builtins.bool:
-        return self in _FLOATS or self.value.startswith("int")
+        return self in _FLOATS or self in _COMPLEX_PART or self.value.startswith("int")
 
     @property
     def itemsize(self) -> int:
@@ -123,6 +145,8 @@ _TO_NUMPY = {
     DType.bfloat16: np.dtype(ml_dtypes.bfloat16),
     DType.float32: np.dtype(np.float32),
     DType.float64: np.dtype(np.float64),
+    DType.complex64: np.dtype(np.complex64),
+    DType.complex128: np.dtype(np.complex128),
     DType.int4: np.dtype(ml_dtypes.int4),
     DType.uint4: np.dtype(ml_dtypes.uint4),
     DType.float4_e2m1fn: np.dtype(ml_dtypes.float4_e2m1fn),
@@ -134,6 +158,7 @@ _FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64
                      DType.float4_e2m1fn, DType.float8_e4m3fn, DType.float8_e5m2})
 # Element types narrower than a byte: stored packed two per byte in saved artifacts.
 SUB_BYTE = frozenset({DType.int4, DType.uint4, DType.float4_e2m1fn})
+_COMPLEX_PART = {DType.complex64: DType.float32, DType.complex128: DType.float64}
 _INTS = frozenset(
     d for d in DType if d.value.startswith(("int", "uint"))
 )
@@ -142,6 +167,7 @@ _ALIASES = {
     "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "i1": "bool",
     "half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
+    "c64": "complex64", "c128": "complex128", "cfloat": "complex64", "cdouble": "complex128",
 }
 
 # Short spellings used in the text form, e.g. tensor<2x3xf32>.
@@ -150,15 +176,24 @@ SHORT_NAME = {
     DType.int64: "i64", DType.uint8: "u8", DType.uint16: "u16", DType.uint32: "u32",
     DType.uint64: "u64", DType.float16: "f16", DType.bfloat16: "bf16", DType.float32: "f32",
     DType.float64: "f64",
+    DType.complex64: "c64", DType.complex128: "c128",
     DType.int4: "i4", DType.uint4: "u4", DType.float4_e2m1fn: "f4E2M1FN",
     DType.float8_e4m3fn: "f8E4M3FN", DType.float8_e5m2: "f8E5M2",
 }
 
 
 def promote_types(a: DType, b: DType) -> DType:
-    """PyTorch's promotion of two tensor element types (category first, then width)."""
+    """PyTorch's promotion of two tensor element types (category first, then width).
+
+    A complex type meeting a float type takes parts wide enough for both
+    (complex64 with float64 gives complex128, as in torch).
+    """
     if a == b:
         return a
+    if a.is_complex or b.is_complex:
+        parts = [d.real_dtype for d in (a, b) if d.is_complex or d.is_float]
+        part = promote_types(*parts) if len(parts) == 2 else parts[0]
+        return DType.complex128 if part is DType.float64 else DType.complex64
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b

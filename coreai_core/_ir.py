@@ -22,8 +22,8 @@ from coreai_core._dtypes import SHORT_NAME, DType
 from coreai_core._syntax import DIM_NAME, IDENT, quote
 
 __all__ = [
-    "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "ProgramData", "WeightRef",
-    "format_type",
+    "Composite", "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "ProgramData",
+    "WeightRef", "format_type",
 ]
 
 
@@ -211,6 +211,45 @@ class Operation:
         return {k: v for k, v in self.attributes.items() if isinstance(v, Graph)}
 
 
+def _plain_attr(v: Any) -> Any:
+    if isinstance(v, (tuple, list)):
+        return [_plain_attr(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"a composite attribute must be a number, bool, str, None or a list of "
+                    f"them, got {type(v).__name__} {v!r}")
+
+
+def _plain_attrs(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): _plain_attr(v) for k, v in attributes.items()}
+
+
+@attrs.frozen
+class Composite:
+    """The declaration of a composite op: a graph that stands for one named operation.
+
+    ``name`` is the op's name (``"rms_norm"``, ``"sdpa"``, ...), ``version`` its declaration
+    version and ``attributes`` its constant parameters (numbers, bools, strings, None, lists).
+    The input and output names are the graph's own. Callers reach the graph with
+    ``coreai.invoke``; the optimizer keeps it or inlines it
+    (:class:`coreai_core.optimizer.InlineCompositesPass`).
+    """
+
+    name: str
+    version: int = 1
+    attributes: dict[str, Any] = attrs.field(factory=dict, converter=_plain_attrs, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a composite needs a non-empty name")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) \
+                or self.version < 0:
+            raise ValueError(f"composite {self.name!r}: version must be an int >= 0, "
+                             f"got {self.version!r}")
+
+
 def _weak_program(program: ProgramData | None) -> weakref.ref[ProgramData] | None:
     return None if program is None else weakref.ref(program)
 
@@ -220,7 +259,8 @@ class Graph:
     """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
 
     Top-level graphs are entrypoints of a :class:`ProgramData`; nested graphs are regions of
-    control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...).
+    control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...). A top-level
+    graph with a ``composite`` declaration is a composite op, called with ``coreai.invoke``.
 
     ``program`` is a back-reference to the program that owns the graph; it is weak (a parent
     pointer), so caches keyed by program that hold graphs, such as a runtime's plans, never keep
@@ -233,6 +273,7 @@ class Graph:
     ops: list[Operation] = attrs.field(factory=list)
     output_values: dict[str, Value] = attrs.field(factory=dict)
     state_outputs: dict[str, Value] = attrs.field(factory=dict)
+    composite: Composite | None = None
     _program_ref: weakref.ref[ProgramData] | None = attrs.field(
         default=None, alias="program", converter=_weak_program, on_setattr=attrs.setters.NO_OP)
 
@@ -347,14 +388,30 @@ class ProgramData:
         self.generation = 0
 
     # -- building -------------------------------------------------------------------------
-    def add_graph(self, g: Graph) -> Graph:
-        """Add entrypoint ``g`` (its name must be new) and make ``g.program`` this program."""
+    def add_graph(self, g: Graph, *, before: str | None = None) -> Graph:
+        """Add entrypoint ``g`` (its name must be new) and make ``g.program`` this program.
+
+        ``before`` places it ahead of an existing graph (a callee is printed before its callers,
+        so that the text form reads back in order).
+        """
         if g.name in self.graphs:
             raise ValueError(f"program already has a graph named {g.name!r}")
+        if before is not None and before not in self.graphs:
+            raise KeyError(f"program has no graph {before!r} to place {g.name!r} before")
         g.program = self
-        self.graphs[g.name] = g
+        if before is None:
+            self.graphs[g.name] = g
+        else:
+            items = list(self.graphs.items())
+            at = [k for k, _ in items].index(before)
+            self.graphs = dict([*items[:at], (g.name, g), *items[at:]])
         self.invalidate()
         return g
+
+    @property
+    def composites(self) -> dict[str, Graph]:
+        """The graphs that declare a composite op, by graph name."""
+        return {k: g for k, g in self.graphs.items() if g.composite is not None}
 
     def declare_state(self, g: Graph, name: str, initial: Any) -> Value:
         """Add state ``name`` to graph ``g`` with the given initial value (shared by name)."""
@@ -404,7 +461,10 @@ class ProgramData:
     # -- introspection --------------------------------------------------------------------
     def _entry(self, entrypoint: str | None) -> Graph:
         if entrypoint is None:
-            entrypoint = "main" if "main" in self.graphs else next(iter(self.graphs), None)
+            # the default entrypoint: "main", else the first graph that is not a composite
+            entrypoint = "main" if "main" in self.graphs else next(
+                (k for k, g in self.graphs.items() if g.composite is None),
+                next(iter(self.graphs), None))
         if entrypoint not in self.graphs:
             raise KeyError(f"program has no entrypoint {entrypoint!r}; it has {list(self.graphs)}")
         return self.graphs[entrypoint]
@@ -483,6 +543,9 @@ def _graph_key(g: Graph, outer: dict[int, Any] | None = None) -> Any:
         tuple(ops),
         tuple((k, numbering.get(id(v))) for k, v in g.output_values.items()),
         tuple((k, numbering.get(id(v))) for k, v in g.state_outputs.items()),
+        None if g.composite is None else (g.composite.name, g.composite.version,
+                                          tuple(sorted((k, _attr_key(v, numbering))
+                                                for k, v in g.composite.attributes.items()))),
     )
 
 

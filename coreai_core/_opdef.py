@@ -304,6 +304,8 @@ def _scalar_dtype(value: Any, peer: DType | None) -> DType | None:
     is_scalar = np.ndim(value) == 0
     if peer.is_float and (kind == "f" or (kind in "iu" and is_scalar)):
         return peer
+    if peer.is_complex and (kind in "fc" or (kind in "iu" and is_scalar)):
+        return peer
     if peer.is_int and kind in "iu" and is_scalar:
         return peer
     if peer is DType.bool and kind == "b":

@@ -25,7 +25,7 @@ import numpy as np
 
 from coreai_core import draw, serialization
 from coreai_core._builder import insertion_point
-from coreai_core._ir import Graph, ProgramData
+from coreai_core._ir import Composite, Graph, ProgramData
 from coreai_core._text_parser import parse_into
 from coreai_core.optimizer import OptimizeReport, Pass, optimize
 from coreai_core.runtime import Seed, default_runtime, run_program
@@ -45,20 +45,25 @@ class Program(ProgramData):
     # -- building -------------------------------------------------------------------------
     @contextlib.contextmanager
     def graph(self, name: str = "main", inputs: Mapping[str, Any] | None = None,
-              state: Mapping[str, Any] | None = None) -> Iterator[Graph]:
+              state: Mapping[str, Any] | None = None, *, composite: Composite | None = None,
+              before: str | None = None) -> Iterator[Graph]:
         """Create entrypoint ``name`` and make it the insertion point for builders.
 
         ``state`` maps state names to initial numpy arrays; the graph reads them via
         ``g[name]`` and writes the new values with ``g.outputs(..., state={name: v})``.
+        ``composite`` declares the graph a composite op (called with ``coreai.invoke``);
+        ``before`` places the graph ahead of an existing one (callees precede callers).
         """
         if name in self.graphs:
             raise ValueError(f"program already has a graph named {name!r}")
-        g = Graph(name, program=self)
+        if composite is not None and state:
+            raise ValueError(f"composite graph {name!r} cannot have state")
+        g = Graph(name, program=self, composite=composite)
         for k, t in (inputs or {}).items():
             g.add_input(k, t)
         for k, init in (state or {}).items():
             self.declare_state(g, k, init)
-        self.add_graph(g)
+        self.add_graph(g, before=before)
         with insertion_point(g):
             yield g
 

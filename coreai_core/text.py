@@ -8,7 +8,8 @@ the printed result types are checked against it. Grammar (informal)::
     program    := 'coreai.program' '{' item* '}'
     item       := 'weight' SYM ':' type ['=' dense]          data elided unless small or full=True
                 | 'state' SYM ':' type '=' dense              initial value, always in full
-                | 'graph' SYM signature body
+                | 'graph' SYM [composite] signature body
+    composite  := 'composite' STRING 'version' INT ['{' NAME '=' attr {',' ...} '}']
     signature  := '(' [VAL ':' type {',' ...}] ')' ['state' '(' VAL ':' type {',' ...} ')']
     body       := '{' op* terminator '}'
     op         := [VAL {',' VAL} '='] OPNAME '(' [VAL {',' VAL}] ')' ['{' attr {',' attr} '}']
@@ -20,6 +21,7 @@ the printed result types are checked against it. Grammar (informal)::
     type       := 'tensor<' {dim 'x'} ELEMENT '>'          e.g. tensor<2x?batch[1:64]xf32>
     dim        := INT | '?' [NAME | STRING] ['[' [INT] ':' [INT] ']']
     dense      := 'dense<' (scalar | nested list) '>'       a bare scalar is a splat
+    scalar     := INT | FLOAT | 'true' | 'false' | '(' FLOAT ',' FLOAT ')'   complex: (real, imag)
     loc        := 'loc(' [STRING [':' INT]] ['in' STRING] ')'
 
 Names that are not identifiers are JSON-quoted (``%"x-1"``, ``@"my weight"``); a dynamic
@@ -75,7 +77,11 @@ def print_program(program: ProgramData, *, locations: bool = False, full: bool =
         arr = np.asarray(data)
         lines.append(f"  state {_sym(name)} : {_array_type(arr)} = {_dense(arr)}")
     for name, g in program.graphs.items():
-        lines.append("  " + _Printer(locations).graph(g, f"graph {_sym(name)}", "  "))
+        printer = _Printer(locations)
+        head = f"graph {_sym(name)}"
+        if g.composite is not None:
+            head += " " + printer.composite(g)
+        lines.append("  " + printer.graph(g, head, "  "))
     lines.append("}")
     return "\n".join(lines)
 
@@ -101,6 +107,8 @@ def _dense(a: np.ndarray) -> str:
 
 
 def _is_splat(flat: np.ndarray) -> bool:
+    if flat.dtype.kind == "c":  # compare the bits of both parts
+        flat = flat.view(flat.real.dtype).reshape(flat.size, 2)
     bits = flat.view(_UINT_OF_SIZE[flat.itemsize])
     return bool((bits == bits[0]).all())
 
@@ -110,6 +118,10 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
         return ["true" if x else "false" for x in flat.tolist()]
     if dtype.is_int:
         return [str(x) for x in flat.tolist()]
+    if dtype.is_complex:  # `(real, imag)`, each part printed like a float of its width
+        part = dtype.real_dtype
+        re, im = _elements(flat.real.copy(), part), _elements(flat.imag.copy(), part)
+        return [f"({r}, {i})" for r, i in zip(re, im)]
     # the shortest decimal that reads back to the same value in its own width; bfloat16 goes
     # through float32, which holds it exactly (numpy has no bfloat16 formatting); so do the
     # ml_dtypes float8/float4 types
@@ -184,6 +196,16 @@ class _Printer:
         lines.append(inner + self.terminator(g, region))
         lines.append(indent + "}")
         return "\n".join(lines)
+
+    def composite(self, g: Graph) -> str:
+        """``composite "rms_norm" version 1 {eps = 1e-06}``: the declaration of a composite."""
+        c = g.composite
+        assert c is not None
+        text = f"composite {_quote(c.name)} version {c.version}"
+        if c.attributes:
+            text += " {" + ", ".join(f"{_name(k)} = {self.attr(v, '')}"
+                                     for k, v in c.attributes.items()) + "}"
+        return text + " "
 
     def typed(self, values: dict[str, Value]) -> str:
         return ", ".join(f"{self.names[id(v)]}: {format_type(v.type)}" for v in values.values())

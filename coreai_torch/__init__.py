@@ -10,6 +10,7 @@ from coreai_torch import compression  # registers the torch.ops.coreai compressi
 from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
+from coreai_torch.externalize import ExternalizeSpec
 from coreai_torch.verify import (
     find_first_divergence,
     find_first_nonfinite,
@@ -17,6 +18,7 @@ from coreai_torch.verify import (
 )
 
 __all__ = [
-    "ConversionError", "LoweringError", "TorchConverter", "UnsupportedOpsError", "compression",
+    "ConversionError", "ExternalizeSpec", "LoweringError", "TorchConverter",
+    "UnsupportedOpsError", "compression",
     "find_first_divergence", "find_first_nonfinite", "get_decomp_table", "verify",
 ]

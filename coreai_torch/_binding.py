@@ -254,10 +254,11 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     return _plain(arg, values)
 
 
-def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node) -> Value | bool | int | float:
+def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node,
+            ) -> Value | bool | int | float | complex:
     if isinstance(arg, torch.fx.Node):
         return values.value(arg)
-    if isinstance(arg, (bool, int, float)):
+    if isinstance(arg, (bool, int, float, complex)):
         return arg  # a wrapped number: the lowering picks its dtype (utils.cast_to)
     if isinstance(arg, torch.Tensor):
         return coreai.constant(utils.tensor_data(arg))

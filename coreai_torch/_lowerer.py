@@ -18,14 +18,16 @@ import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from coreai_core import Dim, Program, TensorType, Value
+from coreai_core import Composite, Dim, Program, TensorType, Value
 from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import qualified_name
+from coreai_torch.composites import COMPOSITE_OPS, CompositeBuilder
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
+from coreai_torch.externalize import CALL_MODULE, session_of
 
 if TYPE_CHECKING:
     from coreai_torch.converter import TorchConverter
@@ -45,6 +47,7 @@ class Staged:
     input_names: list[str] | None
     output_names: list[str] | None
     state_names: list[str] | None
+    composite: Composite | None = None
 
 
 GETITEM = operator.getitem
@@ -103,8 +106,10 @@ class GraphLowerer:
     """Lowers one exported program into one entrypoint graph."""
 
     def __init__(self, converter: TorchConverter, program: Program, weights: WeightStore,
-                 entrypoint: str, staged: Staged) -> None:
+                 entrypoint: str, staged: Staged, *,
+                 composites: CompositeBuilder | None = None) -> None:
         self.converter = converter
+        self.composites = composites
         self.program = program
         self.weights = weights
         self.entrypoint = entrypoint
@@ -133,7 +138,7 @@ class GraphLowerer:
         rename = dict(zip(user_inputs, input_names, strict=True))
         example = _example_inputs(ep)
 
-        with self.program.graph(self.entrypoint) as g:
+        with self.program.graph(self.entrypoint, composite=staged.composite) as g:
             values = NodeValues()
             for node in ep.graph.nodes:
                 if node.op != "placeholder":
@@ -238,19 +243,46 @@ class GraphLowerer:
         qn = qualified_name(node.target)
         if qn in DROPPED_TARGETS:
             return
+        if qn == CALL_MODULE:
+            with default_location(location_of(node)):
+                self._store_call(node, values)
+            return
         fn = self.table.lookup(qn)
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
         with default_location(loc):
             try:
-                result = call_lowering(fn, values, node, loc)
+                if self.composites is not None and self._as_composite(qn):
+                    result = self.composites.lower(qn, fn, values, node, loc)
+                else:
+                    result = call_lowering(fn, values, node, loc)
             except (LoweringError, UnsupportedOpsError):
                 raise
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
                                     source=describe(node), lowering=_fn_name(fn)) from e
         self._store(node, qn, fn, result, values)
+
+    def _store_call(self, node: torch.fx.Node, values: NodeValues) -> None:
+        """An externalized module's call: ``invoke`` of the graph of its signature."""
+        args, key = node.args
+        session, site = session_of(str(key))
+        callee = session.site_graph[site]
+        assert isinstance(args, (list, tuple))
+        operands = [values.value(a) for a in args if isinstance(a, torch.fx.Node)]
+        if len(operands) != len(args):
+            raise LoweringError("an externalized module call takes tensors only",
+                                node=node.name, target=CALL_MODULE, source=describe(node),
+                                lowering=None)
+        results = coreai.invoke(operands, callee=callee)
+        for i, r in enumerate(results):
+            _name_value(r, f"{node.name}#{i}")
+            values.bind(node, r, i)
+
+    def _as_composite(self, qn: str) -> bool:
+        # a user's own lowering for the op wins: it is lowered as the user wrote it
+        return qn in COMPOSITE_OPS and qn not in self.table.own_names()
 
     def _store(self, node: torch.fx.Node, qn: str, fn: Callable, result: Any,
                values: NodeValues) -> None:

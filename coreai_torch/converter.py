@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -26,10 +27,12 @@ from coreai_torch._lowerer import (
     mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
+from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
+from coreai_torch.externalize import CALL_MODULE, ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
 
-__all__ = ["TorchConverter"]
+__all__ = ["ExternalizeSpec", "TorchConverter"]
 
 class TorchConverter:
     """Converts decomposed ``torch.export`` programs to a Core AI :class:`Program`.
@@ -38,12 +41,16 @@ class TorchConverter:
     with :meth:`register_torch_lowering` apply to this converter only and win over built-ins.
 
     ``progress`` shows a progress bar on large graphs (``None``: only when stderr is a
-    terminal). Weights keep their dtypes exactly; nothing is narrowed.
+    terminal). Weights keep their dtypes exactly; nothing is narrowed. ``composites=True``
+    lowers the ops of :data:`coreai_torch.composites.COMPOSITE_OPS` (layer_norm, tanh gelu,
+    sdpa) into composite graphs called with ``coreai.invoke``; by default everything is flat.
     """
 
-    def __init__(self, *, progress: bool | None = None) -> None:
+    def __init__(self, *, progress: bool | None = None, composites: bool = False) -> None:
+        self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
+        self._sessions: dict[str, ExternalSession] = {}  # entrypoint -> its externalization
         self.progress = progress
         self.conversion_log: list[str] = []
 
@@ -116,28 +123,50 @@ class TorchConverter:
     def add_pytorch_module(self, module: torch.nn.Module,
                            export_fn: Callable[[torch.nn.Module], ExportedProgram] | None = None,
                            *, args: tuple = (), kwargs: Mapping[str, Any] | None = None,
-                           decompose: bool = True, **names: Any) -> TorchConverter:
+                           decompose: bool = True,
+                           externalize_modules: Sequence[type[torch.nn.Module] | ExternalizeSpec]
+                           | None = None,
+                           **names: Any) -> TorchConverter:
         """Export ``module`` (with ``export_fn(module)`` or ``torch.export.export(module,
-        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it."""
+        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it.
+
+        ``externalize_modules`` lists nn.Module classes (or :class:`ExternalizeSpec` objects):
+        each instance of one becomes a call (``coreai.invoke``) of a composite graph exported
+        once per distinct signature and shared by every call site; its weights stay in the
+        calling graph, stored once (see :mod:`coreai_torch.externalize`).
+        """
         from coreai_torch.decompositions import get_decomp_table
 
-        if export_fn is not None:
-            ep = export_fn(module)
-        else:
-            ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
-        if decompose:
-            ep = ep.run_decompositions(get_decomp_table())
-        return self.add_exported_program(ep, **names)
+        def export(m: torch.nn.Module) -> ExportedProgram:
+            if export_fn is not None:
+                return export_fn(m)
+            return torch.export.export(m, tuple(args), kwargs=dict(kwargs or {}))
+
+        def decomposed(ep: ExportedProgram) -> ExportedProgram:
+            return ep.run_decompositions(get_decomp_table()) if decompose else ep
+
+        if not externalize_modules:
+            return self.add_exported_program(decomposed(export(module)), **names)
+        taken = {*self._staged, names.get("entrypoint_name", "main")}
+        for other in self._sessions.values():
+            taken.update(e.graph_name for e in other.by_signature.values())
+        session = ExternalSession([as_spec(x) for x in externalize_modules], taken)
+        ep = session.export(module, export, decomposed)
+        self.add_exported_program(ep, **names)
+        self._sessions[names.get("entrypoint_name", "main")] = session
+        return self
 
     def clear(self, entrypoints: Sequence[str] | None = None) -> None:
         """Unstage the given entrypoints (all when None)."""
         if entrypoints is None:
             self._staged.clear()
+            self._sessions.clear()
             return
         for name in entrypoints:
             if name not in self._staged:
                 raise KeyError(f"entrypoint {name!r} is not staged; staged: {list(self._staged)}")
             del self._staged[name]
+            self._sessions.pop(name, None)
 
     def __repr__(self) -> str:
         staged = ", ".join(f"{k}: {len(v.program.graph.nodes)} nodes"
@@ -159,11 +188,24 @@ class TorchConverter:
                 raise KeyError(f"entrypoint {n!r} is not staged{hint}")
         self.conversion_log = []
         staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
-        self._preflight([s.program for s in staged.values()])
+        externals: dict[str, Staged] = {}
+        for n in names:
+            for ext in self._sessions[n].ordered() if n in self._sessions else []:
+                assert ext.program is not None
+                if ext.graph_name in names:
+                    raise ValueError(f"entrypoint {ext.graph_name!r} has the name of an "
+                                     "externalized module's graph; stage it under another "
+                                     "entrypoint_name")
+                externals[ext.graph_name] = self._decompose_unsupported(ext.graph_name, Staged(
+                    ext.program, ext.input_names, None, None, composite=ext.composite))
+        self._preflight([s.program for s in [*externals.values(), *staged.values()]])
         program = Program()
         weights = WeightStore(program)
+        builder = CompositeBuilder(program) if self.composites else None
+        for n, ext_staged in externals.items():
+            GraphLowerer(self, program, weights, n, ext_staged, composites=builder).run()
         for n in names:
-            GraphLowerer(self, program, weights, n, staged[n]).run()
+            GraphLowerer(self, program, weights, n, staged[n], composites=builder).run()
         return program
 
     def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:
@@ -171,7 +213,8 @@ class TorchConverter:
         examples: dict[str, torch.fx.Node] = {}
         for node in all_call_nodes(ep.graph_module):
             qn = qualified_name(node.target)
-            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table:
+            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table \
+                    or qn == CALL_MODULE:
                 continue
             counts[qn] += 1
             examples.setdefault(qn, node)
@@ -182,6 +225,16 @@ class TorchConverter:
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
         failed: set[Any] = set()
+        counts, examples = self._unsupported(ep)
+        mutating = sorted(qn for qn, node in examples.items() if _mutates(node.target))
+        if mutating:
+            # torch.export keeps in-place ops (copy_ into a select view, x[:, 1] = y) until the
+            # program is decomposed; an empty table functionalizes it and decomposes nothing
+            ep = ep.run_decompositions({})
+            self.conversion_log.append(
+                f"{name}: functionalized the program on the fly: it calls the in-place "
+                f"op(s) {', '.join(mutating)}, which become functional writes")
+            _LOG.info(self.conversion_log[-1])
         for _ in range(_MAX_DECOMPOSITION_ROUNDS):
             counts, examples = self._unsupported(ep)
             table = {}
@@ -259,6 +312,11 @@ _MAX_DECOMPOSITION_ROUNDS = 8
 _LOG = logging.getLogger("coreai_torch")
 
 
+def _mutates(target: Any) -> bool:
+    """Whether ``target`` is an aten op that writes into one of its arguments."""
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
+
+
 def _torch_decomposition(target: Any) -> Callable | None:
     """torch's decomposition of an aten OpOverload, if it has one."""
     if not isinstance(target, torch._ops.OpOverload):
@@ -268,9 +326,20 @@ def _torch_decomposition(target: Any) -> Callable | None:
     fn = decomposition_table.get(target)
     if fn is not None:
         return fn
-    if target.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
-        return target.decompose
-    return None
+    composite = torch._C.DispatchKey.CompositeImplicitAutograd
+    if not target.has_kernel_for_dispatch_key(composite):
+        return None
+    kernel = target.py_kernels.get(composite)
+    if kernel is not None and not isinstance(kernel, torch._C.DispatchKey):
+        return kernel
+    return functools.partial(_run_composite_kernel, target)
+
+
+def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    # Not ``op.decompose``: run_decompositions installs each table entry as the op's Python
+    # CompositeImplicitAutograd kernel, and ``decompose`` calls that kernel, i.e. itself again
+    # (RecursionError, e.g. on aten::instance_norm). The C++ composite kernel is what we want.
+    return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
 def _opt_list(names: Sequence[str] | None) -> list[str] | None:

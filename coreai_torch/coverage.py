@@ -20,8 +20,6 @@ __all__ = ["NOT_LOWERED", "core_aten_ops", "main", "not_lowered", "report"]
 # Core ATen ops deliberately left without a lowering, with the reason. A meta test keeps this
 # list equal to the ops actually missing.
 NOT_LOWERED: dict[str, str] = {
-    "aten::_fft_r2c.default": "produces a complex tensor; Core AI has no complex element types",
-    "aten::_fft_c2r.default": "consumes a complex tensor; Core AI has no complex element types",
 }
 
 

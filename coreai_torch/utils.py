@@ -84,7 +84,7 @@ _FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:
-    """The Core AI element type of a torch dtype (complex types are rejected clearly)."""
+    """The Core AI element type of a torch dtype (unsupported ones are rejected clearly)."""
     try:
         return _FROM_TORCH[torch_dtype]
     except KeyError:
@@ -181,9 +181,13 @@ def scalar_constant(value: Any, peer: DType | None, loc: Location | None = None)
     if isinstance(value, bool):
         dtype = DType.bool
     elif isinstance(value, int):
-        dtype = peer if peer is not None and (peer.is_int or peer.is_float) else DType.int64
+        dtype = peer if peer is not None and peer is not DType.bool else DType.int64
     elif isinstance(value, float):
-        dtype = peer if peer is not None and peer.is_float else dtype_of(torch.get_default_dtype())
+        dtype = peer if peer is not None and (peer.is_float or peer.is_complex) \
+            else dtype_of(torch.get_default_dtype())
+    elif isinstance(value, complex):
+        dtype = peer if peer is not None and peer.is_complex \
+            else dtype_of(torch.get_default_dtype()).complex_dtype
     else:
         raise TypeError(f"expected a Python scalar, got {value!r}")
     return coreai.constant(value, dtype=dtype, loc=loc)
@@ -222,9 +226,9 @@ def _to_value(values_map: Mapping[str, Value], node: torch.fx.Node, arg: Any,
         if any(isinstance(a, torch.fx.Node) for a in arg):
             return shape_value(values_map, node, arg, loc)
         return coreai.constant(np.asarray(arg), dtype=dtype, loc=loc)
-    if isinstance(arg, (bool, int, float)):
+    if isinstance(arg, (bool, int, float, complex)):
         if dtype is not None:
-            return coreai.constant(arg, dtype=dtype, loc=loc)
+            return coreai.constant(np.asarray(arg), dtype=dtype, loc=loc)
         return scalar_constant(arg, peer_dtype(node), loc)
     if isinstance(arg, torch.Tensor):
         return coreai.constant(tensor_data(arg), loc=loc)
@@ -299,8 +303,7 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
         return None
     if t.is_sparse or t.is_quantized:
         raise TypeError(f"{t.layout} / quantized tensors are not supported as weights")
-    if t.is_complex():
-        raise TypeError(f"complex tensor of dtype {t.dtype} has no Core AI element type")
+    t = t.resolve_conj().resolve_neg()  # numpy cannot view torch's lazy conjugate/negative bits
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 

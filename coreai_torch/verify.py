@@ -21,9 +21,11 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from coreai_core import Program, Value
+from coreai_core.optimizer import InlineCompositesPass
 from coreai_core.runtime import run_graph_collect
 from coreai_torch._locations import describe
 from coreai_torch._table import qualified_name
+from coreai_torch.externalize import CALL_MODULE, external_program
 
 __all__ = [
     "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_divergence",
@@ -72,7 +74,7 @@ class VerifyReport:
 
 def _to_numpy(t: Any) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        t = t.detach().cpu()
+        t = t.detach().cpu().resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:
             t = t.float()
         return t.numpy()
@@ -102,6 +104,11 @@ def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     return float(diff.max()), float(rel.max())
 
 
+def _parts(a: np.ndarray) -> np.ndarray:
+    """A complex array as its (real, imag) pairs along a new last axis; others unchanged."""
+    return np.stack([a.real, a.imag], axis=-1) if a.dtype.kind == "c" else a[..., None]
+
+
 def dtype_kind(dtype: np.dtype) -> str:
     """``bool``, ``integer``, ``float`` or ``complex`` (ml_dtypes' bfloat16 and float8 types
     are floats); another dtype is its own kind."""
@@ -128,16 +135,19 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     if got.shape != want.shape:
         return OutputError(name, got.shape, str(got.dtype), np.inf, np.inf, False,
                            f"shape {list(got.shape)} != torch {list(want.shape)}")
-    abs_err, rel_err = _errors(got, want)
     if dtype_kind(got.dtype) != dtype_kind(want.dtype):
+        abs_err, rel_err = _errors(_parts(got), _parts(want))
         return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, False,
                            f"dtype {got.dtype} ({dtype_kind(got.dtype)}) != torch "
                            f"{want.dtype} ({dtype_kind(want.dtype)})")
+    shape, dtype = got.shape, str(got.dtype)
+    if got.dtype.kind == "c":  # compare real and imaginary parts
+        got, want = _parts(got), _parts(want)
+    abs_err, rel_err = _errors(got, want)
     g, w = got.astype(np.float64), want.astype(np.float64)
     ok = bool(np.all((np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w))
                      | (g == w)))
-    return OutputError(name, got.shape, str(got.dtype), abs_err, rel_err, ok,
-                       "" if ok else "values differ")
+    return OutputError(name, shape, dtype, abs_err, rel_err, ok, "" if ok else "values differ")
 
 
 def _inputs_for(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
@@ -268,6 +278,14 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         out = super().run_node(n)
+        if n.op == "call_function" and qualified_name(n.target) == CALL_MODULE:
+            # an externalized module's call: record its own graph's values under the call,
+            # ahead of the call's results (they are computed first)
+            sub = external_program(str(n.args[1]))
+            if sub is not None:
+                args = [self.env[a] for a in n.args[0]]  # type: ignore[union-attr,index]
+                for k, v in torch_intermediates(sub, args).items():
+                    self.values[f"{n.name}/{k}"] = v
         if isinstance(out, torch.Tensor):
             self.values[n.name] = out.detach()
         elif isinstance(out, (list, tuple)):
@@ -296,10 +314,26 @@ def torch_intermediates(ep: ExportedProgram, inputs: Any) -> dict[str, torch.Ten
     return rec.values
 
 
+def _inlined(program: Program) -> Program:
+    """``program`` itself when it has no composites, else a copy with every one inlined."""
+    if not program.composites:
+        return program
+    flat = copy.deepcopy(program)
+    InlineCompositesPass().run(flat)
+    return flat
+
+
 def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
                           rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main",
                           ) -> DivergenceReport:
-    """Compare every runtime intermediate that maps to an FX node with torch's value."""
+    """Compare every runtime intermediate that maps to an FX node with torch's value.
+
+    Composites are looked into: the comparison runs on a copy with every composite inlined, so
+    a composite's result is compared like any op's and its inner values are recorded (named
+    ``<call>/<inner>``). An externalized module's call is compared inside too: its own
+    exported program runs on the call's arguments and its values are paired by those names.
+    """
+    program = _inlined(program)
     expected = torch_intermediates(ep, inputs)
     state = {k: v.copy() for k, v in program.initial_state.items()}
     _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
@@ -334,14 +368,18 @@ class NonFinite:
 
 def find_first_nonfinite(program: Program, inputs: Any, *, entrypoint: str = "main",
                          ) -> NonFinite | None:
-    """The first op (in execution order) whose result contains NaN or Inf, or None."""
+    """The first op (in execution order) whose result contains NaN or Inf, or None.
+
+    Composites are inlined first (in a copy), so the op found may be one inside a composite.
+    """
+    program = _inlined(program)
     state = {k: v.copy() for k, v in program.initial_state.items()}
     _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
                                   entrypoint=entrypoint, state=state)
     for value, array in record.items():
         a = np.asarray(array)
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            bad = ~np.isfinite(a.astype(np.float64))
+        if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+            bad = ~np.isfinite(a if a.dtype.kind == "c" else a.astype(np.float64))
             if bad.any():
                 op = value.owner
                 return NonFinite(op.name if op else "?", value.name,

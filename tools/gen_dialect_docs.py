@@ -19,6 +19,68 @@ def _one_line(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
+_COMPLEX_SEMANTICS = """\
+### Complex numbers
+
+- `complex64` holds two `float32` parts, `complex128` two `float64` parts (the parts' type is
+  `DType.real_dtype`). The runtime stores them as numpy `complex64`/`complex128`; saved
+  artifacts keep them bit for bit.
+- Text form: a complex element is `(real, imag)`, each part printed like a float of the parts'
+  width (shortest round-tripping decimal, `inf`, `nan`, `nan(0x...)`), e.g.
+  `dense<[(1.5, -2.0), (0.0, inf)]> : tensor<2xc64>`.
+- Promotion follows torch: complex is above float; a complex type meeting a float type gets
+  parts wide enough for both (`complex64` with `float64` gives `complex128`).
+- Values are physical: there is no lazy conjugate or negative bit; `coreai.conj` computes the
+  conjugate (torch's `_conj` and `resolve_conj` lower to it and to the identity).
+- `cast` from complex to a real type keeps the real part (to `bool`: nonzero if either part is
+  nonzero); from real to complex the imaginary part is +0.
+- Elementwise functions use the principal branch (numpy's and torch's); `abs` returns the
+  modulus as a float of the parts' type; `isnan`/`isinf` test both parts; `equal`/`not_equal`
+  compare both parts. Ordered comparisons, `maximum`/`minimum`, rounding, `sign`, `relu`,
+  `floor_divide`/`modulo`/`remainder`/`atan2`, bitwise ops and the special functions reject
+  complex operands (as torch does).
+- Reductions: `reduce_sum`, `reduce_product` and `reduce_mean` accept complex tensors; data
+  movement ops (reshape, transpose, concat, slice, gather, pad, ...) accept every element type.
+"""
+
+
+def _element_types() -> list[str]:
+    """The element types, their text names, and the complex-number semantics, with the
+    elementwise ops that accept complex operands found by running their type rules."""
+    from coreai_core import DType, TensorType, Value
+    from coreai_core._dtypes import SHORT_NAME
+    from coreai_core._opdef import OPS, normalize_attr
+    from coreai_core.errors import TypeRuleError
+
+    names = ", ".join(f"`{d.value}` (`{SHORT_NAME[d]}`)" for d in DType)
+    accepting = []
+    for opdef in OPS.values():
+        if not opdef.traits & {"unary", "binary"}:
+            continue
+        if not opdef.rule.__module__.startswith("coreai_core."):
+            continue  # an op a user defined at run time
+        if any(not p.has_default and p.kind != "choice" for p in opdef.attributes):
+            continue
+        operands = {p.name: Value(TensorType((2,), DType.complex64)) for p in opdef.operands}
+        # an attribute without a default takes its first choice (e.g. special's ``fn``)
+        attributes = {p.name: normalize_attr(p, p.default if p.has_default else p.choices[0],
+                                             opdef.name) for p in opdef.attributes}
+        try:
+            opdef.infer(operands, attributes)
+        except TypeRuleError:
+            continue
+        accepting.append(f"`{opdef.name.removeprefix('coreai.')}`")
+    from coreai_core.dialects import _fft
+
+    # the transforms' definition is the fft family's docstring, after its title line
+    fft_doc = inspect.cleandoc(_fft.__doc__ or "").split("\n", 1)[1].strip()
+    return ["", "## Element types", "",
+            f"Tensor element types and their short names in the text form: {names}.", "",
+            _COMPLEX_SEMANTICS,
+            "Unary and binary elementwise ops that accept complex operands: "
+            + ", ".join(accepting) + ".", "", "### Fourier transforms", "", fft_doc]
+
+
 def _paragraphs(doc: str) -> list[str]:
     """Every paragraph of a docstring, each on one line, separated by blank lines."""
     paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n") if p.strip()]
@@ -50,6 +112,7 @@ def render() -> str:
         "then attributes with their kind and default.",
         "",
         f"{len(dialect)} ops in {len(families)} families.",
+        *_element_types(),
     ]
     for module, opdefs in families.items():
         mod = sys.modules[module]
@@ -64,6 +127,10 @@ def render() -> str:
             traits = f" *[{', '.join(sorted(opdef.traits))}]*" if opdef.traits else ""
             lines.append(f"- `{opdef.signature_text()}` — builder "
                          f"{', '.join(f'`{n}`' for n in names)}{traits}. {_one_line(opdef.doc)}")
+        # a family may document attribute values in tables: {title: {value: meaning}}
+        for caption, table in getattr(mod, "DOC_TABLES", {}).items():
+            lines += ["", caption, "", "| value | meaning |", "|---|---|"]
+            lines += [f"| `{k}` | {v} |" for k, v in table.items()]
     helpers = [(n, fn) for n, fn in vars(coreai).items() if callable(fn)
                and not hasattr(fn, "opdef") and n in coreai.__all__ and n != "OPS"]
     lines += ["", "## Other builders", "",

@@ -44,7 +44,8 @@ def render() -> str:
         "- *Kept*: torch's default decomposition table would decompose the op; "
         "`get_decomp_table()` keeps it because we lower it natively.",
         "- dtypes: every lowering follows torch's dtype rules; the op database samples float32, "
-        "float64, float16, bfloat16, the integer types and bool wherever torch accepts them.",
+        "float64, float16, bfloat16, complex64, complex128, the integer types and bool wherever "
+        "torch accepts them.",
         "",
         "## Core ATen ops not lowered",
         "",

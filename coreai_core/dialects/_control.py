@@ -7,7 +7,7 @@ from typing import Any
 
 from coreai_core._builder import current
 from coreai_core._dtypes import DType
-from coreai_core._ir import Graph, TensorType, Value
+from coreai_core._ir import Dim, Graph, TensorType, Value
 from coreai_core._opdef import as_value, defop
 from coreai_core._shapes import expect, fail
 
@@ -61,8 +61,56 @@ def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
         fail(f"callee @{callee} is not a graph of this program")
     g = program.graphs[callee]
     expect(not g.state_inputs, f"callee @{callee} has state; only stateless graphs are invoked")
-    _expect_inputs(g, args, f"@{callee}")
-    return _types(g)
+    return _call_types(g, args, f"@{callee}")
+
+
+def _call_types(g: Graph, args: Sequence[Value], what: str) -> list[TensorType]:
+    """The result types of calling ``g`` with ``args`` (see :func:`call_binding`)."""
+    binding = call_binding(g, args, what)
+
+    def bind(d: int | Dim) -> int | Dim:
+        return binding.get(d.name, d) if isinstance(d, Dim) and d.name != "?" else d
+
+    return [t.with_shape(tuple(bind(d) for d in t.shape)) for t in _types(g)]
+
+
+def call_binding(g: Graph, args: Sequence[Value], what: str = "callee",
+                 ) -> dict[str, int | Dim]:
+    """The caller's size for each named dynamic dimension of ``g``'s inputs.
+
+    A dynamic dimension of the callee binds to the caller's size (static or dynamic) in that
+    place, consistently across inputs (a static one accepts a caller's dynamic size); the
+    callee's output types are rewritten with these bindings, so one callee graph serves
+    callers with different symbol names or sizes.
+    """
+    want = [v.type for v in g.inputs.values()]
+    got = [v.type for v in args]
+    mismatch = f"{what} takes {[str(t) for t in want]}, got {[str(t) for t in got]}"
+    expect(len(want) == len(got), mismatch)
+    binding: dict[str, int | Dim] = {}
+    for w, a in zip(want, got):
+        expect(w.element_type == a.element_type and w.rank == a.rank, mismatch)
+        for wd, ad in zip(w.shape, a.shape):
+            if isinstance(wd, int):
+                # a caller's dynamic size may be the callee's static one (checked when run)
+                expect(wd == ad or isinstance(ad, Dim), mismatch)
+                continue
+            if isinstance(ad, int):
+                expect(wd.admits(ad), f"{mismatch}: size {ad} is outside {wd}'s bounds")
+            if wd.name == "?":
+                continue
+            bound = binding.setdefault(wd.name, ad)
+            # two different static sizes contradict; symbols may be equal at run time (checked
+            # then), and the most specific size known is kept: int, named symbol, then "?"
+            expect(not (isinstance(bound, int) and isinstance(ad, int) and bound != ad),
+                   f"{mismatch}: dimension {wd} is both {bound} and {ad}")
+            if _specificity(ad) > _specificity(bound):
+                binding[wd.name] = ad
+    return binding
+
+
+def _specificity(d: int | Dim) -> int:
+    return 2 if isinstance(d, int) else 0 if d.name == "?" else 1
 
 
 def output(values: Any = None, /, state: Any = None, **named: Value) -> None:

@@ -20,21 +20,30 @@ from coreai_core._shapes import broadcast_shapes, expect, fail, norm_axis, same_
 
 # Which element types an elementwise op accepts.
 FLOAT = "float"
+INEXACT = "float or complex"
 NUMERIC = "numeric"  # ints and floats
+NUMBER = "numeric or complex"
 INTEGRAL = "integral"  # ints and bool
 BOOL = "bool"
+ORDERED = "non-complex"  # every type with an order: all but complex
 ANY = "any"
 
 
 def _accepts(kind: str, dtype: DType) -> bool:
     if kind == ANY:
         return True
+    if kind == ORDERED:
+        return not dtype.is_complex
     if kind == FLOAT:
         return dtype.is_float
+    if kind == INEXACT:
+        return dtype.is_float or dtype.is_complex
     if kind == NUMERIC:
+        return dtype is not DType.bool and not dtype.is_complex
+    if kind == NUMBER:
         return dtype is not DType.bool
     if kind == INTEGRAL:
-        return not dtype.is_float
+        return dtype is DType.bool or dtype.is_int
     return dtype is DType.bool
 
 
@@ -87,46 +96,53 @@ def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = Non
     return defop(traits=("elementwise", "unary"))(rule)
 
 
-abs_ = _unary("abs_", "Absolute value.", NUMERIC)
-neg = _unary("neg", "Negation.", NUMERIC)
+@defop(traits=("elementwise", "unary"))
+def abs_(x: Value) -> TensorType:
+    """Absolute value; the modulus of a complex number (a float of the parts' type)."""
+    _check(NUMBER, x=x)
+    return x.type.with_dtype(x.type.element_type.real_dtype)
+
+
+neg = _unary("neg", "Negation.", NUMBER)
 sign = _unary("sign", "-1, 0 or 1 (NaN gives 0, like torch.sign).", NUMERIC)
 floor = _unary("floor", "Round toward -inf.", NUMERIC)
 ceil = _unary("ceil", "Round toward +inf.", NUMERIC)
 round_ = _unary("round_", "Round half to even.", NUMERIC)
 trunc = _unary("trunc", "Round toward zero.", NUMERIC)
 relu = _unary("relu", "max(x, 0).", NUMERIC)
-acos = _unary("acos", "Inverse cosine.")
-acosh = _unary("acosh", "Inverse hyperbolic cosine.")
-asin = _unary("asin", "Inverse sine.")
-asinh = _unary("asinh", "Inverse hyperbolic sine.")
-atan = _unary("atan", "Inverse tangent.")
-atanh = _unary("atanh", "Inverse hyperbolic tangent.")
-cos = _unary("cos", "Cosine.")
-cosh = _unary("cosh", "Hyperbolic cosine.")
-sin = _unary("sin", "Sine.")
-sinh = _unary("sinh", "Hyperbolic sine.")
-tan = _unary("tan", "Tangent.")
-tanh = _unary("tanh", "Hyperbolic tangent.")
-exp = _unary("exp", "e**x.")
-exp2 = _unary("exp2", "2**x.")
-expm1 = _unary("expm1", "e**x - 1, accurate near 0.")
-log = _unary("log", "Natural logarithm.")
-log2 = _unary("log2", "Base-2 logarithm.")
-log10 = _unary("log10", "Base-10 logarithm.")
-log1p = _unary("log1p", "log(1 + x), accurate near 0.")
-sqrt = _unary("sqrt", "Square root.")
-rsqrt = _unary("rsqrt", "1 / sqrt(x).")
-reciprocal = _unary("reciprocal", "1 / x.")
+acos = _unary("acos", "Inverse cosine.", INEXACT)
+acosh = _unary("acosh", "Inverse hyperbolic cosine.", INEXACT)
+asin = _unary("asin", "Inverse sine.", INEXACT)
+asinh = _unary("asinh", "Inverse hyperbolic sine.", INEXACT)
+atan = _unary("atan", "Inverse tangent.", INEXACT)
+atanh = _unary("atanh", "Inverse hyperbolic tangent.", INEXACT)
+cos = _unary("cos", "Cosine.", INEXACT)
+cosh = _unary("cosh", "Hyperbolic cosine.", INEXACT)
+sin = _unary("sin", "Sine.", INEXACT)
+sinh = _unary("sinh", "Hyperbolic sine.", INEXACT)
+tan = _unary("tan", "Tangent.", INEXACT)
+tanh = _unary("tanh", "Hyperbolic tangent.", INEXACT)
+exp = _unary("exp", "e**x.", INEXACT)
+exp2 = _unary("exp2", "2**x.", INEXACT)
+expm1 = _unary("expm1", "e**x - 1, accurate near 0.", INEXACT)
+log = _unary("log", "Natural logarithm.", INEXACT)
+log2 = _unary("log2", "Base-2 logarithm.", INEXACT)
+log10 = _unary("log10", "Base-10 logarithm.", INEXACT)
+log1p = _unary("log1p", "log(1 + x), accurate near 0.", INEXACT)
+sqrt = _unary("sqrt", "Square root.", INEXACT)
+rsqrt = _unary("rsqrt", "1 / sqrt(x).", INEXACT)
+reciprocal = _unary("reciprocal", "1 / x.", INEXACT)
 erf = _unary("erf", "Gauss error function.")
 erfinv = _unary("erfinv", "Inverse error function.")
 lgamma = _unary("lgamma", "log|Gamma(x)|.")
 digamma = _unary("digamma", "Derivative of lgamma.")
-sigmoid = _unary("sigmoid", "1 / (1 + exp(-x)).")
-silu = _unary("silu", "x * sigmoid(x).")
+sigmoid = _unary("sigmoid", "1 / (1 + exp(-x)).", INEXACT)
+silu = _unary("silu", "x * sigmoid(x).", INEXACT)
 not_ = _unary("not_", "Logical not.", BOOL)
 bitwise_not = _unary("bitwise_not", "Bitwise not (logical not for bool).", INTEGRAL)
-isnan = _unary("isnan", "True where x is NaN.", FLOAT, DType.bool)
-isinf = _unary("isinf", "True where x is +-inf.", FLOAT, DType.bool)
+isnan = _unary("isnan", "True where x (either part of a complex x) is NaN.", INEXACT, DType.bool)
+isinf = _unary("isinf", "True where x (either part of a complex x) is +-inf.", INEXACT,
+               DType.bool)
 
 
 @defop(traits=("elementwise", "unary"))
@@ -176,31 +192,32 @@ def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = 
 
 
 COMMUTATIVE = ("commutative",)
-broadcasting_add = _binary("broadcasting_add", "lhs + rhs.", traits=COMMUTATIVE)
-broadcasting_sub = _binary("broadcasting_sub", "lhs - rhs.")
-broadcasting_mul = _binary("broadcasting_mul", "lhs * rhs.", traits=COMMUTATIVE)
+broadcasting_add = _binary("broadcasting_add", "lhs + rhs.", NUMBER, traits=COMMUTATIVE)
+broadcasting_sub = _binary("broadcasting_sub", "lhs - rhs.", NUMBER)
+broadcasting_mul = _binary("broadcasting_mul", "lhs * rhs.", NUMBER, traits=COMMUTATIVE)
 broadcasting_divide = _binary(
-    "broadcasting_divide", "lhs / rhs (integers: rounded toward zero, like C).")
+    "broadcasting_divide", "lhs / rhs (integers: rounded toward zero, like C).", NUMBER)
 broadcasting_floor_divide = _binary("broadcasting_floor_divide", "floor(lhs / rhs).")
 broadcasting_modulo = _binary(
     "broadcasting_modulo", "C-style remainder, sign of lhs (torch.fmod).")
 broadcasting_remainder = _binary(
     "broadcasting_remainder", "Python-style remainder, sign of rhs (torch.remainder).")
-broadcasting_pow = _binary("broadcasting_pow", "lhs ** rhs.")
+broadcasting_pow = _binary(
+    "broadcasting_pow", "lhs ** rhs (complex: the principal value).", NUMBER)
 broadcasting_atan2 = _binary("broadcasting_atan2", "atan2(lhs, rhs).", FLOAT)
 broadcasting_maximum = _binary(
-    "broadcasting_maximum", "Elementwise max, NaN propagates.", ANY, traits=COMMUTATIVE)
+    "broadcasting_maximum", "Elementwise max, NaN propagates.", ORDERED, traits=COMMUTATIVE)
 broadcasting_minimum = _binary(
-    "broadcasting_minimum", "Elementwise min, NaN propagates.", ANY, traits=COMMUTATIVE)
+    "broadcasting_minimum", "Elementwise min, NaN propagates.", ORDERED, traits=COMMUTATIVE)
 broadcasting_equal = _binary(
     "broadcasting_equal", "lhs == rhs.", ANY, DType.bool, traits=COMMUTATIVE)
 broadcasting_not_equal = _binary(
     "broadcasting_not_equal", "lhs != rhs.", ANY, DType.bool, traits=COMMUTATIVE)
-broadcasting_greater = _binary("broadcasting_greater", "lhs > rhs.", ANY, DType.bool)
+broadcasting_greater = _binary("broadcasting_greater", "lhs > rhs.", ORDERED, DType.bool)
 broadcasting_greater_equal = _binary(
-    "broadcasting_greater_equal", "lhs >= rhs.", ANY, DType.bool)
-broadcasting_less = _binary("broadcasting_less", "lhs < rhs.", ANY, DType.bool)
-broadcasting_less_equal = _binary("broadcasting_less_equal", "lhs <= rhs.", ANY, DType.bool)
+    "broadcasting_greater_equal", "lhs >= rhs.", ORDERED, DType.bool)
+broadcasting_less = _binary("broadcasting_less", "lhs < rhs.", ORDERED, DType.bool)
+broadcasting_less_equal = _binary("broadcasting_less_equal", "lhs <= rhs.", ORDERED, DType.bool)
 broadcasting_and = _binary("broadcasting_and", "Logical and.", BOOL, traits=COMMUTATIVE)
 broadcasting_or = _binary("broadcasting_or", "Logical or.", BOOL, traits=COMMUTATIVE)
 broadcasting_xor = _binary("broadcasting_xor", "Logical xor.", BOOL, traits=COMMUTATIVE)
@@ -213,10 +230,11 @@ broadcasting_bitwise_xor = _binary(
 broadcasting_shift_left = _binary("broadcasting_shift_left", "lhs << rhs.", INTEGRAL)
 broadcasting_shift_right = _binary(
     "broadcasting_shift_right", "lhs >> rhs (arithmetic for signed types).", INTEGRAL)
-add = _binary("add", "lhs + rhs.", broadcast=False, traits=COMMUTATIVE)
-sub = _binary("sub", "lhs - rhs.", broadcast=False)
-mul = _binary("mul", "lhs * rhs.", broadcast=False, traits=COMMUTATIVE)
-divide = _binary("divide", "lhs / rhs (integers: rounded toward zero).", broadcast=False)
+add = _binary("add", "lhs + rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
+sub = _binary("sub", "lhs - rhs.", NUMBER, broadcast=False)
+mul = _binary("mul", "lhs * rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
+divide = _binary("divide", "lhs / rhs (integers: rounded toward zero).", NUMBER,
+                 broadcast=False)
 
 
 def broadcasting_bitwise_not(x: ValueLike, *, loc: Location | None = None) -> Value:

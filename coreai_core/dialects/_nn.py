@@ -10,7 +10,13 @@ from typing import Any, Literal, overload
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
 from coreai_core._opdef import Floats, Ints, IntsLike, ValueLike, defop
-from coreai_core._shapes import broadcast_shapes, expect, same_dtype, window_out
+from coreai_core._shapes import (
+    broadcast_shapes,
+    expect,
+    expect_int_vector,
+    same_dtype,
+    window_out,
+)
 from coreai_core.errors import TypeRuleError
 
 
@@ -163,15 +169,22 @@ def avgpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints
 @defop()
 def interpolate(x: Value, sizes: Ints,
                 mode: Literal["nearest", "nearest_exact", "linear", "cubic"] = "nearest",
-                align_corners: bool = False, scales: Floats | None = None) -> TensorType:
+                align_corners: bool = False, scales: Floats | None = None,
+                output_size: Value | None = None) -> TensorType:
     """Resize the spatial dims to ``sizes`` (PyTorch upsample semantics).
 
     ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
     (output/input, one per spatial dim; a value <= 0 means "not given") and change the
-    coordinate mapping exactly like torch does.
+    coordinate mapping exactly like torch does. ``output_size`` (1-d int64, one entry per
+    spatial dim) gives sizes known only at run time; ``sizes`` then holds -1 for each of them.
     """
     n = _spatial(x, None, "interpolate")
     expect(len(sizes) == n, f"sizes needs {n} entries, got {list(sizes)}")
+    if output_size is not None:
+        expect_int_vector(output_size, "output_size", n)
+        expect(all(s >= -1 for s in sizes), f"sizes entries must be >= -1, got {list(sizes)}")
+        return x.type.with_shape([*x.type.shape[:2],
+                                  *(Dim() if s == -1 else s for s in sizes)])
     if scales is not None:
         expect(len(scales) == n, f"scales needs {n} entries, got {list(scales)}")
     if mode == "cubic":

@@ -36,7 +36,8 @@ def _reduction(name: str, doc: str, result: DType | None = None, numeric: bool =
         if numeric:
             expect(x.type.element_type is not DType.bool, f"expects a numeric tensor, got {x.type}")
         if floats:
-            expect(x.type.element_type.is_float, f"expects a float tensor, got {x.type}")
+            expect(x.type.element_type.is_float or x.type.element_type.is_complex,
+                   f"expects a float or complex tensor, got {x.type}")
         return _reduced(x, axes, keep_dims, result)
 
     rule.__name__ = rule.__qualname__ = name
@@ -45,7 +46,8 @@ def _reduction(name: str, doc: str, result: DType | None = None, numeric: bool =
 
 
 reduce_sum = _reduction("reduce_sum", "Sum.")
-reduce_mean = _reduction("reduce_mean", "Arithmetic mean (float tensors).", floats=True)
+reduce_mean = _reduction("reduce_mean", "Arithmetic mean (float or complex tensors).",
+                         floats=True)
 reduce_max = _reduction("reduce_max", "Maximum, NaN propagates.", numeric=False)
 reduce_min = _reduction("reduce_min", "Minimum, NaN propagates.", numeric=False)
 reduce_product = _reduction("reduce_product", "Product.")

@@ -8,6 +8,14 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 """
 
 from coreai_core._opdef import OPS
+from coreai_core.dialects._complex import (
+    complex_,
+    conj,
+    imag,
+    real,
+    view_as_complex,
+    view_as_real,
+)
 from coreai_core.dialects._compression import (
     constexpr_blockwise_shift_scale,
     dequantize,
@@ -101,6 +109,26 @@ from coreai_core.dialects._elementwise import (
     trunc,
     where,
 )
+from coreai_core.dialects._fft import (
+    fft_c2c,
+    fft_c2r,
+    fft_r2c,
+)
+from coreai_core.dialects._linalg import (
+    cholesky,
+    eig,
+    eigh,
+    geqrf,
+    householder_product,
+    ldl_factor,
+    ldl_solve,
+    lu_factor,
+    lu_solve,
+    matrix_exp,
+    pivots_to_permutation,
+    svd,
+    triangular_solve,
+)
 from coreai_core.dialects._nn import (
     avgpool,
     batch_matmul,
@@ -120,6 +148,19 @@ from coreai_core.dialects._random import (
     random_normal,
     random_permutation,
     random_uniform,
+)
+from coreai_core.dialects._special import (
+    broadcasting_copysign,
+    broadcasting_fmax,
+    broadcasting_fmin,
+    broadcasting_gcd,
+    broadcasting_hypot,
+    broadcasting_lcm,
+    broadcasting_nextafter,
+    frexp,
+    signbit,
+    special,
+    special_binary,
 )
 from coreai_core.dialects._tensor import (
     all_,
@@ -180,4 +221,11 @@ __all__ = [
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
     "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
     "random_integers", "random_permutation", "random_bernoulli", "random_multinomial",
+    "special", "special_binary", "broadcasting_fmax", "broadcasting_fmin",
+    "broadcasting_copysign", "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd",
+    "broadcasting_lcm", "frexp", "signbit",
+    "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
+    "fft_c2c", "fft_r2c", "fft_c2r",
+    "svd", "eigh", "eig", "cholesky", "lu_factor", "lu_solve", "pivots_to_permutation",
+    "triangular_solve", "geqrf", "householder_product", "matrix_exp", "ldl_factor", "ldl_solve",
 ]

@@ -50,7 +50,13 @@ __all__ = [
     "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
     "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
     "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
-    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial"
+    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial", "special",
+    "special_binary", "broadcasting_fmax", "broadcasting_fmin", "broadcasting_copysign",
+    "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd", "broadcasting_lcm",
+    "frexp", "signbit", "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
+    "fft_c2c", "fft_r2c", "fft_c2r", "svd", "eigh", "eig", "cholesky", "lu_factor", "lu_solve",
+    "pivots_to_permutation", "triangular_solve", "geqrf", "householder_product", "matrix_exp",
+    "ldl_factor", "ldl_solve"
 ]
 
 def if_(
@@ -91,7 +97,7 @@ def cast(x: ValueLike, dtype: DTypeLike, *, loc: Location | None = None) -> Valu
 
 
 def abs_(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """Absolute value."""
+    """Absolute value; the modulus of a complex number (a float of the parts' type)."""
 
 
 def neg(x: ValueLike, *, loc: Location | None = None) -> Value:
@@ -243,11 +249,11 @@ def bitwise_not(x: ValueLike, *, loc: Location | None = None) -> Value:
 
 
 def isnan(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """True where x is NaN."""
+    """True where x (either part of a complex x) is NaN."""
 
 
 def isinf(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """True where x is +-inf."""
+    """True where x (either part of a complex x) is +-inf."""
 
 
 def gelu(
@@ -301,7 +307,7 @@ def broadcasting_remainder(lhs: ValueLike, rhs: ValueLike, *, loc: Location | No
 
 
 def broadcasting_pow(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """lhs ** rhs. Numpy broadcasting."""
+    """lhs ** rhs (complex: the principal value). Numpy broadcasting."""
 
 
 def broadcasting_atan2(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
@@ -523,6 +529,7 @@ def interpolate(
     mode: Literal['nearest', 'nearest_exact', 'linear', 'cubic'] = ...,
     align_corners: bool = ...,
     scales: FloatsLike | None = ...,
+    output_size: ValueLike | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
@@ -530,7 +537,8 @@ def interpolate(
 
     ``linear`` is bi/tri-linear by rank; ``scales`` are torch's ``scale_factor`` values
     (output/input, one per spatial dim; a value <= 0 means "not given") and change the
-    coordinate mapping exactly like torch does.
+    coordinate mapping exactly like torch does. ``output_size`` (1-d int64, one entry per
+    spatial dim) gives sizes known only at run time; ``sizes`` then holds -1 for each of them.
     """
 
 
@@ -582,7 +590,7 @@ def reduce_mean(
     *,
     loc: Location | None = None,
 ) -> Value:
-    """Arithmetic mean (float tensors). Over ``axes`` (all when None)."""
+    """Arithmetic mean (float or complex tensors). Over ``axes`` (all when None)."""
 
 
 def reduce_max(
@@ -956,4 +964,297 @@ def random_multinomial(
     With ``replacement`` the samples are independent; without, each draw excludes the
     categories already drawn (weights renormalized), so a row needs at least ``num_samples``
     positive weights. Indices are in draw order.
+    """
+
+
+def special(
+    x: ValueLike,
+    fn: Literal['erfc', 'erfcx', 'i0', 'i0e', 'i1', 'i1e', 'bessel_j0', 'bessel_j1', 'bessel_y0', 'bessel_y1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0', 'scaled_modified_bessel_k1', 'spherical_bessel_j0', 'airy_ai', 'ndtri', 'log_ndtr'],
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Elementwise special function ``fn`` of a float tensor (``fn`` values: table below).
+
+    Computed in float64 with scipy.special and rounded once to the dtype.
+    """
+
+
+def special_binary(
+    lhs: ValueLike,
+    rhs: ValueLike,
+    fn: Literal['polygamma', 'igamma', 'igammac', 'zeta', 'chebyshev_polynomial_t', 'chebyshev_polynomial_u', 'chebyshev_polynomial_v', 'chebyshev_polynomial_w', 'shifted_chebyshev_polynomial_t', 'shifted_chebyshev_polynomial_u', 'shifted_chebyshev_polynomial_v', 'shifted_chebyshev_polynomial_w', 'hermite_polynomial_h', 'hermite_polynomial_he', 'laguerre_polynomial_l', 'legendre_polynomial_p'],
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Elementwise two-argument special function ``fn`` (values: table below), broadcast.
+
+    Both operands are float tensors of one dtype; computed in float64 and rounded once.
+    """
+
+
+def broadcasting_fmax(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax."""
+
+
+def broadcasting_fmin(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin."""
+
+
+def broadcasting_copysign(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative)."""
+
+
+def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either is +-inf."""
+
+
+def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """The next representable value after lhs in the direction of rhs (in lhs's dtype)."""
+
+
+def broadcasting_gcd(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) = 0).
+
+    The minimum integer's absolute value wraps to itself, so results involving it can be
+    negative, exactly as in torch.
+    """
+
+
+def broadcasting_lcm(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0)."""
+
+
+def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; exponent is int32.
+
+    Zero, +-inf and NaN give themselves as mantissa and exponent 0.
+    """
+
+
+def signbit(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """True where the sign bit is set (-0.0 and negative NaN included)."""
+
+
+def complex_(real: ValueLike, imag: ValueLike, *, loc: Location | None = None) -> Value:
+    """``real + i * imag``; float32 parts give complex64, float64 complex128. Numpy
+    broadcasting.
+    """
+
+
+def real(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The real part of a complex tensor (float32 for complex64, float64 for complex128)."""
+
+
+def imag(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The imaginary part of a complex tensor (float32 for complex64, float64 for complex128)."""
+
+
+def conj(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """Complex conjugate ``real - i * imag`` (the imaginary part's sign flips, NaN included)."""
+
+
+def view_as_real(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """A complex tensor of shape ``S`` as its parts, shape ``S + [2]`` (real at index 0,
+    imaginary at index 1), like ``torch.view_as_real``.
+    """
+
+
+def view_as_complex(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The inverse of ``view_as_real``: a float32/float64 tensor of shape ``S + [2]`` read as
+    complex numbers of shape ``S`` (index 0 of the last axis is the real part).
+    """
+
+
+def fft_c2c(
+    x: ValueLike,
+    axes: IntsLike,
+    forward: bool,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Complex-to-complex transform over ``axes`` (forward: ``exp(-2*pi*i ...)``); same type."""
+
+
+def fft_r2c(
+    x: ValueLike,
+    axes: IntsLike,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    onesided: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Forward transform of a real tensor over ``axes``; complex of the same precision. With
+    ``onesided`` the last listed axis keeps ``n // 2 + 1`` entries.
+    """
+
+
+def fft_c2r(
+    x: ValueLike,
+    axes: IntsLike,
+    last_dim_size: int,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Inverse transform of a onesided spectrum over ``axes`` into a real tensor whose last
+    listed axis has ``last_dim_size`` elements (its input size must be
+    ``last_dim_size // 2 + 1``).
+    """
+
+
+def svd(
+    x: ValueLike,
+    full_matrices: bool = ...,
+    compute_uv: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, ...]:
+    """Singular value decomposition ``x = u @ diag(s) @ vh`` with s descending.
+
+    Results ``(u, s, vh)`` with u ``[*, m, m|k]``, s ``[*, k]``, vh ``[*, n|k, n]`` where
+    ``k = min(m, n)`` (``full_matrices`` selects the square forms); only ``(s,)`` when not
+    ``compute_uv``. Singular vectors are unique up to a common sign per singular pair.
+    """
+
+
+def eigh(
+    x: ValueLike,
+    upper: bool = ...,
+    compute_v: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, ...]:
+    """Eigen-decomposition of symmetric matrices, reading only the lower (or ``upper``) triangle.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` ascending and orthonormal eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` (each unique up to sign for distinct eigenvalues); only
+    ``(w,)`` when not ``compute_v``.
+    """
+
+
+def eig(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` with ``x @ v = v @ diag(w)``, each scaled to unit norm
+    (unique up to a unit complex factor for distinct eigenvalues). The element type is the
+    complex type of the input's precision (complex64 for float32 and complex64 input).
+    """
+
+
+def cholesky(
+    x: ValueLike,
+    upper: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, Value]:
+    """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
+
+    Results ``(factor, info)``: ``x = L @ L.T`` with L lower triangular (or ``x = U.T @ U``
+    with ``upper``), read from that triangle of x; the other triangle of the factor is zero.
+    ``info = k > 0`` when the leading minor of order k is not positive definite.
+    """
+
+
+def lu_factor(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value, Value]:
+    """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
+
+    Results ``(lu, pivots, info)``: L (unit lower, diagonal not stored) and U packed in one
+    ``[*, m, n]`` matrix, 1-based int32 ``pivots`` ``[*, min(m, n)]`` and int32 ``info``
+    ``[*]`` (``k > 0`` when ``U[k-1, k-1]`` is exactly zero). ``x = P @ L @ U``.
+    """
+
+
+def lu_solve(
+    lu: ValueLike,
+    pivots: ValueLike,
+    b: ValueLike,
+    adjoint: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (``A.T @ X = B`` with ``adjoint``) from ``lu_factor``'s lu and pivots.
+
+    ``lu`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
+    """
+
+
+def pivots_to_permutation(pivots: ValueLike, size: int, *, loc: Location | None = None) -> Value:
+    """The row order that LAPACK pivots produce: int64 ``perm`` ``[*, size]``.
+
+    Starting from ``0, 1, ..., size - 1``, entry ``i`` is swapped with entry ``pivots[i] - 1``
+    for each i in order, so that ``x[perm] = L @ U`` for ``x``'s ``lu_factor`` (``P.T @ x``).
+    """
+
+
+def triangular_solve(
+    a: ValueLike,
+    b: ValueLike,
+    upper: bool,
+    left: bool = ...,
+    unitriangular: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (or ``X @ A = B`` when not ``left``) for triangular A (BLAS trsm).
+
+    Only the ``upper`` (or lower) triangle of ``a`` is read; with ``unitriangular`` its
+    diagonal is taken as ones. ``a`` ``[*, n, n]``; ``b`` ``[*, n, k]`` (``[*, k, n]`` when not
+    ``left``); batch dims broadcast. A zero on the diagonal gives inf/NaN, not an error.
+    """
+
+
+def geqrf(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """QR factorization in LAPACK's Householder form (geqrf).
+
+    Results ``(a, tau)``: R on and above the diagonal of ``a`` ``[*, m, n]``, the Householder
+    vectors ``v_i`` (with an implicit 1 at row i) below it, and their scales ``tau``
+    ``[*, min(m, n)]``; ``Q = H_0 @ H_1 @ ...`` with ``H_i = I - tau_i v_i v_i^T``.
+    """
+
+
+def householder_product(a: ValueLike, tau: ValueLike, *, loc: Location | None = None) -> Value:
+    """The first n columns of ``H_0 @ ... @ H_{k-1}`` (LAPACK orgqr) for ``a`` ``[*, m, n]``.
+
+    ``a`` holds the Householder vectors below its diagonal (as ``geqrf`` leaves them; the rest
+    is ignored) and ``tau`` ``[*, k]`` their scales, with ``m >= n >= k``.
+    """
+
+
+def matrix_exp(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
+    with a Pade approximant, as scipy.linalg.expm computes it).
+    """
+
+
+def ldl_factor(
+    x: ValueLike,
+    hermitian: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, Value, Value]:
+    """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
+
+    For complex input, ``hermitian`` factors ``x = L D L^H`` (hetrf) instead of the complex
+    symmetric ``x = L D L^T``; real input ignores it.
+
+    Results ``(ld, pivots, info)``: L (unit lower, diagonal not stored) and the block
+    diagonal D packed in the lower triangle of ``ld`` (upper triangle zero); int32
+    ``pivots`` ``[*, n]`` in LAPACK's form (a negative pair marks a 2x2 block); int32 ``info``.
+    """
+
+
+def ldl_solve(
+    ld: ValueLike,
+    pivots: ValueLike,
+    b: ValueLike,
+    hermitian: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` from ``ldl_factor``'s ld and pivots (LAPACK sytrs; hetrs for a
+    complex ``hermitian`` factor).
+
+    ``ld`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
     """

@@ -12,6 +12,9 @@ this order, repeating the list until no pass changes anything (at most ``max_ite
 - ``cse`` -- identical ops, constants and weights are merged;
 - ``dce`` -- dead ops (also inside regions) and unreferenced weights are removed.
 
+Composite graphs are optimized inside but kept; :class:`InlineCompositesPass` (not in the
+default pipeline) dissolves them into their callers, all or all but those named in ``keep``.
+
 No pass changes a value's type, and results stay equal up to float rounding. The returned
 :class:`OptimizeReport` prints a per-pass table (ops removed, added, rewritten; weights).
 
@@ -36,9 +39,11 @@ from coreai_core.optimizer.constant_folding import ConstantFoldingPass
 from coreai_core.optimizer.cse import CSEPass
 from coreai_core.optimizer.dce import DCEPass
 from coreai_core.optimizer.fold_affine import FoldAffinePass
+from coreai_core.optimizer.inline_composites import InlineCompositesPass
 
 __all__ = [
     "CSEPass", "CanonicalizePass", "ConstantFoldingPass", "DCEPass", "FoldAffinePass",
+    "InlineCompositesPass",
     "OptimizeReport", "Pass", "PassContext", "PassManager", "PassRecord", "PassStats",
     "RewritePass", "Rewriter", "default_passes", "optimize", "pass_names", "resolve_pass",
 ]

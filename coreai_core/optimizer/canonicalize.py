@@ -115,6 +115,9 @@ def exact_cast(src: DType, dst: DType) -> bool:
         return True
     if dst is DType.bool:
         return False
+    if src.is_complex or dst.is_complex:
+        # a complex value survives only a complex round trip; a real one its parts' type
+        return dst.is_complex and exact_cast(src.real_dtype, dst.real_dtype)
     if src.is_float:
         if not dst.is_float:
             return False

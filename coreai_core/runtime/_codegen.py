@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from coreai_core._ir import Operation, TensorType, Value
+from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime.kernels import elementwise
 
 if TYPE_CHECKING:
@@ -149,10 +150,8 @@ class _Emitter:
 
 def compile_plan(plan: Plan) -> CompiledPlan:
     """Generate and compile the function of ``plan`` (see the module docstring)."""
-    from coreai_core.runtime.plan import _check_result, _check_results
-
     em = _Emitter()
-    em.namespace.update(_nd=np.ndarray, _check=_check_result, _check_all=_check_results)
+    em.namespace.update(_nd=np.ndarray, _check=check_result, _check_all=check_results)
     steps, ops = plan._steps, plan._ops
     slot_value: dict[int, Value] = {s: v for v, s in plan._slots.items()}
     params = [*plan._input_slots, *(s for _, s in plan._state_inputs), *plan._capture_slots]

@@ -38,7 +38,7 @@ def _from_torch(t: Any) -> np.ndarray:
     return t.numpy()
 
 
-_KIND_OK = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}
+_KIND_OK = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
 
 
 def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
@@ -46,7 +46,8 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
 
     numpy arrays and torch tensors keep their dtype; Python scalars and lists take the
     ``expected`` element type when their kind fits (a bool, int or float list for a float
-    input; a bool or int list for an int input; bools for bool).
+    input; any number for a complex input; a bool or int list for an int input; bools for
+    bool).
     """
     if isinstance(x, np.ndarray):
         return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
@@ -54,9 +55,9 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
         return np.asarray(x)
     if _is_torch_tensor(x):
         return _from_torch(x)
-    if isinstance(x, (bool, int, float, list, tuple)):
+    if isinstance(x, (bool, int, float, complex, list, tuple)):
         arr = np.asarray(x)
-        if arr.dtype == object or arr.dtype.kind not in "biuf":
+        if arr.dtype == object or arr.dtype.kind not in "biufc":
             raise TypeError(f"cannot make a tensor from {type(x).__name__} {x!r}")
         if expected is None:
             return arr
@@ -65,7 +66,7 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
         if arr.dtype.kind not in _KIND_OK.get(want, want):
             raise TypeError(f"a Python {type(x).__name__} of {arr.dtype.kind!r}-kind values "
                             f"cannot be given as {expected.element_type}")
-        if arr.dtype.kind == "f" or arr.size == 0:
+        if arr.dtype.kind in "fc" or arr.size == 0:
             return arr.astype(target)
         return np.asarray(x, dtype=target)
     raise TypeError(f"expected a numpy array, a torch tensor or a Python scalar/list, "

@@ -18,6 +18,7 @@ import numpy as np
 from coreai_core._ir import Graph, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
+from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
 from coreai_core.runtime._inputs import bind_named, bind_state, writable
 from coreai_core.runtime._table import KernelTable
@@ -306,7 +307,7 @@ class Plan:
     def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
                   expect: tuple[np.dtype, int]) -> np.ndarray:
         try:
-            value = _check_result(call(**kw), expect)
+            value = check_result(call(**kw), expect)
         except Exception as e:
             raise KernelError(f"{describe_op(op, self.graph)} failed while planning: "
                               f"{type(e).__name__}: {e}", op) from e
@@ -452,12 +453,12 @@ class Plan:
                 if out.__class__ is int:
                     dtype, ndim = expect[0]
                     if r.__class__ is not _ndarray or r.dtype is not dtype or r.ndim != ndim:
-                        r = _check_result(r, expect[0])
+                        r = check_result(r, expect[0])
                     env[out] = r
                     if record is not None:
                         record[self._results[i][0]] = r
                 else:
-                    rs = _check_results(r, expect)
+                    rs = check_results(r, expect)
                     for s, v in zip(out, rs, strict=True):
                         env[s] = v
                     if record is not None:
@@ -473,26 +474,3 @@ class Plan:
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"
-
-
-def _check_result(r: Any, expect: tuple[np.dtype, int]) -> np.ndarray:
-    if isinstance(r, (tuple, list)) and len(r) == 1:
-        r = r[0]
-    if r.__class__ is not _ndarray:
-        r = np.asarray(r)
-    dtype, ndim = expect
-    if r.dtype != dtype:
-        raise TypeError(f"kernel returned {r.dtype}, but the op's type says {dtype}")
-    if r.ndim != ndim:
-        raise TypeError(f"kernel returned a rank-{r.ndim} array, but the op's type has "
-                        f"rank {ndim}")
-    return r
-
-
-def _check_results(r: Any, expect: tuple[tuple[np.dtype, int], ...]) -> list[np.ndarray]:
-    if isinstance(r, np.ndarray) and len(expect) == 1:
-        r = [r]
-    if not isinstance(r, (tuple, list)) or len(r) != len(expect):
-        n = len(r) if isinstance(r, (tuple, list)) else 1
-        raise TypeError(f"kernel returned {n} result(s), but the op has {len(expect)}")
-    return [_check_result(v, e) for v, e in zip(r, expect, strict=True)]

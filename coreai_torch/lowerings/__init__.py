@@ -12,28 +12,38 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
     backward,
+    complex,
     compression,
     control,
     creation,
     elementwise,
     embedding,
+    fft,
     indexing,
+    linalg,
     nn,
     norm,
     pooling,
+    pooling_ext,
     quantized,
     random,
     reduction,
     resample,
+    resample_ext,
     scatter,
     shape,
     sorting,
+    special,
     symbolic,
 )
 
 FAMILIES = (
     elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
     pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
+    special,
+    complex, fft,
+    linalg,
+    resample_ext, pooling_ext,
 )
 
 _DEFAULT: LoweringTable | None = None

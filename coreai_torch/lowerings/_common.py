@@ -46,7 +46,9 @@ def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable[..
     def lowering(self: Value) -> Value:
         out = result_dtype()
         x = self
-        if float_compute or (out.is_float and not x.type.element_type.is_float):
+        # (a complex input keeps its type: abs(complex) is a float computed from both parts)
+        if float_compute or (out.is_float and not x.type.element_type.is_float
+                             and not x.type.element_type.is_complex):
             x = cast_to(x, out)
         return cast_to(builder(x), out)
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath
 from coreai_torch.lowerings.random import dropout
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype
+from coreai_torch.utils import cast_to, result_dtype
 
 LOWERINGS = LoweringSet("attention")
 reg = LOWERINGS.register_torch_lowering
@@ -63,28 +61,13 @@ def _repeat_heads(x: Value, heads: int) -> Value:
     return coreai.gather(x, const64(index), axis=axis)
 
 
-def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_index: int | None,
-            causal_index: int, gqa: bool, dropout_ok: bool = False,
-            ) -> tuple[Value, Value, DType]:
-    """Masked attention logits [..., L, S] and the value tensor, in opmath.
-
-    ``dropout_ok``: the caller applies ``dropout_p`` itself (else a nonzero one is refused).
-    """
-    dtype = result_dtype(node, 0) if isinstance(node.meta["val"], (list, tuple)) else \
-        result_dtype(node)
+def _scores(query: Value, key: Value, value: Value, attn_mask: Value | None, is_causal: bool,
+            scale: float | None, gqa: bool, dtype: DType) -> tuple[Value, Value, DType]:
+    """Masked attention logits [..., L, S] and the value tensor, in opmath."""
     compute = opmath(dtype)
-    q, k, v = (cast_to(get_operand(values_map, node, i), compute) for i in range(3))
-    mask_arg = (get_arg(node, mask_index, "attn_mask") if mask_index is not None
-                else node.kwargs.get("attn_mask"))
-    dropout = float(get_arg(node, mask_index + 1 if mask_index is not None else 3, "dropout_p",
-                            0.0))
-    causal = bool(get_arg(node, causal_index, "is_causal", False))
-    if dropout != 0.0 and not dropout_ok:
-        raise NotImplementedError(f"{node.target} with dropout_p > 0 is not supported; export "
-                                  "the model in eval mode (dropout_p=0)")
-    if causal and mask_arg is not None:
+    q, k, v = (cast_to(t, compute) for t in (query, key, value))
+    if is_causal and attn_mask is not None:
         raise NotImplementedError("is_causal=True together with attn_mask")
-    scale = node.kwargs.get("scale")
     embed = q.type.shape[-1]
     if scale is None:
         if not isinstance(embed, int):
@@ -93,15 +76,16 @@ def _scores(values_map: ValuesMap, node: torch.fx.Node, loc: Location, *, mask_i
     factor = math.sqrt(abs(scale))
     if gqa:
         heads = q.type.shape[-3]
+        if not isinstance(heads, int):
+            raise NotImplementedError("enable_gqa with a dynamic number of query heads")
         k, v = _repeat_heads(k, heads), _repeat_heads(v, heads)
     q = coreai.broadcasting_mul(q, const(-factor if scale < 0 else factor, compute))
     kt = coreai.broadcasting_mul(_transpose_last(k), const(factor, compute))
     attn = coreai.batch_matmul(q, kt)
-    if causal:
+    if is_causal:
         attn = coreai.broadcasting_add(attn, _additive(_causal_mask(q, k), compute))
-    elif mask_arg is not None:
-        mask = _additive(values_map[mask_arg.name], compute)
-        attn = coreai.broadcasting_add(attn, mask)
+    elif attn_mask is not None:
+        attn = coreai.broadcasting_add(attn, _additive(attn_mask, compute))
     return attn, v, compute
 
 
@@ -115,33 +99,36 @@ def _safe_softmax(x: Value) -> Value:
 
 
 @reg("aten::scaled_dot_product_attention.default")
-def aten_scaled_dot_product_attention_default(values_map: ValuesMap, node: torch.fx.Node,
-                                              loc: Location) -> Value:
+def aten_scaled_dot_product_attention_default(
+        query: Value, key: Value, value: Value, attn_mask: Value | None = None,
+        dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+        enable_gqa: bool = False) -> Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
     bool enable_gqa=False) -> Tensor"""
-    gqa = bool(node.kwargs.get("enable_gqa", False))
-    attn, v, _ = _scores(values_map, node, loc, mask_index=3, causal_index=5, gqa=gqa,
-                         dropout_ok=True)
+    attn, v, _ = _scores(query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                         result_dtype())
     weights = _safe_softmax(attn)
-    p = float(get_arg(node, 4, "dropout_p", 0.0))
-    if p != 0.0:  # torch's math path: dropout (training mode) on the attention weights
-        weights, _ = dropout(weights, p)
-    out = coreai.batch_matmul(weights, v)
-    return cast_to(out, result_dtype(node))
+    if dropout_p != 0.0:  # torch's math path: dropout (training mode) on the attention weights
+        weights, _ = dropout(weights, dropout_p)
+    return cast_to(coreai.batch_matmul(weights, v), result_dtype())
 
 
 @reg("aten::_scaled_dot_product_flash_attention_for_cpu.default")
 def aten__scaled_dot_product_flash_attention_for_cpu_default(
-        values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> list[Value]:
+        query: Value, key: Value, value: Value, dropout_p: float = 0.0, is_causal: bool = False,
+        attn_mask: Value | None = None, scale: float | None = None) -> list[Value]:
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value,
     float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
     -> (Tensor output, Tensor logsumexp)"""
-    attn, v, compute = _scores(values_map, node, loc, mask_index=None, causal_index=4, gqa=False)
+    if dropout_p != 0.0:
+        raise NotImplementedError("_scaled_dot_product_flash_attention_for_cpu with dropout_p "
+                                  "> 0 is not supported; export the model in eval mode")
+    attn, v, compute = _scores(query, key, value, attn_mask, is_causal, scale, False,
+                               result_dtype(index=0))
     out = coreai.batch_matmul(_safe_softmax(attn), v)
     peak = coreai.reduce_max(attn, axes=[-1], keep_dims=True)
-    finite = coreai.broadcasting_where(coreai.isinf(peak), const(0.0, compute),
-                                       peak)
+    finite = coreai.broadcasting_where(coreai.isinf(peak), const(0.0, compute), peak)
     total = coreai.reduce_sum(coreai.exp(coreai.broadcasting_sub(attn, finite)),
                               axes=[-1], keep_dims=True)
     lse = coreai.broadcasting_add(coreai.log(total), finite)
@@ -150,7 +137,7 @@ def aten__scaled_dot_product_flash_attention_for_cpu_default(
                          axes=[-1], keep_dims=True)
     lse = coreai.broadcasting_where(masked, const(0.0, compute), lse)
     lse = coreai.shrink_dims(lse, [-1])
-    return [cast_to(out, result_dtype(node, 0)), cast_to(lse, result_dtype(node, 1))]
+    return [cast_to(out, result_dtype(index=0)), cast_to(lse, result_dtype(index=1))]
 
 
 __all__ = ["LOWERINGS"]

@@ -71,7 +71,7 @@ def _float_class_test(op: str) -> Callable[[Value], Value]:
     """isnan / isinf / isfinite / isposinf / isneginf: a bool tensor (integers are finite)."""
 
     def lowering(self: Value) -> Value:
-        if not self.type.element_type.is_float:
+        if not (self.type.element_type.is_float or self.type.element_type.is_complex):
             return coreai.broadcast_to(coreai.constant(op == "isfinite"), coreai.get_shape(self))
         if op == "isnan":
             return coreai.isnan(self)

@@ -59,7 +59,12 @@ def aten_mean_dim(self: Value, dim: list[int] | None = None, keepdim: bool = Fal
                   dtype: DType | None = None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""  # noqa: E501
     out = result_dtype()
-    x = cast_to(cast_to(self, out), acc_dtype(out))
+    x = self
+    if x.type.element_type.is_float:
+        x = cast_to(x, out)
+    # integers go straight to the accumulation type: torch sums them in float32 for a
+    # float16/bfloat16 dtype (no overflow or rounding of each element to the half type)
+    x = cast_to(x, acc_dtype(out))
     return cast_to(reduce(coreai.reduce_mean, x, reduced_axes(dim, x.type.rank), keepdim), out)
 
 

@@ -10,15 +10,14 @@ and blend them; out-of-range taps read zero. Merged into ``coreai_torch.lowering
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Literal
 
-import torch.fx
-
-from coreai_core import DType, Location, Value
+from coreai_core import Dim, DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
-from coreai_torch.utils import cast_to, get_arg, get_operand, result_dtype, result_type
+from coreai_torch.lowerings.creation import Piece, dim_piece, shape_operand, size_piece
+from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("resample")
 reg = LOWERINGS.register_torch_lowering
@@ -26,7 +25,8 @@ reg = LOWERINGS.register_torch_lowering
 # -- upsample -------------------------------------------------------------------------------------
 
 _AXES = {1: ("scales",), 2: ("scales_h", "scales_w"), 3: ("scales_d", "scales_h", "scales_w")}
-_MODES = {  # aten name -> (interpolate mode, spatial dims, takes align_corners)
+Mode = Literal["nearest", "nearest_exact", "linear", "cubic"]
+_MODES: dict[str, tuple[Mode, int, bool]] = {  # aten name -> (mode, spatial dims, corners)
     "upsample_nearest1d": ("nearest", 1, False),
     "upsample_nearest2d": ("nearest", 2, False),
     "upsample_nearest3d": ("nearest", 3, False),
@@ -40,33 +40,41 @@ _MODES = {  # aten name -> (interpolate mode, spatial dims, takes align_corners)
 }
 
 
-def _upsample(name: str, overload: str) -> Callable:
+def _upsample(name: str, overload: str) -> Callable[..., Value]:
     mode, n, has_corners = _MODES[name]
 
-    def lowering(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-        x = get_operand(values_map, node, 0)
-        out_type = result_type(node)
+    # the overloads differ in argument names (``input``/``self``, per-axis scales), so the
+    # lowering takes the bound arguments by name
+    def lowering(**args: Any) -> Value:
+        x = args["input"] if overload == "vec" else args["self"]
+        out_type = result_type()
         sizes = list(out_type.shape[2:])
-        if not all(isinstance(s, int) for s in sizes):
-            raise NotImplementedError(f"{name} with a dynamic output size")
+        dynamic = not all(isinstance(s, int) for s in sizes)
         if mode != "nearest" and mode != "nearest_exact" and not x.type.element_type.is_float:
             raise NotImplementedError(f"{name} on {x.type.element_type} (torch rounds integer "
                                       "interpolation differently)")
-        corners = bool(get_arg(node, 2, "align_corners", False)) if has_corners else False
-        first = 3 if has_corners else 2
+        corners = bool(args["align_corners"]) if has_corners else False
+        given = args["output_size"]
+        scales: list[float] | None = None
         if overload == "vec":
-            given = get_arg(node, 1, "output_size")
-            factors = get_arg(node, first, "scale_factors")
-            scales = None if given is not None or factors is None else [float(f) for f in factors]
+            factors = args["scale_factors"]
+            if given is None and factors is not None:
+                scales = [float(f) for f in factors]
         else:
-            per_axis = [get_arg(node, first + i, key) for i, key in enumerate(_AXES[n])]
-            in_sizes = x.type.shape[2:]
-            scales = None
+            per_axis = [args[key] for key in _AXES[n]]
             if any(s is not None for s in per_axis):
                 # an axis without a scale uses in/out, which is what out/in as a scale gives
-                scales = [float(s) if s is not None else sizes[i] / in_sizes[i]
+                # (or -1, "not given", when the sizes are dynamic)
+                in_sizes = x.type.shape[2:]
+                scales = [float(s) if s is not None else
+                          -1.0 if dynamic else _ratio(sizes[i], in_sizes[i])
                           for i, s in enumerate(per_axis)]
-        y = coreai.interpolate(x, sizes=sizes, mode=mode, align_corners=corners, scales=scales)
+        output_size = None
+        static = [s if isinstance(s, int) else -1 for s in sizes]
+        if dynamic:
+            output_size = _output_size(x, given, args.get("scale_factors"), overload, name)
+        y = coreai.interpolate(x, sizes=static, mode=mode, align_corners=corners, scales=scales,
+                               output_size=output_size)
         return cast_to(y, out_type.element_type)
 
     args = ("SymInt[]? output_size" + (", bool align_corners" if has_corners else "")
@@ -76,6 +84,32 @@ def _upsample(name: str, overload: str) -> Callable:
     lowering.__doc__ = f"{name}.{overload}(Tensor input, {args}) -> Tensor"
     lowering.__name__ = f"aten_{name}_{overload}"
     return lowering
+
+
+def _ratio(out: int | Dim, size: int | Dim) -> float:
+    if not isinstance(out, int) or not isinstance(size, int):
+        raise NotImplementedError("a missing scale with dynamic sizes")
+    return out / size
+
+
+def _output_size(x: Value, given: list[int | Value] | None, factors: list[float] | None,
+                 overload: str, name: str) -> Value:
+    """The spatial output sizes as a 1-d int64 operand: the given (symbolic) sizes, or
+    ``int(in * scale)`` computed in double like ATen's ``compute_output_size``."""
+    if given is not None:
+        return shape_operand([size_piece(s) for s in given])
+    if overload != "vec" or factors is None:
+        raise NotImplementedError(f"{name}.{overload} without an output size")
+    pieces: list[Piece] = []
+    for i, scale in enumerate(factors):
+        size = dim_piece(x, 2 + i)
+        if isinstance(size, int):
+            pieces.append(int(size * float(scale)))
+            continue
+        real = coreai.broadcasting_mul(cast_to(size, DType.float64),
+                                       const(float(scale), DType.float64))
+        pieces.append(cast_to(coreai.trunc(real), DType.int64))
+    return shape_operand(pieces)
 
 
 for _name in _MODES:
@@ -152,7 +186,7 @@ class _Sampler:
         cy = coreai.broadcasting_minimum(coreai.broadcasting_maximum(iy, zero),
                                          const64(self.h - 1))
         pos = coreai.broadcasting_add(coreai.broadcasting_mul(cy, w), cx)
-        out_hw = [int(d) for d in pos.type.shape[1:]]
+        out_hw = static_sizes(pos, [1, 2], "grid_sampler_2d grid")
         pos = coreai.reshape(pos, leading_shape(pos, 1, [1, out_hw[0] * out_hw[1]]))
         pos = coreai.broadcast_to(
             pos, leading_shape(self.flat, 2, [out_hw[0] * out_hw[1]]))
@@ -187,17 +221,14 @@ def _cubic_weights(t: Value) -> list[Value]:
 
 
 @reg("aten::grid_sampler_2d.default")
-def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                 ) -> Value:
+def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: int,
+                                 padding_mode: int, align_corners: bool) -> Value:
     """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode,
     bool align_corners) -> Tensor"""
-    x_in = get_operand(values_map, node, 0)
-    compute = opmath(x_in.type.element_type)
-    x = cast_to(x_in, compute)
-    grid = cast_to(get_operand(values_map, node, 1), compute)
-    mode = int(get_arg(node, 2, "interpolation_mode", 0))
-    padding = int(get_arg(node, 3, "padding_mode", 0))
-    corners = bool(get_arg(node, 4, "align_corners", False))
+    compute = opmath(input.type.element_type)
+    x = cast_to(input, compute)
+    grid = cast_to(grid, compute)
+    mode, padding, corners = interpolation_mode, padding_mode, align_corners
     h, w = static_sizes(x, [2, 3], "grid_sampler_2d input")
     static_sizes(grid, [1, 2], "grid_sampler_2d grid")
     gx = coreai.gather(grid, const64(0), axis=3)
@@ -211,6 +242,7 @@ def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc
     def weighted(v: Value, wt: Value) -> Value:
         return coreai.broadcasting_mul(v, coreai.expand_dims(wt, [1]))
 
+    out: Value | None = None
     if mode == _NEAREST:
         ix = index(coreai.round_(cx.pad(cx.unnormalize(gx))))
         iy = index(coreai.round_(cy.pad(cy.unnormalize(gy))))
@@ -225,7 +257,6 @@ def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc
         ix0, iy0 = index(x0), index(y0)
         ix1 = coreai.broadcasting_add(ix0, const64(1))
         iy1 = coreai.broadcasting_add(iy0, const64(1))
-        out = None
         for iy, ix, wy, wx in ((iy0, ix0, wn, ww), (iy0, ix1, wn, we), (iy1, ix0, ws, ww),
                                (iy1, ix1, ws, we)):
             term = weighted(sampler.read(iy, ix), coreai.broadcasting_mul(wy, wx))
@@ -237,18 +268,17 @@ def aten_grid_sampler_2d_default(values_map: ValuesMap, node: torch.fx.Node, loc
         wys = _cubic_weights(coreai.broadcasting_sub(fy, y0))
         cols = [index(cx.pad(coreai.broadcasting_add(x0, cx.c(i - 1))))
                 for i in range(4)]
-        out = None
         for j in range(4):
             iy = index(cy.pad(coreai.broadcasting_add(y0, cy.c(j - 1))))
-            row = None
-            for i in range(4):
-                term = weighted(sampler.read(iy, cols[i]), wxs[i])
-                row = term if row is None else coreai.broadcasting_add(row, term)
+            row = weighted(sampler.read(iy, cols[0]), wxs[0])
+            for i in range(1, 4):
+                row = coreai.broadcasting_add(row, weighted(sampler.read(iy, cols[i]), wxs[i]))
             term = weighted(row, wys[j])
             out = term if out is None else coreai.broadcasting_add(out, term)
     else:
         raise NotImplementedError(f"grid_sampler_2d interpolation_mode {mode}")
-    return cast_to(out, result_dtype(node))
+    assert out is not None
+    return cast_to(out, result_dtype())
 
 
 __all__ = ["LOWERINGS"]

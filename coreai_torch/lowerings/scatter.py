@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch.fx
 
-from coreai_core import Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._index_utils import (
     const64,
     crop_to,
@@ -24,7 +22,7 @@ from coreai_torch.lowerings._index_utils import (
     to_scalar,
     transpose,
 )
-from coreai_torch.utils import cast_to, get_arg, get_operand, normalize_dim, shape_value
+from coreai_torch.utils import cast_to, normalize_dim
 
 LOWERINGS = LoweringSet("scatter")
 reg = LOWERINGS.register_torch_lowering
@@ -123,46 +121,41 @@ def aten_index_reduce_default(self: Value, dim: int, index: Value, source: Value
 
 # -- scatters into views --------------------------------------------------------------------------
 
-def _bound(values_map: ValuesMap, node: torch.fx.Node, value: object) -> Value:
-    if isinstance(value, torch.fx.Node):
-        return shape_value(values_map, node, [value])
+def _bound(value: int | Value) -> Value:
+    if isinstance(value, Value):
+        return coreai.reshape(cast_to(value, DType.int64), [1])
     return const64([int(value)])
 
 
 @reg("aten::select_scatter.default")
-def aten_select_scatter_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                ) -> Value:
+def aten_select_scatter_default(self: Value, src: Value, dim: int, index: int | Value) -> Value:
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    x = get_operand(values_map, node, 0)
-    src = cast_to(get_operand(values_map, node, 1), x.type.element_type)
-    axis = normalize_dim(node.args[2], x.type.rank)
-    index = node.args[3]
-    begin = _bound(values_map, node, index)
-    if isinstance(index, torch.fx.Node) or index < 0:
+    x = self
+    src = cast_to(src, x.type.element_type)
+    axis = normalize_dim(dim, x.type.rank)
+    begin = _bound(index)
+    if isinstance(index, Value) or index < 0:
         size = dim_size(x, axis)
         size = const64([size]) if isinstance(size, int) else coreai.reshape(size, [1])
         neg = coreai.broadcasting_less(begin, const64(0))
-        begin = coreai.broadcasting_where(neg, coreai.broadcasting_add(begin, size),
-                                          begin)
+        begin = coreai.broadcasting_where(neg, coreai.broadcasting_add(begin, size), begin)
     end = coreai.broadcasting_add(begin, const64(1))
     update = coreai.expand_dims(src, axes=[axis])
     return coreai.slice_update(x, update, begin, end, axes=[axis], strides=[1])
 
 
 @reg("aten::slice_scatter.default")
-def aten_slice_scatter_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                               ) -> Value:
+def aten_slice_scatter_default(self: Value, src: Value, dim: int = 0,
+                               start: int | Value | None = None, end: int | Value | None = None,
+                               step: int | Value = 1) -> Value:
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""  # noqa: E501
-    x = get_operand(values_map, node, 0)
-    src = cast_to(get_operand(values_map, node, 1), x.type.element_type)
-    axis = normalize_dim(get_arg(node, 2, "dim", 0), x.type.rank)
-    start = get_arg(node, 3, "start")
-    end = get_arg(node, 4, "end")
-    step = get_arg(node, 5, "step", 1)
+    x = self
+    src = cast_to(src, x.type.element_type)
+    axis = normalize_dim(dim, x.type.rank)
     if not isinstance(step, int):
         raise NotImplementedError("slice_scatter needs a static step")
-    begin = _bound(values_map, node, 0 if start is None else start)
-    stop = _bound(values_map, node, np.iinfo(np.int64).max if end is None else end)
+    begin = _bound(0 if start is None else start)
+    stop = _bound(np.iinfo(np.int64).max if end is None else end)
     return coreai.slice_update(x, src, begin, stop, axes=[axis], strides=[step])
 
 

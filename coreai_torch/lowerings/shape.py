@@ -4,7 +4,7 @@ Tensor factories are the ``creation`` family. Layout-only arguments (``memory_fo
 ``device``, ``layout``) are ignored: Core AI tensors are dense row-major
 values, so clones, detaches and aliases are the value itself.
 
-Not lowered here: ``view_as_real`` / ``view_as_complex`` (Core AI has no complex dtypes),
+Not lowered here: ``view_as_real`` / ``view_as_complex`` (the ``complex`` family),
 ``reshape`` / ``expand_as`` / ``lift_fresh_copy`` (torch.export always decomposes them to
 ``view`` / ``expand`` / ``clone`` before the converter sees them), and the composites torch's
 default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, ...).
@@ -12,15 +12,14 @@ default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, .
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch.fx
 
-from coreai_core import DType, Location, Value
+from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -31,8 +30,6 @@ from coreai_torch.lowerings.creation import (
 )
 from coreai_torch.utils import (
     cast_to,
-    get_arg,
-    get_operand,
     normalize_dim,
     result_dtype,
 )
@@ -43,13 +40,17 @@ reg = LOWERINGS.register_torch_lowering
 _INT64_MAX = 2**63 - 1
 
 
-def _x(values_map: ValuesMap, node: torch.fx.Node) -> Value:
-    return get_operand(values_map, node, 0)
-
-
 def _in_shape(node: torch.fx.Node) -> list[Any]:
     """The torch shape of the node's first (tensor) argument (ints and SymInts)."""
-    return list(node.args[0].meta["val"].shape)
+    return list(_input_val(node).shape)
+
+
+def _input_val(node: torch.fx.Node) -> torch.Tensor:
+    """torch's (fake) value of the node's first argument."""
+    arg = node.args[0]
+    if not isinstance(arg, torch.fx.Node):
+        raise TypeError(f"{node.name}: the first argument is not a tensor")
+    return arg.meta["val"]
 
 
 # -- identities and casts -------------------------------------------------------------------------
@@ -69,13 +70,12 @@ def aten__to_copy_default(self: Value, dtype: DType | None = None, layout: objec
 
 
 @reg("aten::copy.default")
-def aten_copy_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
+def aten_copy_default(self: Value, src: Value, non_blocking: bool = False) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor: src broadcast to self"""
-    x = _x(values_map, node)
-    src = cast_to(get_operand(values_map, node, 1), result_dtype(node))
-    if src.type.shape == x.type.shape:
+    src = cast_to(src, result_dtype())
+    if src.type.shape == self.type.shape:
         return src
-    return coreai.broadcast_to(src, shape_of(x))
+    return coreai.broadcast_to(src, shape_of(self))
 
 
 # -- reshapes -------------------------------------------------------------------------------------
@@ -95,46 +95,50 @@ def aten_view_default(self: Value, size: list[int | Value]) -> Value:
     return coreai.reshape(x, sizes_operand(sizes))
 
 
-def _reshape_lead(x: Value, lead: int, tail: list[int]) -> Value:
+def _reshape_lead(x: Value, lead: int, tail: list[Piece]) -> Value:
     """Reshape to ``x.shape[:lead] + tail`` (leading dims may be dynamic)."""
     return coreai.reshape(x, shape_operand(
         [*(dim_piece(x, i) for i in range(lead)), *tail]))
 
 
-def _static_tail(x: Value, n: int, what: str) -> list[int]:
-    tail = list(x.type.shape[x.type.rank - n:])
-    if not all(isinstance(d, int) for d in tail):
-        raise NotImplementedError(f"{what} needs static sizes for the last {n} dims, got "
-                                  f"{x.type}")
-    return tail
+def _scaled(p: Piece, mul: int = 1, div: int = 1) -> Piece:
+    """``p * mul // div`` for a static or dynamic size."""
+    if isinstance(p, int):
+        return p * mul // div
+    if mul != 1:
+        p = coreai.broadcasting_mul(p, coreai.constant(np.asarray([mul], np.int64)))
+    if div != 1:
+        p = coreai.broadcasting_floor_divide(p, coreai.constant(np.asarray([div], np.int64)))
+    return p
+
+
+def _pixel_tail(x: Value) -> list[Piece]:
+    """Channels, height and width of ``x`` (static or dynamic)."""
+    return [dim_piece(x, x.type.rank - i) for i in (3, 2, 1)]
 
 
 @reg("aten::pixel_shuffle.default")
-def aten_pixel_shuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                               ) -> Value:
+def aten_pixel_shuffle_default(self: Value, upscale_factor: int) -> Value:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    x = _x(values_map, node)
-    r = int(get_arg(node, 1, "upscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_shuffle")
-    lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c // (r * r), r, r, h, w])
+    r = upscale_factor
+    c, h, w = _pixel_tail(self)
+    lead = self.type.rank - 3
+    y = _reshape_lead(self, lead, [_scaled(c, div=r * r), r, r, h, w])
     perm = [*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2]
     y = coreai.transpose(y, perm)
-    return _reshape_lead(y, lead, [c // (r * r), h * r, w * r])
+    return _reshape_lead(y, lead, [_scaled(c, div=r * r), _scaled(h, mul=r), _scaled(w, mul=r)])
 
 
 @reg("aten::pixel_unshuffle.default")
-def aten_pixel_unshuffle_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
-                                 ) -> Value:
+def aten_pixel_unshuffle_default(self: Value, downscale_factor: int) -> Value:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    x = _x(values_map, node)
-    r = int(get_arg(node, 1, "downscale_factor"))
-    c, h, w = _static_tail(x, 3, "pixel_unshuffle")
-    lead = x.type.rank - 3
-    y = _reshape_lead(x, lead, [c, h // r, r, w // r, r])
+    r = downscale_factor
+    c, h, w = _pixel_tail(self)
+    lead = self.type.rank - 3
+    y = _reshape_lead(self, lead, [c, _scaled(h, div=r), r, _scaled(w, div=r), r])
     perm = [*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3]
     y = coreai.transpose(y, perm)
-    return _reshape_lead(y, lead, [c * r * r, h // r, w // r])
+    return _reshape_lead(y, lead, [_scaled(c, mul=r * r), _scaled(h, div=r), _scaled(w, div=r)])
 
 
 @reg("aten::unsqueeze.default")
@@ -242,13 +246,37 @@ def aten_expand_default(self: Value, size: list[int | Value], implicit: bool = F
 def aten_repeat_default(self: Value, repeats: list[int | Value]) -> Value:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     x = self
-    reps = _static_ints(repeats, "repeats")
-    lead = len(reps) - x.type.rank
+    lead = len(repeats) - x.type.rank
     if lead:
         x = coreai.expand_dims(x, list(range(lead)))
+    if any(isinstance(r, Value) for r in repeats):
+        return _repeat_symbolic(x, repeats)
+    reps = _static_ints(repeats, "repeats")
     if all(r == 1 for r in reps):
         return x
     return coreai.tile(x, reps)
+
+
+def _piece_value(piece: Piece) -> Value:
+    return piece if isinstance(piece, Value) else coreai.constant(np.asarray([piece], np.int64))
+
+
+def _repeat_symbolic(x: Value, repeats: list[int | Value]) -> Value:
+    """``repeat`` with symbolic counts: [d0, d1, ...] -> broadcast [r0, d0, r1, d1, ...]
+    -> reshape [r0 * d0, r1 * d1, ...] (tile's layout: whole copies along each axis)."""
+    n = len(repeats)
+    spread = coreai.expand_dims(x, [2 * i for i in range(n)])
+    pieces: list[Piece] = []
+    products: list[Piece] = []
+    for i, r in enumerate(repeats):
+        count, size = size_piece(r), dim_piece(x, i)
+        pieces += [count, size]
+        if isinstance(count, int) and isinstance(size, int):
+            products.append(count * size)
+        else:
+            products.append(coreai.broadcasting_mul(_piece_value(count), _piece_value(size)))
+    wide = coreai.broadcast_to(spread, shape_operand(pieces))
+    return coreai.reshape(wide, shape_operand(products))
 
 
 # -- slicing --------------------------------------------------------------------------------------
@@ -335,15 +363,16 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
     input is laid out in storage order and the strided flat indices are gathered from it.
     """  # noqa: E501
     x = self
-    val = node.args[0].meta["val"]
-    size = _static_ints(size, "size")
-    stride = _static_ints(stride, "stride")
-    offset = storage_offset
+    val = _input_val(node)
+    sizes = _static_ints(size, "size")
+    strides = _static_ints(stride, "stride")
+    if isinstance(storage_offset, Value):
+        raise NotImplementedError("as_strided with a symbolic storage offset")
     try:
         in_shape = [int(d) for d in val.shape]
         in_stride = [int(s) for s in val.stride()]
         in_offset = int(val.storage_offset())
-        offset = in_offset if offset is None else int(offset)
+        offset = in_offset if storage_offset is None else int(storage_offset)
     except (TypeError, ValueError):
         raise NotImplementedError("as_strided needs static input sizes, strides and "
                                   "storage offset") from None
@@ -357,10 +386,11 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
                 "not dense and non-overlapping")
         expected *= in_shape[d]
     numel = int(np.prod(in_shape, dtype=np.int64))
-    flat = offset - in_offset + sum(
-        (np.arange(n, dtype=np.int64) * s).reshape([-1 if i == j else 1 for j in range(len(size))])
-        for i, (n, s) in enumerate(zip(size, stride, strict=True)))
-    flat = np.broadcast_to(np.asarray(flat, dtype=np.int64), size)
+    steps = [(np.arange(n, dtype=np.int64) * s).reshape(
+        [-1 if i == j else 1 for j in range(len(sizes))])
+        for i, (n, s) in enumerate(zip(sizes, strides, strict=True))]
+    flat = np.broadcast_to(np.asarray(offset - in_offset + sum(steps, np.int64(0)),
+                                      dtype=np.int64), sizes)
     if flat.size and (flat.min() < 0 or flat.max() >= numel):
         raise NotImplementedError(
             f"as_strided reads storage outside its input ({in_shape} at offset {in_offset}); "
@@ -388,10 +418,11 @@ def aten_cat_default(tensors: list[Value], dim: int = 0) -> Value:
 
 def _split(x: Value, sizes: list[int | Value], axis: int) -> list[Value]:
     """Pieces of ``sizes`` along ``axis``; one split op when all sizes are static."""
-    if all(isinstance(s, int) for s in sizes) and isinstance(x.type.shape[axis], int):
-        if len(sizes) == 1:
+    static = [s for s in sizes if isinstance(s, int)]
+    if len(static) == len(sizes) and isinstance(x.type.shape[axis], int):
+        if len(static) == 1:
             return [x]
-        return list(coreai.split(x, sizes, axis=axis))
+        return list(coreai.split(x, static, axis=axis))
     out = []
     begin: Piece = 0
     for i, s in enumerate(sizes):
@@ -450,12 +481,11 @@ def aten_roll_default(self: Value, shifts: list[int | Value], dims: list[int] | 
                       ) -> Value:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     x = self
-    shifts = _static_ints(shifts, "shifts")
-    dims = list(dims or [])
+    steps = _static_ints(shifts, "shifts")
     if not dims:
         flat = coreai.reshape(x, [-1])
-        return coreai.reshape(_roll(flat, 0, shifts[0]), shape_of(x))
-    for shift, dim in zip(shifts, dims, strict=True):
+        return coreai.reshape(_roll(flat, 0, steps[0]), shape_of(x))
+    for shift, dim in zip(steps, dims, strict=True):
         x = _roll(x, normalize_dim(dim, x.type.rank), shift)
     return x
 
@@ -490,17 +520,46 @@ def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
                                  value: float | Value = 0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
     x = self
-    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
     if isinstance(value, Value):
         raise NotImplementedError("constant_pad_nd with a symbolic pad value")
     if isinstance(value, int) and abs(value) > 2**53:
         raise NotImplementedError(f"pad value {value} is not exactly representable as float")
-    if not any(pads):
-        return x
-    return coreai.pad(x, pads, mode="constant", value=float(value))
+    symbolic: list[tuple[int, Value | int, Value | int]] = []
+    if any(isinstance(p, Value) for p in pad):
+        # an axis with a symbolic width is padded by concatenating filled blocks below
+        static_pad: list[int | Value] = list(pad)
+        for i in range(0, len(pad), 2):
+            if isinstance(pad[i], Value) or isinstance(pad[i + 1], Value):
+                symbolic.append((x.type.rank - 1 - i // 2, pad[i], pad[i + 1]))
+                static_pad[i] = static_pad[i + 1] = 0
+        pad = static_pad
+    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
+    if any(pads):
+        x = coreai.pad(x, pads, mode="constant", value=float(value))
+    for axis, before, after in symbolic:
+        x = _pad_by_concat(x, axis, before, after, value)
+    return x
 
 
-def _mode_pad(mode: str) -> Any:
+def _pad_by_concat(x: Value, axis: int, before: Value | int, after: Value | int,
+                   value: float) -> Value:
+    """``x`` with blocks of ``value`` of widths ``before``/``after`` (non-negative at run
+    time; a symbolic negative width, i.e. a crop, fails when run) on ``axis``."""
+    parts: list[Value | None] = []
+    for width in (before, after):
+        if isinstance(width, int) and width == 0:
+            parts.append(None)
+            continue
+        pieces = [dim_piece(x, a) for a in range(x.type.rank)]
+        pieces[axis] = size_piece(width)
+        block = coreai.broadcast_to(coreai.constant(value, dtype=x.type.element_type),
+                                    shape_operand(pieces))
+        parts.append(block)
+    blocks = [b for b in (parts[0], x, parts[1]) if b is not None]
+    return coreai.concat(blocks, axis=axis)
+
+
+def _mode_pad(mode: Literal["reflect", "replicate"]) -> Any:
     def lowering(self: Value, padding: list[int | Value]) -> Value:
         pads = _torch_pads(_static_ints(padding, "padding"), self.type.rank)
         return coreai.pad(self, pads, mode=mode) if any(pads) else self

@@ -132,10 +132,14 @@ def coreaix_sym_float_default(values_map: ValuesMap, node: torch.fx.Node, loc: L
     return cast_to(x, result_dtype(node))
 
 
-@reg(qualified_name(math.ceil), qualified_name(math.floor))
+_ROUNDING: dict[object, Callable[..., Value]] = {
+    math.ceil: coreai.ceil, math.floor: coreai.floor, math.trunc: coreai.trunc}
+
+
+@reg(*(qualified_name(f) for f in _ROUNDING))
 def coreaix_ceil_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
-    """math.ceil / math.floor on a SymFloat"""
+    """math.ceil / math.floor / math.trunc on a SymFloat (a SymInt passes through)"""
     x = get_operand(values_map, node, 0)
     if x.type.element_type.is_float:
-        x = (coreai.ceil if node.target is math.ceil else coreai.floor)(x)
+        x = _ROUNDING[node.target](x)
     return cast_to(x, result_dtype(node))

@@ -120,6 +120,15 @@ _TABLE: dict[str, Sample] = {
     "coreai.scatter_nd": Sample((t(4, 3), t(2, 1, dtype=I64), t(2, 3)),
                                 lambda x, i, u: coreai.scatter_nd(x, i, u, accumulate=True)),
     "coreai.non_zero": Sample((t(2, 3),), coreai.non_zero),
+    "coreai.complex": Sample((t(2, 3), t(3)), coreai.complex_),
+    "coreai.view_as_real": Sample((t(2, 3, dtype="complex64"),), coreai.view_as_real),
+    "coreai.view_as_complex": Sample((t(3, 2, dtype="float64"),), coreai.view_as_complex),
+    "coreai.fft_c2c": Sample((t(4, 3, dtype="complex64"),), lambda x: coreai.fft_c2c(
+        x, axes=[0, -1], forward=False, normalization="by_n")),
+    "coreai.fft_r2c": Sample((t(4, 5),), lambda x: coreai.fft_r2c(
+        x, axes=[1, 0], normalization="by_root_n", onesided=True)),
+    "coreai.fft_c2r": Sample((t(4, 3, dtype="complex128"),), lambda x: coreai.fft_c2r(
+        x, axes=[1], last_dim_size=5)),
     "coreai.if": Sample((t(dtype="bool"), t(2, 3)), lambda p, x: coreai.if_(
         p, [x], lambda a: coreai.neg(a), lambda a: a)),
     "coreai.while": Sample((t(),), lambda i: coreai.while_(
@@ -137,6 +146,26 @@ _TABLE: dict[str, Sample] = {
     "coreai.random_bernoulli": Sample((t(2, 3),), coreai.random_bernoulli),
     "coreai.random_multinomial": Sample((t(2, 4),), lambda w: coreai.random_multinomial(
         w, num_samples=3, replacement=True)),
+    "coreai.special": Sample((t(2, 3),), lambda x: coreai.special(x, fn="i0e")),
+    "coreai.special_binary": Sample((t(2, 3), t(3)), lambda x, n: coreai.special_binary(
+        x, n, fn="chebyshev_polynomial_t")),
+    "coreai.frexp": Sample((t(2, 3, dtype="float16"),), coreai.frexp),
+    "coreai.svd": Sample((t(2, 4, 3),), lambda x: coreai.svd(x, full_matrices=True)),
+    "coreai.eig": Sample((t(2, 3, 3),), coreai.eig),
+    "coreai.eigh": Sample((t(3, 3, dtype="float64"),), lambda x: coreai.eigh(x, upper=True)),
+    "coreai.cholesky": Sample((t(2, 3, 3),), lambda x: coreai.cholesky(x, upper=True)),
+    "coreai.lu_factor": Sample((t(4, 3),), coreai.lu_factor),
+    "coreai.lu_solve": Sample((t(2, 3, 3), t(2, 3, dtype="int32"), t(3, 2)),
+                              lambda a, p, b: coreai.lu_solve(a, p, b, adjoint=True)),
+    "coreai.pivots_to_permutation": Sample(
+        (t(2, 3, dtype="int32"),), lambda p: coreai.pivots_to_permutation(p, size=4)),
+    "coreai.triangular_solve": Sample((t(3, 3), t(2, 4, 3)), lambda a, b: coreai.triangular_solve(
+        a, b, upper=False, left=False, unitriangular=True)),
+    "coreai.geqrf": Sample((t(5, 3),), coreai.geqrf),
+    "coreai.householder_product": Sample((t(5, 3), t(2)), coreai.householder_product),
+    "coreai.matrix_exp": Sample((t(2, 3, 3),), coreai.matrix_exp),
+    "coreai.ldl_factor": Sample((t(3, 3),), coreai.ldl_factor),
+    "coreai.ldl_solve": Sample((t(3, 3), t(3, dtype="int32"), t(3, 1)), coreai.ldl_solve),
 }
 
 
@@ -158,11 +187,11 @@ def _elementwise_sample(opdef: OpDef) -> Sample | None:
         shapes = [(2, 3), (3,) if opdef.name.startswith("coreai.broadcasting_") else (2, 3)]
     else:
         return None
-    for dtype in (DType.float32, DType.int32, DType.bool):
+    for dtype in (DType.float32, DType.int32, DType.bool, DType.complex64):
         types = tuple(TensorType(s, dtype) for s in shapes)
         if _accepts(opdef, types):
             return Sample(types, BUILDERS[opdef.name])
-    raise AssertionError(f"{opdef.name} accepts none of float32, int32, bool")
+    raise AssertionError(f"{opdef.name} accepts none of float32, int32, bool, complex64")
 
 
 def _all_samples() -> dict[str, Sample]:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coreai_core import DType, Program, TensorType
+from coreai_core import Dim, DType, Program, TensorType
 from coreai_core._opdef import OPS
 from coreai_core.dialects import coreai
 from coreai_core.runtime.kernels.nn import KERNELS
@@ -414,6 +414,26 @@ def test_interpolate_large_2d_output(mode, data, seed):
     (y,) = run_op(lambda v: coreai.interpolate(v, out_sizes, mode=mode, scales=factors,
                                                align_corners=kw.get("align_corners", False)), x)
     check(y, ref, exact=mode.startswith("nearest"))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest_exact", "linear", "cubic"])
+@given(data=st.data(), seed=seeds)
+def test_interpolate_output_size_operand(mode, data, seed):
+    """Sizes known only at run time (output_size operand, -1 in sizes): same as static."""
+    x = rand(seed, (1, 2, data.draw(st.integers(1, 8)), data.draw(st.integers(1, 8))),
+             np.float32)
+    out_sizes = [data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))]
+    kw = {} if mode.startswith("nearest") else {"align_corners": data.draw(st.booleans())}
+    ref = F.interpolate(t(x), size=out_sizes, mode=TORCH_MODE[mode, 2], **kw)
+    sizes = [-1, out_sizes[1]] if data.draw(st.booleans()) else [-1, -1]
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType(x.shape, "float32")}) as g:
+        y = coreai.interpolate(g["x"], sizes, mode=mode, output_size=coreai.constant(
+            np.asarray(out_sizes, np.int64)), align_corners=kw.get("align_corners", False))
+        assert sizes == [
+            -1 if isinstance(d, Dim) else d for d in y.type.shape[2:]]
+        g.outputs({"y": y})
+    check(program.run({"x": x})["y"], ref, exact=mode.startswith("nearest"))
 
 
 def test_interpolate_nearest_uint8():

@@ -225,16 +225,21 @@ def test_exact_cast_table_agrees_with_numpy_round_trips() -> None:
         for mid in DType:
             if not exact_cast(src, mid) or src is DType.bool:
                 continue
-            if src.is_float:
-                info = ml_dtypes.finfo(src.numpy)
+            if src.is_float or src.is_complex:
+                info = ml_dtypes.finfo(src.real_dtype.numpy)
                 values = np.array([info.max, -info.max, info.tiny, info.smallest_subnormal,
                                    1 / 3, np.inf, -0.0], dtype=src.numpy)
+                if src.is_complex:
+                    values.imag = values.real[::-1]
             else:
                 info = ml_dtypes.iinfo(src.numpy)
                 values = np.array([info.min, info.max, info.min + 1, 0], dtype=src.numpy)
-            back = values.astype(mid.numpy).astype(src.numpy)
-            # compared as float64: numpy's NaN-aware comparison does not know ml_dtypes types
-            np.testing.assert_array_equal(back.astype(np.float64), values.astype(np.float64),
+            there = values.astype(mid.numpy)
+            back = (there.real if mid.is_complex and not src.is_complex else there
+                    ).astype(src.numpy)
+            # compared widened: numpy's NaN-aware comparison does not know ml_dtypes types
+            wide = np.complex128 if src.is_complex else np.float64
+            np.testing.assert_array_equal(back.astype(wide), values.astype(wide),
                                           err_msg=f"{src} -> {mid}")
 
 

@@ -45,7 +45,7 @@ ERRORS = [
     ("missing attribute", NEG, "%0, %1 = coreai.topk(%x) : tensor<1xf32>, tensor<1xi64>",
      r"coreai.topk needs attribute 'k'", "coreai.topk"),
     ("operand type", NEG, "%0 = coreai.neg(%p) : tensor<i1>",
-     r"coreai.neg: operand .x. must be a numeric tensor, got tensor<i1>", "coreai.neg"),
+     r"coreai.neg: operand .x. must be a numeric or complex tensor, got tensor<i1>", "coreai.neg"),
     ("missing terminator", "    coreai.output(y = %0)\n", "",
      r"expected an op or 'coreai.output', found '}'", "}\n}"),
     ("bad element type", "%x: tensor<2xf32>", "%x: tensor<2xf33>",

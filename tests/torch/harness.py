@@ -90,5 +90,11 @@ def assert_matches(expected: Sequence[torch.Tensor], got: Sequence[np.ndarray], 
         if want.dtype.kind in "biu":
             np.testing.assert_array_equal(g, want, err_msg=tag)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64),
+            # complex: |got - want| <= atol + rtol * |want|, and NaN in the same parts
+            wide = np.complex128 if want.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(g.astype(wide), want.astype(wide),
                                        atol=atol, rtol=rtol, equal_nan=True, err_msg=tag)
+            if wide is np.complex128:
+                for part in (np.real, np.imag):
+                    np.testing.assert_array_equal(np.isnan(part(g)), np.isnan(part(want)),
+                                                  err_msg=f"{tag}: NaN parts differ")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import io
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coreai_core import DType
 from coreai_core.dialects import coreai
 from coreai_torch import LoweringError, TorchConverter, UnsupportedOpsError
 from coreai_torch.utils import get_operand
-from tests.torch.harness import export
+from tests.torch.harness import FnModule, export
 
 
 class Linear(torch.nn.Module):
@@ -241,3 +244,67 @@ def test_auto_decomposition_fallback_is_logged() -> None:
                for line in converter.conversion_log)
     (out,) = program.run([x.numpy()]).values()
     np.testing.assert_allclose(out, M()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _copy_into_select(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    out[0].copy_(y[: x.shape[1]])
+    return out
+
+
+def _setitem_column(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    out[:, 1] = y[: x.shape[0]]
+    return out
+
+
+def _copy_into_input_view(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.select(1, 0).copy_(y[: x.shape[0]] * 2)
+    return x + 1
+
+
+class _BufferRowWrite(torch.nn.Module):
+    def __init__(self, rows: int, cols: int) -> None:
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(rows, cols))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.buf[-1].copy_(y[: x.shape[1]])
+        return self.buf + x
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), case=st.sampled_from(("select", "setitem", "input_view", "buffer")),
+       decompose=st.booleans())
+def test_in_place_writes_into_views_are_functionalized(data: st.DataObject, case: str,
+                                                        decompose: bool) -> None:
+    """copy_ into a select view (and ``out[:, 1] = y``) inside forward, on a clone, a user
+    input or a buffer, exported as torch.export leaves it (in-place ops in the graph) or
+    decomposed: converted as functional writes like torch's functionalization."""
+    rows, cols = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    x = torch.randn(rows, cols)
+    y = torch.randn(max(rows, cols))
+    module: torch.nn.Module
+    if case == "buffer":
+        module = _BufferRowWrite(rows, cols)
+    else:
+        fn = {"select": _copy_into_select, "setitem": _setitem_column,
+              "input_view": _copy_into_input_view}[case]
+        module = FnModule(fn, [x, y], {})
+    reference = copy.deepcopy(module)
+    program = TorchConverter().add_pytorch_module(module, args=(x.clone(), y),
+                                                  decompose=decompose).to_coreai()
+    feeds = [x.numpy().copy(), y.numpy()]
+    state = None
+    if case == "input_view":  # the mutated input is state of the program
+        state = {program.state_names[0]: feeds[0]}
+        feeds = feeds[1:]
+    x_eager = x.clone()
+    with torch.no_grad():
+        expected = reference(x_eager, y)
+    (got,) = program.run(feeds, state=state).values()
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6, atol=1e-6)
+    if state is not None:
+        np.testing.assert_allclose(next(iter(state.values())), x_eager.numpy(), rtol=1e-6)
+    if case == "buffer":
+        np.testing.assert_allclose(program.state["buf"], reference.buf.numpy(), rtol=1e-6)

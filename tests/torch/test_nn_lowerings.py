@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coreai_core import Dim
 from tests.torch.harness import FnModule, assert_matches, convert, export, flatten, to_numpy
@@ -100,3 +102,34 @@ def test_adaptive_avg_pool1d_without_decomposition(length: int, out: int) -> Non
     module, program = _undecomposed(
         lambda t: torch.ops.aten.adaptive_avg_pool1d.default(t, [out]), x)
     _check(module, program, [x], f"adaptive_avg_pool1d {length}->{out}")
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), mode=st.sampled_from(("nearest", "bilinear")),
+       how=st.sampled_from(("size", "scale", "scale_pair", "recompute")))
+def test_upsample_vec_dynamic_sizes(data: st.DataObject, mode: str, how: str) -> None:
+    """upsample_{nearest,bilinear}2d.vec exported with Dim.AUTO spatial sizes: a fixed size
+    (1 included), an integer or non-integer scale_factor (one or per axis, the given scale
+    used in the coordinate transform) or recompute_scale_factor=True; align_corners both
+    ways. Converted once, run on several input sizes."""
+    kwargs: dict[str, Any] = {"mode": mode}
+    if mode == "bilinear":
+        kwargs["align_corners"] = data.draw(st.booleans())
+    scales = st.sampled_from((0.5, 0.75, 1.0, 1.3, 1.5, 2.0, 2.5, 3.0))
+    if how == "size":
+        kwargs["size"] = (data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9)))
+    elif how == "scale_pair":
+        kwargs["scale_factor"] = (data.draw(scales), data.draw(scales))
+    else:
+        kwargs["scale_factor"] = data.draw(scales)
+        kwargs["recompute_scale_factor"] = how == "recompute" or None
+    dtype = data.draw(st.sampled_from((torch.float32, torch.float64)))
+    module = FnModule(lambda x: F.interpolate(x, **kwargs), [torch.zeros(1)], {})
+    auto = torch.export.Dim.AUTO
+    ep = export(module, [torch.randn(2, 3, 4, 5, dtype=dtype)],
+                dynamic_shapes=(({2: auto, 3: auto},),))
+    program = convert(ep)
+    for _ in range(3):
+        shape = (2, 3, data.draw(st.integers(2, 12)), data.draw(st.integers(2, 12)))
+        x = torch.randn(shape, dtype=dtype)
+        _check(module, program, [x], f"{kwargs} {shape}")

@@ -32,7 +32,7 @@ SEED = 0
 
 
 def _tolerance(entry: OpEntry, outputs: list[torch.Tensor]) -> tuple[float, float]:
-    floats = [o.dtype for o in outputs if o.dtype.is_floating_point]
+    floats = [o.dtype for o in outputs if o.dtype.is_floating_point or o.dtype.is_complex]
     atol, rtol = max((DEFAULT_TOL[d] for d in floats), default=(0.0, 0.0))
     if entry.atol is not None:
         atol = max(atol, entry.atol)

@@ -83,12 +83,20 @@ def test_logical_operators(target, a: bool, b: bool) -> None:
 
 
 @pytest.mark.parametrize("target", [operator.neg, torch.sym_float, torch.sym_int, math.ceil,
-                                    math.floor, torch.sym_not], ids=lambda f: f.__name__)
+                                    math.floor, math.trunc, torch.sym_not],
+                         ids=lambda f: f.__name__)
 @given(a=st.floats(-50, 50))
 def test_unary_python_operators(target, a: float) -> None:
     arg = (a > 0) if target is torch.sym_not else (int(a) if target is torch.sym_float else a)
     got, want = _run_python_op(target, (arg,))
     assert got.item() == pytest.approx(want)
+
+
+@pytest.mark.parametrize("target", [math.ceil, math.floor, math.trunc], ids=lambda f: f.__name__)
+@given(a=st.integers(-50, 50))
+def test_rounding_python_operators_on_ints(target, a: int) -> None:
+    got, want = _run_python_op(target, (a,))
+    assert got.item() == want
 
 
 def _size_query(fn, x: torch.Tensor):

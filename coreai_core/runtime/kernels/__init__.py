@@ -7,7 +7,18 @@ registered twice (in two families) is an error naming both owners.
 from __future__ import annotations
 
 from coreai_core.registry import Registry
-from coreai_core.runtime.kernels import compression, control, elementwise, nn, random, tensor
+from coreai_core.runtime.kernels import (
+    complex,
+    compression,
+    control,
+    elementwise,
+    fft,
+    linalg,
+    nn,
+    random,
+    special,
+    tensor,
+)
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
 __all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
@@ -17,8 +28,12 @@ FAMILIES: tuple[KernelSet, ...] = (
     tensor.KERNELS,
     nn.KERNELS,
     control.KERNELS,
+    complex.KERNELS,
+    fft.KERNELS,
     compression.KERNELS,
     random.KERNELS,
+    special.KERNELS,
+    linalg.KERNELS,
 )
 
 

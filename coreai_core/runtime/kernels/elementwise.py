@@ -6,6 +6,8 @@
   ``ZeroDivisionError`` like torch; ``divide`` truncates, ``floor_divide`` floors,
   ``modulo`` is ``torch.fmod`` and ``remainder`` is ``torch.remainder``.
 - maximum/minimum propagate NaN; ``sign(NaN)`` is 0 like ``torch.sign``; round is half-even.
+- complex64/complex128 use numpy's complex functions (principal branches, like torch); a cast
+  from complex to a real type keeps the real part, to bool tests both parts.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import scipy.special  # type: ignore[import-untyped]
+import scipy.special
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels import _special
@@ -64,8 +66,10 @@ def cast(x: np.ndarray, *, dtype: DType) -> np.ndarray:
     target = dtype.numpy
     if x.dtype == target:
         return x
+    if x.dtype.kind == "c" and target.kind not in "cb":
+        x = x.real  # complex -> real keeps the real part, like torch
     if x.dtype in HALF and target.kind != "f":
-        x = x.astype(F32)  # bfloat16 -> int goes through float32, exactly
+        x = x.astype(F32)  # bfloat16 -> int or complex goes through float32, exactly
     return x.astype(target)
 
 
@@ -107,6 +111,8 @@ _ONE64 = np.array(1.0)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
     if x.dtype != F64:
         # 1 / (1 + exp(-x)) in float64, rounded once: the correctly rounded float32 result
         # (short of a ~1e-16-relative tie). scipy's expit does it in one call, fastest on
@@ -126,7 +132,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
-    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer)."),
+    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer); complex modulus."),
     ("coreai.neg", np.negative, "Negation."),
     ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
     ("coreai.floor", _integral_identity(np.floor), "Round toward -inf."),

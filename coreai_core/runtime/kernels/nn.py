@@ -106,10 +106,12 @@ def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
 
 
 @KERNELS.kernel("coreai.interpolate")
-def interpolate(x: np.ndarray, *, sizes: Ints, mode: str = "nearest",
-                align_corners: bool = False, scales: Sequence[float] | None = None,
-                ) -> np.ndarray:
+def interpolate(x: np.ndarray, output_size: np.ndarray | None = None, *, sizes: Ints,
+                mode: str = "nearest", align_corners: bool = False,
+                scales: Sequence[float] | None = None) -> np.ndarray:
     """Resize the spatial dims separably with precomputed per-axis indices and weights."""
+    if output_size is not None:
+        sizes = [int(s) for s in output_size]
     # torch computes coordinates in opmath: float64 for float64 data, float32 otherwise.
     ft = np.float64 if x.dtype == np.float64 else np.float32
     y = x if mode.startswith("nearest") else _acc(x)

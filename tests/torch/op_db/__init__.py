@@ -7,20 +7,26 @@ module and are tested by the named test instead.
 
 from tests.torch.op_db import (
     backward,
+    complex,
     compression,
     control,
     elementwise,
+    fft,
     indexing,
+    linalg,
     nn,
+    pooling_ext,
     random,
     reduction,
+    resample_ext,
     shape,
+    special,
     symbolic,
 )
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
-            compression, random)
+            compression, random, special, complex, fft, linalg, resample_ext, pooling_ext)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {

@@ -25,6 +25,9 @@ ANY = st.sampled_from(ALL_DTYPES)
 # kernels do the same but a different float32 intermediate can land on the other side of
 # a half-precision rounding boundary, i.e. one ulp of the half type.
 DEFAULT_TOL = {
+    # complex: the tolerance of the parts' type, on the modulus of the difference
+    torch.complex128: (1e-7, 1e-7),
+    torch.complex64: (1e-5, 1e-5),
     torch.float64: (1e-7, 1e-7),
     torch.float32: (1e-5, 1e-5),
     torch.float16: (2e-3, 2e-3),
@@ -133,6 +136,11 @@ def tensors(shape: Sequence[int], dtype: torch.dtype, *, low: float = -4.0,
         g = torch.Generator().manual_seed(seed)
         if dtype == torch.bool:
             return torch.rand(tuple(shape), generator=g) > 0.5
+        if dtype.is_complex:
+            part = torch.float32 if dtype == torch.complex64 else torch.float64
+            re, im = (draw(tensors(shape, part, low=low, high=high, special=special))
+                      for _ in range(2))
+            return torch.complex(re, im)
         if dtype.is_floating_point:
             t = torch.rand(tuple(shape), generator=g, dtype=torch.float64) * (high - low) + low
             if special and t.numel():

@@ -322,5 +322,46 @@ def group_norm(x: torch.Tensor, w: Any, b: Any, num_groups: int, eps: float) -> 
 add("aten::native_layer_norm.default", layer_norm, layer_norm_samples(), **NORM_TOL)
 add("aten::native_group_norm.default", group_norm, group_norm_samples(), **NORM_TOL)
 
+
+# instance_norm is decomposed onto the batch norms above (its composite kernel updates the
+# running statistics in place); module forms and the undecomposed program are tested in
+# tests/torch/test_instance_norm.py.
+INSTANCE_NORM_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.float16))
+
+
+@st.composite
+def instance_norm_samples(draw: Any, mode: str) -> Sample:
+    """mode: "no_stats", "input_stats" (running statistics updated, on copies here so the
+    update stays inside the call) or "running_stats" (use_input_stats=False)."""
+    # not bfloat16: torch's CPU kernel rounds the saved inverse std of some 47-element
+    # channels to the other bfloat16 neighbour (ours is the nearer one), as for batch norm
+    x, c = draw(norm_input(min_rank=3, dtypes=INSTANCE_NORM_DTYPES))
+    if x[0, 0].numel() == 1:  # torch needs more than one spatial element per instance
+        x = torch.cat([x, x * 0.5 + 1], dim=-1)
+    w, b = _affine(draw, c, x.dtype)
+    kwargs = {"momentum": draw(st.sampled_from((0.1, 0.5))),
+              "eps": draw(st.sampled_from((1e-5, 1e-3)))}
+    if mode == "no_stats":
+        return Sample((x, w, b), kwargs)
+    stats = (draw(tensors((c,), x.dtype)), draw(tensors((c,), x.dtype, low=0.1, high=3.0)))
+    if mode == "input_stats":
+        return Sample((x, w, b), {**kwargs, "stats": stats})
+    return Sample((x, w, b, *stats), kwargs)
+
+
+def instance_norm(x: torch.Tensor, w: Any, b: Any, running_mean: Any = None,
+                  running_var: Any = None, *, stats: Any = None, **kwargs: Any) -> Any:
+    if stats is not None:
+        running_mean, running_var = (s.clone() for s in stats)
+    return F.instance_norm(x, running_mean, running_var, w, b,
+                           use_input_stats=running_mean is None or stats is not None, **kwargs)
+
+
+for _target, _mode in (("_native_batch_norm_legit.no_stats", "no_stats"),
+                       ("_native_batch_norm_legit_functional.default", "input_stats"),
+                       ("_native_batch_norm_legit_no_training.default", "running_stats")):
+    ENTRIES.append(OpEntry(f"aten::{_target}", instance_norm, instance_norm_samples(_mode),
+                           name=f"instance_norm_{_mode}", **NORM_TOL))
+
 ENTRIES += _nn_pooling.ENTRIES + _nn_resample.ENTRIES + _nn_attention.ENTRIES
 COVERED_ELSEWHERE: dict[str, str] = dict(_nn_resample.COVERED_ELSEWHERE)

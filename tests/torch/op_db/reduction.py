@@ -14,6 +14,7 @@ from tests.torch.harness import assert_matches, to_numpy
 from tests.torch.op_db._entry import (
     ANY,
     FLOATS,
+    INT_DTYPES,
     NUMERIC,
     OpEntry,
     Sample,
@@ -164,6 +165,17 @@ add("aten::mean.dim", lambda x, dim, keepdim, dtype: torch.mean(x, dim, keepdim,
     _reduce(NUMERIC, dtype=st.sampled_from((torch.float32, torch.float64))),
     name="mean.dim[dtype]")
 add("aten::mean.default", torch.mean, _reduce(FLOATS, dims="none", special=True))
+# integer (and bool) inputs need a float dtype; every float dtype, half ones included. Values
+# up to 1e5 overflow float16 and are not all exact in bfloat16: torch sums the integers in
+# float32 (or float64) and rounds the mean once.
+MEAN_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.float16, torch.bfloat16))
+INT_OR_BOOL = st.sampled_from((*INT_DTYPES, torch.bool))
+add("aten::mean.dim", lambda x, dim, keepdim, dtype: torch.mean(x, dim, keepdim, dtype=dtype),
+    _reduce(INT_OR_BOOL, dtype=MEAN_DTYPES, low=-100000, high=100000),
+    name="mean.dim[int, dtype]")
+add("aten::mean.default", lambda x, dtype: torch.mean(x, dtype=dtype),
+    _reduce(INT_OR_BOOL, dims="none", dtype=MEAN_DTYPES, low=-100000, high=100000),
+    name="mean.default[int, dtype]")
 
 # -- max, min, argmax, any, all -----------------------------------------------------------------
 def _by_dim(f: Any) -> Any:

@@ -127,7 +127,7 @@ add("aten::_unsafe_view.default", lambda x: x.transpose(0, 1).reshape(-1),
 
 @st.composite
 def _pixel(draw: Any, shuffle: bool) -> Sample:
-    r = draw(st.integers(1, 3))
+    r = draw(st.integers(1, 4))
     lead = draw(st.lists(st.integers(1, 3), min_size=0, max_size=2))
     c, h, w = (draw(st.integers(1, 3)) for _ in range(3))
     shape = [*lead, c * r * r, h, w] if shuffle else [*lead, c, h * r, w * r]

@@ -1,0 +1,239 @@
+"""Numpy/LAPACK kernels of the linear-algebra ops.
+
+``numpy.linalg`` (batched) computes svd, eigh and eig and ``scipy.linalg.expm`` the matrix
+exponential; the LAPACK routines torch calls (getrf, getrs, trsm, geqrf, orgqr/ungqr,
+sytrf/hetrf, sytrs/hetrs, potrf) come from ``scipy.linalg.lapack``/``blas`` in the input's
+precision and run once per matrix of the (broadcast) batch, so pivots and info follow LAPACK
+exactly. scipy's getrf/getrs use 0-based pivots; the dialect's are 1-based.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+import numpy as np
+
+from coreai_core.runtime.kernels._registry import KernelSet
+
+KERNELS = KernelSet("linalg")
+
+# scipy.linalg is imported on first use: it takes longer to import than the rest of the
+# runtime, and most programs have no linear-algebra op.
+
+
+def _lapack(name: str, x: np.ndarray) -> Callable:
+    from scipy.linalg import lapack
+
+    return lapack.get_lapack_funcs((name,), (x,))[0]
+
+
+def _batches(*arrays: np.ndarray, core: tuple[int, ...]) -> tuple[tuple[int, ...], list]:
+    """The broadcast batch shape and each array broadcast to it (``core`` trailing ranks)."""
+    batch = np.broadcast_shapes(*(a.shape[:a.ndim - c] for a, c in zip(arrays, core,
+                                                                          strict=True)))
+    return batch, [np.broadcast_to(a, batch + a.shape[a.ndim - c:])
+                   for a, c in zip(arrays, core, strict=True)]
+
+
+def _each(batch: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    return np.ndindex(*batch) if batch else iter([()])
+
+
+def _real(x: np.ndarray) -> np.dtype:
+    """The dtype of x's real part (x's own dtype for real x)."""
+    return np.finfo(x.dtype).dtype
+
+
+def _check(info: int, routine: str) -> None:
+    if info < 0:  # an argument error is a bug in this module, never a property of the data
+        raise RuntimeError(f"LAPACK {routine}: invalid argument {-info}")
+
+
+@KERNELS.kernel("coreai.svd")
+def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) -> list:
+    """``numpy.linalg.svd`` (LAPACK gesdd, torch's CPU driver)."""
+    if not compute_uv:
+        return [np.linalg.svd(x, compute_uv=False).astype(_real(x), copy=False)]
+    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
+    return [u.astype(x.dtype, copy=False), s.astype(_real(x), copy=False),
+            vh.astype(x.dtype, copy=False)]
+
+
+@KERNELS.kernel("coreai.eigh")
+def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
+    """``numpy.linalg.eigh`` (LAPACK syevd, torch's CPU routine) on the chosen triangle."""
+    uplo: Literal["L", "U"] = "U" if upper else "L"
+    if not compute_v:
+        return [np.linalg.eigvalsh(x, UPLO=uplo).astype(_real(x), copy=False)]
+    w, v = np.linalg.eigh(x, UPLO=uplo)
+    return [w.astype(_real(x), copy=False), v.astype(x.dtype, copy=False)]
+
+
+@KERNELS.kernel("coreai.eig")
+def eig(x: np.ndarray) -> list:
+    """``numpy.linalg.eig`` (LAPACK geev, torch's CPU routine), cast to complex."""
+    c = np.result_type(x.dtype, np.complex64)
+    w, v = np.linalg.eig(x)
+    return [w.astype(c, copy=False), v.astype(c, copy=False)]
+
+
+@KERNELS.kernel("coreai.cholesky")
+def cholesky(x: np.ndarray, *, upper: bool = False) -> list:
+    """LAPACK potrf per matrix; the unused triangle of the factor is zeroed."""
+    batch = x.shape[:-2]
+    out = np.zeros_like(x)
+    info = np.zeros(batch, np.int32)
+    if x.shape[-1] == 0:
+        return [out, info]
+    potrf = _lapack("potrf", x)
+    for i in _each(batch):
+        c, code = potrf(x[i], lower=not upper, clean=1)
+        _check(code, "potrf")
+        out[i], info[i] = c, code
+    # potrf leaves the other triangle of a failed factor untouched
+    return [np.triu(out) if upper else np.tril(out), info]
+
+
+@KERNELS.kernel("coreai.lu_factor")
+def lu_factor(x: np.ndarray) -> list:
+    """LAPACK getrf per matrix; 1-based int32 pivots."""
+    *batch_l, m, n = x.shape
+    batch = tuple(batch_l)
+    lu = np.empty_like(x)
+    piv = np.empty((*batch, min(m, n)), np.int32)
+    info = np.zeros(batch, np.int32)
+    if m == 0 or n == 0:
+        return [lu, piv, info]
+    getrf = _lapack("getrf", x)
+    for i in _each(batch):
+        f, p, code = getrf(x[i])
+        _check(code, "getrf")
+        lu[i], piv[i], info[i] = f, p + 1, code
+    return [lu, piv, info]
+
+
+@KERNELS.kernel("coreai.lu_solve")
+def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
+             adjoint: bool = False) -> np.ndarray:
+    """LAPACK getrs per matrix of the broadcast batch."""
+    batch, (lu_b, piv_b, b_b) = _batches(lu, pivots, b, core=(2, 1, 2))
+    out = np.empty(batch + b.shape[-2:], b.dtype)
+    if out.size == 0:
+        return out
+    getrs = _lapack("getrs", lu)
+    for i in _each(batch):
+        trans = (2 if np.iscomplexobj(lu) else 1) if adjoint else 0  # 2: conjugate transpose
+        x, code = getrs(lu_b[i], piv_b[i] - 1, b_b[i], trans=trans)
+        _check(code, "getrs")
+        out[i] = x
+    return out
+
+
+@KERNELS.kernel("coreai.pivots_to_permutation")
+def pivots_to_permutation(pivots: np.ndarray, *, size: int) -> np.ndarray:
+    """Apply the row interchanges in order to ``0..size-1`` (vectorized over the batch)."""
+    batch = pivots.shape[:-1]
+    perm = np.broadcast_to(np.arange(size, dtype=np.int64), (*batch, size)).copy()
+    for i in range(pivots.shape[-1]):
+        j = pivots[..., i:i + 1].astype(np.int64) - 1
+        here = perm[..., i:i + 1].copy()
+        perm[..., i:i + 1] = np.take_along_axis(perm, j, axis=-1)
+        np.put_along_axis(perm, j, here, axis=-1)
+    return perm
+
+
+@KERNELS.kernel("coreai.triangular_solve")
+def triangular_solve(a: np.ndarray, b: np.ndarray, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False) -> np.ndarray:
+    """BLAS trsm per matrix of the broadcast batch (no singularity check, like torch)."""
+    batch, (a_b, b_b) = _batches(a, b, core=(2, 2))
+    out = np.empty(batch + b.shape[-2:], b.dtype)
+    if out.size == 0:
+        return out
+    from scipy.linalg import blas
+
+    trsm = blas.get_blas_funcs(("trsm",), (a,))[0]
+    for i in _each(batch):
+        out[i] = trsm(1.0, a_b[i], b_b[i], side=0 if left else 1, lower=not upper,
+                      diag=1 if unitriangular else 0)
+    return out
+
+
+@KERNELS.kernel("coreai.geqrf")
+def geqrf(x: np.ndarray) -> list:
+    """LAPACK geqrf per matrix."""
+    *batch_l, m, n = x.shape
+    batch = tuple(batch_l)
+    a = np.empty_like(x)
+    tau = np.empty((*batch, min(m, n)), x.dtype)
+    if m == 0 or n == 0:
+        return [a, tau]
+    routine = _lapack("geqrf", x)
+    for i in _each(batch):
+        f, t, _, code = routine(x[i])
+        _check(code, "geqrf")
+        a[i], tau[i] = f, t
+    return [a, tau]
+
+
+@KERNELS.kernel("coreai.householder_product")
+def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """LAPACK orgqr (ungqr for complex) per matrix."""
+    batch = a.shape[:-2]
+    q = np.empty_like(a)
+    if a.shape[-1] == 0:
+        return q
+    if tau.shape[-1] == 0:  # no reflectors: the first n columns of the identity
+        q[...] = np.eye(*a.shape[-2:], dtype=a.dtype)
+        return q
+    orgqr = _lapack("ungqr" if np.iscomplexobj(a) else "orgqr", a)
+    for i in _each(batch):
+        f, _, code = orgqr(a[i], tau[i])
+        _check(code, "orgqr")
+        q[i] = f
+    return q
+
+
+@KERNELS.kernel("coreai.matrix_exp")
+def matrix_exp(x: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.expm`` (batched over the leading axes)."""
+    from scipy.linalg import expm
+
+    if x.size == 0:
+        return x.copy()
+    return np.asarray(expm(x)).astype(x.dtype, copy=False)
+
+
+@KERNELS.kernel("coreai.ldl_factor")
+def ldl_factor(x: np.ndarray, *, hermitian: bool = False) -> list:
+    """LAPACK sytrf (hetrf for complex hermitian; lower) per matrix; the upper triangle of
+    ``ld`` is zeroed."""
+    batch, n = x.shape[:-2], x.shape[-1]
+    ld = np.zeros_like(x)
+    piv = np.empty((*batch, n), np.int32)
+    info = np.zeros(batch, np.int32)
+    if n == 0:
+        return [ld, piv, info]
+    sytrf = _lapack("hetrf" if hermitian and np.iscomplexobj(x) else "sytrf", x)
+    for i in _each(batch):
+        f, p, code = sytrf(x[i], lower=1)
+        _check(code, "sytrf")
+        ld[i], piv[i], info[i] = np.tril(f), p, code
+    return [ld, piv, info]
+
+
+@KERNELS.kernel("coreai.ldl_solve")
+def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
+              hermitian: bool = False) -> np.ndarray:
+    """LAPACK sytrs (hetrs for complex hermitian; lower) per matrix of the broadcast batch."""
+    batch, (ld_b, piv_b, b_b) = _batches(ld, pivots, b, core=(2, 1, 2))
+    out = np.empty(batch + b.shape[-2:], b.dtype)
+    if out.size == 0:
+        return out
+    sytrs = _lapack("hetrs" if hermitian and np.iscomplexobj(ld) else "sytrs", ld)
+    for i in _each(batch):
+        x, code = sytrs(ld_b[i], piv_b[i], b_b[i], lower=1)
+        _check(code, "sytrs")
+        out[i] = x
+    return out
