@@ -224,6 +224,7 @@ class TorchConverter:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
         decomposed now (repeatedly, as a decomposition may produce further such ops)."""
         ep = staged.program
+        failed: set[Any] = set()
         counts, examples = self._unsupported(ep)
         mutating = sorted(qn for qn, node in examples.items() if _mutates(node.target))
         if mutating:
@@ -238,6 +239,8 @@ class TorchConverter:
             counts, examples = self._unsupported(ep)
             table = {}
             for qn, node in examples.items():
+                if node.target in failed:
+                    continue
                 decomposition = _torch_decomposition(node.target)
                 if decomposition is not None:
                     table[node.target] = decomposition
@@ -247,8 +250,49 @@ class TorchConverter:
                     _LOG.info(self.conversion_log[-1])
             if not table:
                 break
-            ep = ep.run_decompositions(table)
+            ep = self._apply_decompositions(name, ep, table, failed)
         return attrs.evolve(staged, program=ep)
+
+    def _apply_decompositions(self, name: str, ep: ExportedProgram, table: dict[Any, Callable],
+                              failed: set[Any]) -> ExportedProgram:
+        """``ep`` decomposed by ``table``. A torch decomposition is left out (its op stays
+        unsupported and is reported under its own name) when it does not trace (aten.complex
+        writes into ``new_empty`` in place, which export's functionalization rejects) or when
+        it produces ops that have neither a lowering nor a decomposition (copysign becomes
+        prims::signbit/where/abs): the user then reads the op they called, not torch's
+        internals."""
+        if len(table) > 1:
+            try:
+                out = ep.run_decompositions(table)
+                if not self._introduced(ep, out):
+                    return out
+            except Exception:
+                pass
+            for target, fn in table.items():  # find the failing ones, keep the rest
+                ep = self._apply_decompositions(name, ep, {target: fn}, failed)
+            return ep
+        target = next(iter(table))
+        why = ""
+        try:
+            out = ep.run_decompositions(table)
+        except Exception as e:
+            why = f"failed to trace ({type(e).__name__})"
+        else:
+            introduced = self._introduced(ep, out)
+            if not introduced:
+                return out
+            why = f"produces {', '.join(sorted(introduced))}, which have no lowering"
+        failed.add(target)
+        self.conversion_log.append(f"{name}: torch's decomposition of {qualified_name(target)} "
+                                   f"{why}; the op stays unsupported")
+        _LOG.info(self.conversion_log[-1])
+        return ep
+
+    def _introduced(self, before: ExportedProgram, after: ExportedProgram) -> set[str]:
+        """Unsupported ops in ``after`` that ``before`` lacks and no decomposition removes."""
+        old = set(self._unsupported(before)[0])
+        return {qn for qn, node in self._unsupported(after)[1].items()
+                if qn not in old and _torch_decomposition(node.target) is None}
 
     def _preflight(self, programs: Sequence[ExportedProgram]) -> None:
         counts: Counter[str] = Counter()
