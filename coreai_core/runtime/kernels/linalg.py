@@ -13,18 +13,15 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
+from scipy.linalg import blas, expm, lapack
 
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("linalg")
 
-# scipy.linalg is imported on first use: it takes longer to import than the rest of the
-# runtime, and most programs have no linear-algebra op.
 
 
 def _lapack(name: str, x: np.ndarray) -> Callable:
-    from scipy.linalg import lapack
-
     return lapack.get_lapack_funcs((name,), (x,))[0]
 
 
@@ -151,8 +148,6 @@ def triangular_solve(a: np.ndarray, b: np.ndarray, *, upper: bool, left: bool = 
     out = np.empty(batch + b.shape[-2:], b.dtype)
     if out.size == 0:
         return out
-    from scipy.linalg import blas
-
     trsm = blas.get_blas_funcs(("trsm",), (a,))[0]
     for i in _each(batch):
         out[i] = trsm(1.0, a_b[i], b_b[i], side=0 if left else 1, lower=not upper,
@@ -198,8 +193,6 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
 @KERNELS.kernel("coreai.matrix_exp")
 def matrix_exp(x: np.ndarray) -> np.ndarray:
     """``scipy.linalg.expm`` (batched over the leading axes)."""
-    from scipy.linalg import expm
-
     if x.size == 0:
         return x.copy()
     return np.asarray(expm(x)).astype(x.dtype, copy=False)
