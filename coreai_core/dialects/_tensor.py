@@ -283,12 +283,17 @@ def slice_update(x: Value, update: Value, begin: Value, end: Value, axes: Ints,
 @defop()
 def pad(x: Value, pads: Ints, mode: Literal["constant", "reflect", "replicate", "circular"]
         = "constant", value: float = 0.0) -> TensorType:
-    """Pad each axis by ``pads[2i]`` before and ``pads[2i+1]`` after (negative crops)."""
+    """Pad each axis by ``pads[2i]`` before and ``pads[2i+1]`` after (negative crops).
+
+    Like torch: for ``reflect`` and ``replicate`` the positive amounts pad the input (reading
+    its own edges) and the negative ones then crop the result; ``circular`` crops first and
+    wraps the cropped tensor; for ``constant`` the order does not matter.
+    """
     expect(len(pads) == 2 * x.type.rank, f"pads needs 2 entries per axis of {x.type}")
     shape: list[int | Dim] = []
     for i, d in enumerate(x.type.shape):
         lo, hi = pads[2 * i], pads[2 * i + 1]
-        if mode == "reflect" and isinstance(d, int):
+        if mode == "reflect" and isinstance(d, int) and (lo > 0 or hi > 0):
             expect(max(lo, hi) < d, f"reflect padding {lo, hi} must be smaller than {d}")
         if isinstance(d, int):
             expect(d + lo + hi >= 0, f"padding {lo, hi} crops axis {i} of {x.type} below zero")

@@ -325,3 +325,24 @@ def test_range_matches_arange(dtype, start, length, step):
     # torch's vectorized arange adds multiples of step to a per-chunk base in float64, so a
     # value can differ from start + i * step in the last ulp (then rounded to the dtype).
     check(got, want, {np.dtype(np.float64): 5e-16, np.dtype(np.float32): 1.2e-7}.get(dtype, 0))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@given(n=st.integers(1, 6), seed=seeds, data=st.data())
+def test_pad_with_a_negative_side(mode, n, seed, data):
+    """One side crops, the other pads: reflect/replicate pad from the input's own edges and then
+    crop (even when the crop removes every input element); circular wraps the cropped part."""
+    if mode == "reflect":
+        n = max(n, 2)  # reflect pads must be smaller than the axis
+    if mode == "circular":  # torch wraps the cropped tensor: it must keep enough elements
+        lo = -data.draw(st.integers(1, max(n - 1, 1)))
+        hi = data.draw(st.integers(0, n + lo))
+    else:
+        lo = -data.draw(st.integers(1, n))
+        hi = data.draw(st.integers(max(0, -n - lo + 1), n - 1 if mode == "reflect" else 4))
+    if n + lo + hi <= 0 or (mode == "circular" and n + lo <= 0):
+        return
+    lo, hi = (lo, hi) if data.draw(st.booleans()) else (hi, lo)
+    x = rand(seed, (1, 2, n), np.float32)
+    (got,) = run_op(lambda v: coreai.pad(v, [0, 0, 0, 0, lo, hi], mode=mode), x)
+    check(got, F.pad(to_torch(x).clone(), [lo, hi], mode=mode))

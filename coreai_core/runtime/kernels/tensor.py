@@ -278,15 +278,24 @@ _PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
 
 @kernel("coreai.pad")
 def pad(x: np.ndarray, *, pads: Ints, mode: str, value: float) -> np.ndarray:
-    """Pad (negative amounts crop) with a constant, reflection, edge copies or wrap-around."""
-    crop = tuple(slice(max(-lo, 0), x.shape[i] - max(-hi, 0) if hi < 0 else None)
-                 for i, (lo, hi) in enumerate(zip(pads[::2], pads[1::2], strict=True)))
-    y = x[crop]
-    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in zip(pads[::2], pads[1::2], strict=True)]
-    if mode == "constant":
-        fill = np.array(value).astype(up(x).dtype).astype(x.dtype)
-        return np.pad(y, widths, mode="constant", constant_values=fill)
-    return np.pad(y, widths, mode=_PAD_MODES[mode])
+    """Pad with a constant, reflection, edge copies or wrap-around; negative amounts crop
+    (after padding, except for ``circular``, which wraps the cropped tensor, as torch does)."""
+    pairs = list(zip(pads[::2], pads[1::2], strict=True))
+    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+
+    def crop(y: np.ndarray) -> np.ndarray:
+        return y[tuple(slice(max(-lo, 0), y.shape[i] - max(-hi, 0))
+                       for i, (lo, hi) in enumerate(pairs))]
+
+    def padded(y: np.ndarray) -> np.ndarray:
+        if not any(lo or hi for lo, hi in widths):
+            return y
+        if mode == "constant":
+            fill = np.array(value).astype(up(x).dtype).astype(x.dtype)
+            return np.pad(y, widths, mode="constant", constant_values=fill)
+        return np.pad(y, widths, mode=_PAD_MODES[mode])
+
+    return padded(crop(x)) if mode == "circular" else crop(padded(x))
 
 
 @kernel("coreai.reverse")
