@@ -374,7 +374,9 @@ def aten_linalg_pinv_atol_rtol_tensor(self: Value, atol: Value | None = None,
     if hermitian:
         w, v = coreai.eigh(self)
         magnitude = coreai.abs_(w)
-        largest = coreai.reduce_max(magnitude, axes=[-1], keep_dims=True)
+        # a 0 appended keeps the max of magnitudes (>= 0) and gives an empty matrix one
+        padded = coreai.pad(magnitude, [0, 0] * (w.type.rank - 1) + [0, 1])
+        largest = coreai.reduce_max(padded, axes=[-1], keep_dims=True)
         left, right, values = v, mH(v), w
     else:
         u, s, vh = coreai.svd(self)
