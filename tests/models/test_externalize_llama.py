@@ -81,4 +81,6 @@ def test_dynamic_sequence_length_matches_torch(llama, seq):
     got = program.run({"ids": ids.numpy()})
     with torch.no_grad():
         want = model(ids).numpy()
+    # float32 through 3 decoder layers: numpy's and torch's matmul/softmax summation orders
+    # differ by a few ulp per op (the model-zoo tests allow rtol 1e-3 for the same reason)
     np.testing.assert_allclose(next(iter(got.values())), want, rtol=1e-4, atol=1e-5)
