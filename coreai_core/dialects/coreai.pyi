@@ -780,7 +780,12 @@ def pad(
     *,
     loc: Location | None = None,
 ) -> Value:
-    """Pad each axis by ``pads[2i]`` before and ``pads[2i+1]`` after (negative crops)."""
+    """Pad each axis by ``pads[2i]`` before and ``pads[2i+1]`` after (negative crops).
+
+    Like torch: for ``reflect`` and ``replicate`` the positive amounts pad the input (reading
+    its own edges) and the negative ones then crop the result; ``circular`` crops first and
+    wraps the cropped tensor; for ``constant`` the order does not matter.
+    """
 
 
 def reverse(x: ValueLike, axes: IntsLike, *, loc: Location | None = None) -> Value:
