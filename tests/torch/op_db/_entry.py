@@ -159,3 +159,52 @@ def tensors(shape: Sequence[int], dtype: torch.dtype, *, low: float = -4.0,
 
 def positive(shape: Sequence[int], dtype: torch.dtype) -> st.SearchStrategy[torch.Tensor]:
     return tensors(shape, dtype, low=0.1, high=4.0)
+
+
+# -- complex variants ---------------------------------------------------------------------------
+
+_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _complexify(sample: Sample, seed: int, imag: float) -> Sample:
+    """``sample`` with each float32/float64 tensor given an imaginary part in [-imag, imag].
+
+    float16/bfloat16 tensors become complex64 (torch has no complex bfloat16 and its
+    complex32 is experimental); integer and bool tensors (indices, masks) stay as they are.
+    """
+    g = torch.Generator().manual_seed(seed)
+
+    def convert(a: Any) -> Any:
+        if not isinstance(a, torch.Tensor) or not a.dtype.is_floating_point:
+            return a
+        real = a if a.dtype == torch.float64 else a.to(torch.float32)
+        im = (torch.rand(a.shape, generator=g, dtype=torch.float64) * 2 - 1) * imag
+        return torch.complex(real, im.to(real.dtype))
+
+    return Sample(tuple(convert(a) for a in sample.args), dict(sample.kwargs))
+
+
+def _has_float_tensor(sample: Sample) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.dtype.is_floating_point for a in sample.args)
+
+
+def complex_variant(entry: OpEntry, *, imag: float = 2.0, **changes: Any) -> OpEntry:
+    """The entry again, on complex inputs: the floating tensors of its samples get an
+    imaginary part (see ``_complexify``); ``changes`` replace fields (tolerance, compare, fn).
+
+    Samples without a floating tensor are filtered out, so an entry must draw floats often.
+    """
+    samples = st.tuples(entry.samples.filter(_has_float_tensor),
+                        st.integers(0, 2**31 - 1)).map(lambda p: _complexify(p[0], p[1], imag))
+    fields = {"name": f"{entry.id}[complex]", "samples": samples, **changes}
+    return attrs.evolve(entry, **fields)
+
+
+def complex_variants(entries: Sequence[OpEntry], targets: Sequence[str], **changes: Any,
+                     ) -> list[OpEntry]:
+    """``complex_variant`` of every entry whose target is in ``targets`` (each must match)."""
+    chosen = [e for e in entries if e.target in set(targets)]
+    unmatched = set(targets) - {e.target for e in chosen}
+    if unmatched:
+        raise ValueError(f"complex_variants: no entries for {sorted(unmatched)}")
+    return [complex_variant(e, **changes) for e in chosen]
