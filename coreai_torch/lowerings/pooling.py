@@ -236,9 +236,9 @@ class _Windows:
         self.last = coreai.broadcasting_sub(
             coreai.broadcasting_floor_divide(coreai.broadcasting_add(hi, const64(out - 1)), o),
             const64(1))
-        width = coreai.broadcasting_add(coreai.broadcasting_floor_divide(
+        bound = coreai.broadcasting_add(coreai.broadcasting_floor_divide(
             coreai.broadcasting_add(size, const64(out - 1)), o), const64(1))
-        taps = coreai.expand_dims(coreai.range_(const64(0), width, const64(1)), [0])
+        taps = coreai.expand_dims(coreai.range_(const64(0), bound, const64(1)), [0])
         self.table = coreai.broadcasting_minimum(
             coreai.broadcasting_add(coreai.expand_dims(self.start, [1]), taps),
             coreai.expand_dims(self.last, [1]))
@@ -282,8 +282,9 @@ def _gathered_max(x: Value, sizes: list[int | Value], outs: list[int]) -> list[V
         idx = coreai.broadcasting_minimum(coreai.broadcasting_add(start, t), last_i)
         term = coreai.broadcasting_mul(idx, _as64(inner))
         flat = term if flat is None else coreai.broadcasting_add(flat, term)
-        inner = inner * sizes[i] if isinstance(inner, int) and isinstance(sizes[i], int) \
-            else coreai.broadcasting_mul(_as64(inner), _as64(sizes[i]))
+        size = sizes[i]
+        inner = inner * size if isinstance(inner, int) and isinstance(size, int) \
+            else coreai.broadcasting_mul(_as64(inner), _as64(size))
     assert flat is not None
     return [values, flat]
 

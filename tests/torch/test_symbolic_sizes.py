@@ -137,3 +137,35 @@ def test_adaptive_pool_dynamic_input(data: st.DataObject, n: int, kind: str,
             x.view(-1)[data.draw(st.integers(0, x.numel() - 1))] = float("nan")
         runs.append([x])
     _check_runs(module, program, runs, 0.0 if kind == "max" else 1e-6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), mode=st.sampled_from(("sum", "mean", "max")),
+       last=st.booleans(), weighted=st.booleans(), padding=st.sampled_from((None, 0, 3)))
+def test_embedding_bag_dynamic_indices_and_offsets(data: st.DataObject, mode: str, last: bool,
+                                                   weighted: bool, padding: int | None) -> None:
+    """The number of indices and of offsets (bags) both dynamic (Dim.AUTO, so from 2); empty
+    bags, padding_idx, per_sample_weights (sum) and include_last_offset, up to 47 bags."""
+    weighted = weighted and mode == "sum"
+
+    def fn(w: torch.Tensor, i: torch.Tensor, o: torch.Tensor, *p: torch.Tensor) -> Any:
+        return F.embedding_bag(i, w, o, mode=mode, include_last_offset=last,
+                               per_sample_weights=p[0] if p else None, padding_idx=padding)
+
+    def feeds(n_idx: int, n_bags: int) -> list[torch.Tensor]:
+        w = data.draw(tensors([10, 3], torch.float32))
+        idx = torch.tensor(data.draw(st.lists(st.integers(0, 9), min_size=n_idx,
+                                              max_size=n_idx)), dtype=torch.int64)
+        cuts = sorted(data.draw(st.lists(st.integers(0, n_idx), min_size=n_bags - 1,
+                                         max_size=n_bags - 1)))
+        offsets = torch.tensor([0, *cuts, *([n_idx] if last else [])], dtype=torch.int64)
+        return [w, idx, offsets, *([torch.rand(n_idx)] if weighted else [])]
+
+    example = feeds(6, 3)
+    module = FnModule(fn, [torch.zeros(1)] * len(example), {})
+    auto = torch.export.Dim.AUTO  # torch relates the sizes (e.g. the last offset's guard)
+    dims = ({}, {0: auto}, {0: auto}, *([{0: auto}] if weighted else []))
+    program = convert(export(module, example, dynamic_shapes=(dims,)))
+    runs = [feeds(data.draw(st.integers(2, 47)), data.draw(st.sampled_from((2, 5, 47))))
+            for _ in range(3)]
+    _check_runs(module, program, runs, 1e-5)
