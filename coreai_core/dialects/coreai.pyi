@@ -855,7 +855,9 @@ def scatter_nd(
 
 
 def non_zero(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+    """Coordinates of nonzero elements (a complex element is nonzero when either part is),
+    shape [n, rank], int64, in row-major order.
+    """
 
 
 def lut_to_dense(
