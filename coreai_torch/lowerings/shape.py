@@ -1,8 +1,8 @@
-"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, pads, copies).
+"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, copies).
 
-Tensor factories are the ``creation`` family. Layout-only arguments (``memory_format``,
-``device``, ``layout``) are ignored: Core AI tensors are dense row-major
-values, so clones, detaches and aliases are the value itself.
+Tensor factories are the ``creation`` family, pads the ``padding`` family. Layout-only
+arguments (``memory_format``, ``device``, ``layout``) are ignored: Core AI tensors are dense
+row-major values, so clones, detaches and aliases are the value itself.
 
 Not lowered here: ``view_as_real`` / ``view_as_complex`` (the ``complex`` family),
 ``reshape`` / ``expand_as`` / ``lift_fresh_copy`` (torch.export always decomposes them to
@@ -12,7 +12,7 @@ default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, .
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch.fx
@@ -20,7 +20,6 @@ import torch.fx
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._nn_utils import dim_value
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -501,104 +500,3 @@ def _roll(x: Value, axis: int, shift: int) -> Value:
     tail = _slice(x, axis, [size - k], [size], 1)
     head = _slice(x, axis, [0], [size - k], 1)
     return coreai.concat([tail, head], axis=axis)
-
-
-# -- padding --------------------------------------------------------------------------------------
-
-def _torch_pads(pad: list[int], rank: int) -> list[int]:
-    """torch's (last dim first) pad pairs as Core AI's per-axis [before, after, ...] list."""
-    if len(pad) % 2 or len(pad) // 2 > rank:
-        raise ValueError(f"pad {pad} must hold pairs for at most {rank} dims")
-    pads = [0] * (2 * rank)
-    for i in range(len(pad) // 2):
-        axis = rank - 1 - i
-        pads[2 * axis], pads[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
-    return pads
-
-
-@reg("aten::constant_pad_nd.default")
-def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
-                                 value: float | Value = 0) -> Value:
-    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
-    x = self
-    if isinstance(value, Value):
-        raise NotImplementedError("constant_pad_nd with a symbolic pad value")
-    if isinstance(value, int) and abs(value) > 2**53:
-        raise NotImplementedError(f"pad value {value} is not exactly representable as float")
-    symbolic: list[tuple[int, Value | int, Value | int]] = []
-    if any(isinstance(p, Value) for p in pad):
-        # an axis with a symbolic width is padded by concatenating filled blocks below
-        static_pad: list[int | Value] = list(pad)
-        for i in range(0, len(pad), 2):
-            if isinstance(pad[i], Value) or isinstance(pad[i + 1], Value):
-                symbolic.append((x.type.rank - 1 - i // 2, pad[i], pad[i + 1]))
-                static_pad[i] = static_pad[i + 1] = 0
-        pad = static_pad
-    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
-    if any(pads):
-        x = coreai.pad(x, pads, mode="constant", value=float(value))
-    for axis, before, after in symbolic:
-        x = _pad_by_concat(x, axis, before, after, value)
-    return x
-
-
-def _pad_by_concat(x: Value, axis: int, before: Value | int, after: Value | int,
-                   value: float) -> Value:
-    """``x`` with blocks of ``value`` of widths ``before``/``after`` (non-negative at run
-    time; a symbolic negative width, i.e. a crop, fails when run) on ``axis``."""
-    parts: list[Value | None] = []
-    for width in (before, after):
-        if isinstance(width, int) and width == 0:
-            parts.append(None)
-            continue
-        pieces = [dim_piece(x, a) for a in range(x.type.rank)]
-        pieces[axis] = size_piece(width)
-        block = coreai.broadcast_to(coreai.constant(value, dtype=x.type.element_type),
-                                    shape_operand(pieces))
-        parts.append(block)
-    blocks = [b for b in (parts[0], x, parts[1]) if b is not None]
-    return coreai.concat(blocks, axis=axis)
-
-
-def _mode_pad(mode: Literal["reflect", "replicate"]) -> Any:
-    def lowering(self: Value, padding: list[int | Value]) -> Value:
-        x, static_pad = self, list(padding)
-        symbolic = []  # axes with a symbolic width: gathered below (the modes are separable)
-        for i in range(0, len(padding), 2):
-            if isinstance(padding[i], Value) or isinstance(padding[i + 1], Value):
-                symbolic.append((x.type.rank - 1 - i // 2, padding[i], padding[i + 1]))
-                static_pad[i] = static_pad[i + 1] = 0
-        pads = _torch_pads(_static_ints(static_pad, "padding"), x.type.rank)
-        if any(pads):
-            x = coreai.pad(x, pads, mode=mode)
-        for axis, before, after in symbolic:
-            x = coreai.gather(x, _pad_source(x, axis, before, after, mode), axis=axis)
-        return x
-
-    lowering.__doc__ = f"{mode} padding of the last 1-3 dims onto coreai.pad."
-    return lowering
-
-
-def _pad_source(x: Value, axis: int, before: int | Value, after: int | Value,
-                mode: Literal["reflect", "replicate"]) -> Value:
-    """Source index of each output position on ``axis`` padded by run-time widths: position
-    ``t`` in ``[-before, size + after)`` reads ``clip(t)`` (replicate) or its mirror image
-    (reflect); a negative width crops."""
-    def i64(v: int | Value) -> Value:
-        return coreai.constant(np.asarray(v, np.int64)) if isinstance(v, int) else \
-            cast_to(v, DType.int64)
-
-    size = i64(dim_value(x, axis))
-    t = coreai.range_(coreai.neg(i64(before)), coreai.broadcasting_add(size, i64(after)),
-                      i64(1))
-    top = coreai.broadcasting_sub(size, i64(1))
-    if mode == "replicate":
-        return coreai.broadcasting_minimum(coreai.broadcasting_maximum(t, i64(0)), top)
-    mirrored = coreai.broadcasting_sub(coreai.broadcasting_add(top, top), t)  # 2(n-1) - t
-    return coreai.broadcasting_where(coreai.broadcasting_greater(t, top), mirrored,
-                                     coreai.abs_(t))
-
-
-for _n in (1, 2, 3):
-    reg(f"aten::reflection_pad{_n}d.default")(_mode_pad("reflect"))
-    reg(f"aten::replication_pad{_n}d.default")(_mode_pad("replicate"))
