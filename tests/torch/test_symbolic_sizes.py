@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coreai_core import Dim
+from coreai_torch import get_decomp_table
 from tests.torch.harness import FnModule, assert_matches, convert, export, flatten, to_numpy
 from tests.torch.op_db._entry import tensors
 
@@ -169,3 +170,64 @@ def test_embedding_bag_dynamic_indices_and_offsets(data: st.DataObject, mode: st
     runs = [feeds(data.draw(st.integers(2, 47)), data.draw(st.sampled_from((2, 5, 47))))
             for _ in range(3)]
     _check_runs(module, program, runs, 1e-5)
+
+
+def _copy_into_row(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.select(0, 1).copy_(y)
+
+
+def _copy_into_last_column(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.select(1, x.shape[1] - 1).copy_(y)
+    return x * 2
+
+
+def _setitem_columns(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x[:, 1:3] = y
+    return x.neg()
+
+
+# name -> (fn mutating its first input, y's shape from x's (rows, cols))
+INPUT_WRITES: dict[str, tuple[Callable[..., torch.Tensor], Callable[[int, int], list[int]]]] = {
+    "select_row": (_copy_into_row, lambda n, k: [k]),
+    "select_last_column": (_copy_into_last_column, lambda n, k: [n]),
+    "setitem_columns": (_setitem_columns, lambda n, k: [n, 2]),
+}
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(INPUT_WRITES)), dtype=FLOATS,
+       decompose=st.booleans())
+def test_in_place_copy_into_a_view_of_a_dynamic_user_input(data: st.DataObject, name: str,
+                                                           dtype: torch.dtype,
+                                                           decompose: bool) -> None:
+    """``x.select(0, i).copy_(y)`` and ``x[:, a:b] = y`` on a user input with both dims
+    dynamic (Dim.AUTO, so sizes from 2; the column slice needs 3): the mutated input is state
+    typed with the input's dynamic dims, so runs at other sizes (47 included) write into it
+    and return what torch eager returns; the state ends as torch's mutated input."""
+    fn, y_shape = INPUT_WRITES[name]
+    low = 3 if name == "setitem_columns" else 2
+    module = FnModule(fn, (torch.zeros(1), torch.zeros(1)), {})
+    auto = torch.export.Dim.AUTO
+
+    def feeds(n: int, k: int) -> list[torch.Tensor]:
+        return [data.draw(tensors([n, k], dtype)), data.draw(tensors(y_shape(n, k), dtype))]
+
+    example = feeds(4, 5)
+    dims = ({0: auto, 1: auto}, dict.fromkeys(range(len(y_shape(4, 5))), auto))
+    ep = torch.export.export(module, tuple(t.clone() for t in example), dynamic_shapes=(dims,))
+    if decompose:
+        ep = ep.run_decompositions(get_decomp_table())
+    program = convert(ep)
+    (state_name,) = program.state_names
+    assert all(isinstance(d, Dim)
+               for d in program.graphs["main"].state_inputs[state_name].type.shape)
+    for n, k in [(2 if low == 2 else 3, 47), (47, low), *[_sizes(data, 2, low) for _ in range(2)]]:
+        x, y = feeds(n, k)
+        state = {state_name: to_numpy(x).copy()}
+        eager_x = x.clone()
+        with torch.no_grad():
+            expected = flatten(module(eager_x, y))
+        got = list(program.run([to_numpy(y)], state=state).values())
+        what = f"x {tuple(x.shape)}"
+        assert_matches(expected, got, atol=0.0, rtol=0.0, what=what)
+        assert_matches([eager_x], [state[state_name]], atol=0.0, rtol=0.0, what=f"state {what}")
