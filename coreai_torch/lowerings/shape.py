@@ -20,6 +20,7 @@ import torch.fx
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
+from coreai_torch.lowerings._nn_utils import dim_value
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -337,12 +338,11 @@ def aten_diagonal_default(self: Value, offset: int = 0, dim1: int = 0, dim2: int
     d1 = normalize_dim(dim1, rank)
     d2 = normalize_dim(dim2, rank)
     n1, n2 = x.type.shape[d1], x.type.shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise NotImplementedError(f"diagonal needs static sizes on dims {d1} and {d2}, got "
-                                  f"{x.type}")
-    # move (d1, d2) last, flatten them, and take every (n2+1)-th element from the start
     rest = [d for d in range(rank) if d not in (d1, d2)]
     y = _permuted(x, [*rest, d1, d2])
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        return _diagonal_gathered(y, offset)
+    # move (d1, d2) last, flatten them, and take every (n2+1)-th element from the start
     y = _reshape_lead(y, len(rest), [n1 * n2])
     length = max(0, min(n1 + min(offset, 0), n2 - max(offset, 0)))
     begin = offset if offset >= 0 else -offset * n2
@@ -350,6 +350,25 @@ def aten_diagonal_default(self: Value, offset: int = 0, dim1: int = 0, dim2: int
         return _slice(y, len(rest), [0], [0], 1)
     end = begin + (length - 1) * (n2 + 1) + 1
     return _slice(y, len(rest), [begin], [end], n2 + 1)
+
+
+def _diagonal_gathered(y: Value, offset: int) -> Value:
+    """The diagonal at ``offset`` of ``y``'s last two (run-time sized) dims, the last dim of
+    the result: element ``i`` is ``y[..., i + max(-offset, 0), i + max(offset, 0)]``."""
+    lead = y.type.rank - 2
+    rows, cols = (cast_to(dim_value(y, lead + i), DType.int64) for i in (0, 1))
+    row0 = coreai.constant(np.asarray(max(-offset, 0), np.int64))
+    col0 = coreai.constant(np.asarray(max(offset, 0), np.int64))
+    zero = coreai.constant(np.asarray(0, np.int64))
+    length = coreai.broadcasting_maximum(zero, coreai.broadcasting_minimum(
+        coreai.broadcasting_sub(rows, row0), coreai.broadcasting_sub(cols, col0)))
+    i = coreai.range_(zero, length, coreai.constant(np.asarray(1, np.int64)))
+    flat_index = coreai.broadcasting_add(
+        coreai.broadcasting_mul(coreai.broadcasting_add(i, row0), cols),
+        coreai.broadcasting_add(i, col0))
+    area = coreai.reshape(coreai.broadcasting_mul(rows, cols), [1])
+    flat = _reshape_lead(y, lead, [area])
+    return coreai.gather(flat, flat_index, axis=lead)
 
 
 @reg("aten::as_strided.default")
@@ -481,22 +500,36 @@ def aten_roll_default(self: Value, shifts: list[int | Value], dims: list[int] | 
                       ) -> Value:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     x = self
-    steps = _static_ints(shifts, "shifts")
     if not dims:
         flat = coreai.reshape(x, [-1])
-        return coreai.reshape(_roll(flat, 0, steps[0]), shape_of(x))
-    for shift, dim in zip(steps, dims, strict=True):
+        return coreai.reshape(_roll(flat, 0, shifts[0]), shape_of(x))
+    for shift, dim in zip(shifts, dims, strict=True):
         x = _roll(x, normalize_dim(dim, x.type.rank), shift)
     return x
 
 
-def _roll(x: Value, axis: int, shift: int) -> Value:
+def _roll(x: Value, axis: int, shift: int | Value) -> Value:
     size = x.type.shape[axis]
-    if not isinstance(size, int):
-        raise NotImplementedError(f"roll needs a static size on axis {axis}, got {x.type}")
+    if not (isinstance(size, int) and isinstance(shift, int)):
+        return _roll_gathered(x, axis, shift)
     k = shift % size if size else 0
     if k == 0:
         return x
     tail = _slice(x, axis, [size - k], [size], 1)
     head = _slice(x, axis, [0], [size - k], 1)
     return coreai.concat([tail, head], axis=axis)
+
+
+def _roll_gathered(x: Value, axis: int, shift: int | Value) -> Value:
+    """Roll by a run-time size or shift: position ``i`` reads ``(i - shift) mod size``."""
+    def i64(v: int | Value) -> Value:
+        return coreai.constant(np.asarray(v, np.int64)) if isinstance(v, int) else \
+            cast_to(v, DType.int64)
+
+    size = i64(dim_value(x, axis))
+    positions = coreai.range_(i64(0), size, i64(1))
+    # an empty axis has no positions; the divisor is kept positive so nothing divides by 0
+    modulus = coreai.broadcasting_maximum(size, i64(1))
+    source = coreai.broadcasting_remainder(coreai.broadcasting_sub(positions, i64(shift)),
+                                           modulus)
+    return coreai.gather(x, source, axis=axis)

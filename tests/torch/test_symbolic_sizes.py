@@ -231,3 +231,76 @@ def test_in_place_copy_into_a_view_of_a_dynamic_user_input(data: st.DataObject, 
         what = f"x {tuple(x.shape)}"
         assert_matches(expected, got, atol=0.0, rtol=0.0, what=what)
         assert_matches([eager_x], [state[state_name]], atol=0.0, rtol=0.0, what=f"state {what}")
+
+
+def _roll_case(data: st.DataObject, rank: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    if data.draw(st.booleans()):  # flattened
+        shift = data.draw(st.integers(-60, 60))
+        return lambda x: torch.roll(x, shift)
+    dims = data.draw(st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=rank))
+    shifts = [data.draw(st.integers(-60, 60)) for _ in dims]
+    if data.draw(st.booleans()):  # a shift that is a symbolic size
+        return lambda x: torch.roll(x, [x.shape[0] // 2 + s for s in shifts], dims)
+    return lambda x: torch.roll(x, shifts, dims)
+
+
+def _diagonal_case(data: st.DataObject, rank: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    offset = data.draw(st.integers(-4, 4))
+    d1, d2 = data.draw(st.permutations(range(rank)))[:2]
+    return lambda x: torch.diagonal(x, offset, d1, d2)
+
+
+def _logcumsumexp_case(data: st.DataObject, rank: int,
+                       ) -> Callable[[torch.Tensor], torch.Tensor]:
+    dim = data.draw(st.integers(-rank, rank - 1))
+    return lambda x: torch.logcumsumexp(x, dim)
+
+
+# name -> draws the fn applied to an input of the given rank
+SCANS: dict[str, Callable[[st.DataObject, int], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "roll": _roll_case, "diagonal": _diagonal_case, "logcumsumexp": _logcumsumexp_case,
+}
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(SCANS)), rank=st.sampled_from((1, 2, 3)),
+       dtype=FLOATS)
+def test_roll_diagonal_logcumsumexp_dynamic_sizes(data: st.DataObject, name: str, rank: int,
+                                                  dtype: torch.dtype) -> None:
+    """Every dim dynamic (Dim with min 1): roll by static or symbolic shifts (flattened or
+    on drawn dims), diagonal at a drawn offset and dim pair, logcumsumexp along a drawn dim
+    (a loop over the run-time size), checked before and after ``optimize()`` at sizes other
+    than the export's (1 and 47 included)."""
+    rank = max(rank, 2) if name == "diagonal" else rank
+    module = FnModule(SCANS[name](data, rank), (torch.zeros(1),), {})
+
+    def draw(shape: list[int]) -> torch.Tensor:  # +-inf and NaN included
+        return data.draw(tensors(shape, dtype, low=-30, high=30, special=True))
+
+    # example sizes 8: a diagonal of length 0 or 1 at export (|offset| >= 7) is specialized
+    program = convert(export(module, [draw([8] * rank)],
+                             dynamic_shapes=(({i: _dim(f"d{i}") for i in range(rank)},),)))
+    runs = [[draw(shape)] for shape in ([1] * rank, [47] + [2] * (rank - 1), _sizes(data, rank))]
+    tol = 0.0 if name != "logcumsumexp" else 1e-6 if dtype == torch.float32 else 1e-12
+    _check_runs(module, program, runs, tol)
+    program.optimize()
+    _check_runs(module, program, runs, tol)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), groups=st.sampled_from((1, 2, 3, 6)), n=st.sampled_from((1, 2, 3)),
+       affine=st.booleans(), dtype=FLOATS)
+def test_group_norm_dynamic_batch_and_spatial_sizes(data: st.DataObject, groups: int, n: int,
+                                                    affine: bool, dtype: torch.dtype) -> None:
+    """Channels static (they define the groups), batch and every spatial dim dynamic."""
+    weight, bias = (torch.randn(6, dtype=dtype), torch.randn(6, dtype=dtype)) if affine else \
+        (None, None)
+    module = FnModule(lambda x: F.group_norm(x, groups, weight, bias), (torch.zeros(1),), {})
+    dims = {i: _dim(f"d{i}") for i in range(n + 2) if i != 1}
+    program = convert(export(module, [data.draw(tensors([2, 6, *[4] * n], dtype))],
+                             dynamic_shapes=((dims,),)))
+    runs = [[data.draw(tensors([b, 6, *spatial], dtype))]
+            for b, spatial in ((1, [47] + [1] * (n - 1)), (3, [1] * n),
+                               (data.draw(st.integers(1, 3)), _sizes(data, n)))]
+    # the op-db's group_norm reason: torch accumulates the statistics differently
+    _check_runs(module, program, runs, 1e-4 if dtype == torch.float32 else 1e-10)
