@@ -20,7 +20,7 @@ import torch.fx
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._nn_utils import dim_value
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -288,7 +288,8 @@ def _slice(x: Value, axis: int, begin: Any, end: Any, step: int) -> Value:
 
 def _static_ints(values: list[int | Value], what: str) -> list[int]:
     if any(isinstance(v, Value) for v in values):
-        raise NotImplementedError(f"{what} must be static, got a symbolic size")
+        raise NotImplementedError(f"{what} must be static, got a symbolic size; "
+                                  f"{STATIC_WORKAROUND}")
     return [int(v) for v in values]  # type: ignore[arg-type]
 
 
@@ -386,7 +387,8 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
     sizes = _static_ints(size, "size")
     strides = _static_ints(stride, "stride")
     if isinstance(storage_offset, Value):
-        raise NotImplementedError("as_strided with a symbolic storage offset")
+        raise NotImplementedError("as_strided with a symbolic storage offset; "
+                                  f"{STATIC_WORKAROUND}")
     try:
         in_shape = [int(d) for d in val.shape]
         in_stride = [int(s) for s in val.stride()]
@@ -394,7 +396,8 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
         offset = in_offset if storage_offset is None else int(storage_offset)
     except (TypeError, ValueError):
         raise NotImplementedError("as_strided needs static input sizes, strides and "
-                                  "storage offset") from None
+                                  f"storage offset, got {x.type}; {STATIC_WORKAROUND}"
+                                  ) from None
     order = sorted((d for d in range(len(in_shape)) if in_shape[d] != 1),
                    key=lambda d: -in_stride[d])
     expected = 1

@@ -15,7 +15,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import scalar_like
-from coreai_torch.lowerings._nn_utils import dim_value
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
 from coreai_torch.lowerings._reduce import (
     axis_size,
     index_zero,
@@ -179,7 +179,8 @@ def aten_topk_default(self: Value, k: int | Value, dim: int = -1, largest: bool 
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""  # noqa: E501
     x = self
     if isinstance(k, Value):
-        raise NotImplementedError("topk needs a static k, got a symbolic one")
+        raise NotImplementedError(f"topk needs a static k, got a symbolic one (a size of a "
+                                  f"dynamic dim); {STATIC_WORKAROUND}")
     axis = normalize_dim(dim, x.type.rank)
     if x.type.rank == 0:
         if k != 1:

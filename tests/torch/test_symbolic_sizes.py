@@ -1,13 +1,16 @@
-"""Lowerings whose sizes are known only at run time: grid_sampler_2d/3d, reflection/replication
-padding and adaptive pooling, exported with dynamic (torch.export.Dim) input sizes and
-symbolic pad widths, converted once, then run at several sizes other than the export's (1 and
-47 included) and compared with torch eager at each."""
+"""Lowerings whose sizes are known only at run time (grid_sampler_2d/3d, reflection/replication
+padding, adaptive pooling, embedding_bag, writes into views of a mutated input, roll,
+diagonal, logcumsumexp, group_norm), exported with dynamic (torch.export.Dim) input sizes and
+symbolic widths or shifts, converted once, then run at several sizes other than the export's
+(1 and 47 included; Dim.AUTO dims start at 2) and compared with torch eager at each. The paths
+that still need static sizes fail naming the op and the workaround."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 
 from coreai_core import Dim
 from coreai_torch import get_decomp_table
+from coreai_torch.errors import LoweringError
 from tests.torch.harness import FnModule, assert_matches, convert, export, flatten, to_numpy
 from tests.torch.op_db._entry import tensors
 
@@ -304,3 +308,26 @@ def test_group_norm_dynamic_batch_and_spatial_sizes(data: st.DataObject, groups:
                                (data.draw(st.integers(1, 3)), _sizes(data, n)))]
     # the op-db's group_norm reason: torch accumulates the statistics differently
     _check_runs(module, program, runs, 1e-4 if dtype == torch.float32 else 1e-10)
+
+
+# name -> (fn, example input, its dynamic dims, the op named by the error)
+STATIC_ONLY: dict[str, tuple[Callable[[torch.Tensor], Any], torch.Tensor, dict[int, Any], str]] = {
+    "topk_symbolic_k": (lambda x: torch.topk(x, x.shape[1] // 2, 1), torch.randn(3, 6),
+                        {1: torch.export.Dim.AUTO}, "aten::topk.default"),
+    "integer_avg_pool": (lambda x: F.avg_pool2d(x, 2), torch.randint(0, 9, (1, 2, 6, 6)),
+                         {2: torch.export.Dim.AUTO}, "aten::avg_pool2d.default"),
+    "group_norm_channels": (lambda x: F.group_norm(x, 1), torch.randn(2, 4, 5),
+                            {1: torch.export.Dim.AUTO}, "aten::native_group_norm.default"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_ONLY))
+def test_static_only_paths_name_the_op_and_the_workaround(name: str) -> None:
+    """What still needs a static size fails at conversion naming the op, the dynamic size and
+    how to avoid it (export that dim static)."""
+    fn, example, dims, target = STATIC_ONLY[name]
+    module = FnModule(fn, (torch.zeros(1),), {})
+    ep = export(module, [example], dynamic_shapes=((dims,),))
+    with pytest.raises(LoweringError, match="export those dims static") as info:
+        convert(ep)
+    assert target in str(info.value) and ("symbolic" in str(info.value) or "?" in str(info.value))
