@@ -9,10 +9,13 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+import numpy as np
+
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import scalar_like
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
 from coreai_torch.lowerings._reduce import (
     axis_size,
     index_zero,
@@ -101,7 +104,7 @@ def aten_logcumsumexp_default(self: Value, dim: int) -> Value:
         return cast_to(y, out)
     n = y.type.shape[axis]
     if not isinstance(n, int):
-        raise NotImplementedError("logcumsumexp needs a static size along dim")
+        return cast_to(_logcumsumexp_loop(y, axis), out)
     pads = [0] * (2 * y.type.rank)
     step = 1
     while step < n:
@@ -112,6 +115,35 @@ def aten_logcumsumexp_default(self: Value, dim: int) -> Value:
         y = _logaddexp(y, shifted)
         step *= 2
     return cast_to(y, out)
+
+
+def _logcumsumexp_loop(y: Value, axis: int) -> Value:
+    """The same scan over a run-time sized axis, as a loop: while ``step < size``,
+    ``y[i] <- logaddexp(y[i], y[i - step])`` (-inf where ``i < step``) and ``step *= 2``."""
+    others = [a for a in range(y.type.rank) if a != axis]
+
+    def size(v: Value) -> Value:
+        return cast_to(dim_value(v, axis), DType.int64)
+
+    def cond(v: Value, step: Value) -> Value:
+        return coreai.broadcasting_less(step, size(v))
+
+    def body(v: Value, step: Value) -> list[Value]:
+        zero = coreai.constant(np.asarray(0, np.int64))
+        positions = coreai.range_(zero, size(v), coreai.constant(np.asarray(1, np.int64)))
+        source = coreai.broadcasting_maximum(coreai.broadcasting_sub(positions, step), zero)
+        valid = coreai.broadcasting_greater_equal(positions, step)
+        if others:
+            valid = coreai.expand_dims(valid, others)
+        shifted = coreai.broadcasting_where(valid, coreai.gather(v, source, axis=axis),
+                                            scalar_like(-math.inf, v))
+        # v leads every broadcast in _logaddexp, so the carried type (its dims) is kept
+        doubled = coreai.broadcasting_mul(step, coreai.constant(np.asarray(2, np.int64)))
+        return [_logaddexp(v, shifted), doubled]
+
+    init = [y, coreai.constant(np.asarray(1, np.int64))]
+    y_final, _ = coreai.while_(init, cond=cond, body=body)
+    return y_final
 
 
 # -- sort, topk ---------------------------------------------------------------------------------
@@ -147,7 +179,8 @@ def aten_topk_default(self: Value, k: int | Value, dim: int = -1, largest: bool 
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""  # noqa: E501
     x = self
     if isinstance(k, Value):
-        raise NotImplementedError("topk needs a static k, got a symbolic one")
+        raise NotImplementedError(f"topk needs a static k, got a symbolic one (a size of a "
+                                  f"dynamic dim); {STATIC_WORKAROUND}")
     axis = normalize_dim(dim, x.type.rank)
     if x.type.rank == 0:
         if k != 1:
