@@ -18,6 +18,8 @@ from tests.torch.op_db._entry import (
     OpEntry,
     Sample,
     broadcastable,
+    complex_variant,
+    complex_variants,
     shapes,
     tensors,
 )
@@ -249,3 +251,21 @@ def _clip_tensor(draw: Any) -> Sample:
 
 
 add("aten::clip.Tensor", lambda x, lo, hi: aten.clip.Tensor(x, lo, hi), _clip_tensor())
+
+# -- the same entries on complex inputs (torch supports these targets on complex tensors) -------
+ENTRIES += complex_variants(ENTRIES, [
+    "aten::logical_not.default", "aten::logical_and.default", "aten::logical_or.default",
+    "aten::logical_xor.default", "aten::rsub.Scalar", "aten::rsub.Tensor", "aten::eq.Scalar",
+    "aten::ne.Scalar", "aten::add.Scalar", "aten::sub.Scalar", "aten::mul.Scalar",
+    "aten::div.Scalar", "aten::true_divide.Tensor", "aten::where.ScalarOther",
+    "aten::where.ScalarSelf"])
+ENTRIES += complex_variants(
+    ENTRIES, ["aten::pow.Scalar"], atol=1e-4, rtol=1e-4,
+    tol_reason="a real base to a complex power is exp(z * log(b)) in both, rounded differently")
+# a zero imaginary part, so that exact complex zeros (false) occur
+ENTRIES += [complex_variant(e, imag=0.0, name=f"{e.id}[complex, real-valued]")
+            for e in ENTRIES if e.target in {"aten::logical_not.default",
+                                             "aten::logical_and.default",
+                                             "aten::logical_or.default",
+                                             "aten::logical_xor.default"}
+            and not e.name]
