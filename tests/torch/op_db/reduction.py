@@ -387,3 +387,10 @@ ENTRIES += _complex_entries(["aten::prod.dim_int", "aten::prod.default",
                              "aten::cumprod.default"], imag=0.5)
 ENTRIES += _complex_entries(["aten::linalg_vector_norm.default"], atol=1e-5, rtol=1e-4,
                             tol_reason="as for real inputs: |z|**p sums round differently")
+# long axes with imaginary parts in [-6, 6], where torch's branch is far from the principal one
+add("aten::logcumsumexp.default", torch.logcumsumexp,
+    st.builds(lambda x, dim: Sample((x,), {"dim": dim}),
+              st.sampled_from((torch.complex64, torch.complex128)).flatmap(
+                  lambda dt: tensors((3, 47), dt, low=-6.0, high=6.0)),
+              st.sampled_from((1, -1))),
+    name="logcumsumexp[complex, long axis]")
