@@ -10,7 +10,15 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, broadcastable, shapes, tensors
+from tests.torch.op_db import nn, shape
+from tests.torch.op_db._entry import (
+    OpEntry,
+    Sample,
+    broadcastable,
+    complex_variants,
+    shapes,
+    tensors,
+)
 
 COMPLEX = st.sampled_from((torch.complex64, torch.complex128))
 PARTS = st.sampled_from((torch.float32, torch.float64))  # the parts of complex64/complex128
@@ -175,3 +183,10 @@ add("aten::cat.default", lambda a, b: torch.cat([a, b], 0), st.builds(
 add("aten::slice.Tensor", lambda z: z[..., 1::2], one(min_rank=1), name="slice[complex]")
 add("aten::flip.default", lambda z: z.flip(0), one(min_rank=1), name="flip[complex]")
 add("aten::expand.default", lambda z: z.expand(3, *z.shape), one(), name="expand[complex]")
+
+# the general mm and cat entries on complex inputs (the ones above draw one complex dtype each)
+ENTRIES += complex_variants([e for e in nn.ENTRIES if not e.name], ["aten::mm.default"],
+                            atol=1e-4, rtol=1e-5,
+                            tol_reason="complex dot products of up to 47 terms: numpy and "
+                                       "torch sum them in different orders")
+ENTRIES += complex_variants([e for e in shape.ENTRIES if not e.name], ["aten::cat.default"])
