@@ -394,7 +394,8 @@ def scatter_nd(x: Value, indices: Value, updates: Value, accumulate: bool = Fals
 
 @defop()
 def non_zero(x: Value) -> TensorType:
-    """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+    """Coordinates of nonzero elements (a complex element is nonzero when either part is),
+    shape [n, rank], int64, in row-major order."""
     return TensorType([Dim("nnz"), x.type.rank], DType.int64)
 
 

@@ -20,6 +20,7 @@ import torch.fx
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
+from coreai_torch.lowerings._nn_utils import dim_value
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -561,11 +562,41 @@ def _pad_by_concat(x: Value, axis: int, before: Value | int, after: Value | int,
 
 def _mode_pad(mode: Literal["reflect", "replicate"]) -> Any:
     def lowering(self: Value, padding: list[int | Value]) -> Value:
-        pads = _torch_pads(_static_ints(padding, "padding"), self.type.rank)
-        return coreai.pad(self, pads, mode=mode) if any(pads) else self
+        x, static_pad = self, list(padding)
+        symbolic = []  # axes with a symbolic width: gathered below (the modes are separable)
+        for i in range(0, len(padding), 2):
+            if isinstance(padding[i], Value) or isinstance(padding[i + 1], Value):
+                symbolic.append((x.type.rank - 1 - i // 2, padding[i], padding[i + 1]))
+                static_pad[i] = static_pad[i + 1] = 0
+        pads = _torch_pads(_static_ints(static_pad, "padding"), x.type.rank)
+        if any(pads):
+            x = coreai.pad(x, pads, mode=mode)
+        for axis, before, after in symbolic:
+            x = coreai.gather(x, _pad_source(x, axis, before, after, mode), axis=axis)
+        return x
 
     lowering.__doc__ = f"{mode} padding of the last 1-3 dims onto coreai.pad."
     return lowering
+
+
+def _pad_source(x: Value, axis: int, before: int | Value, after: int | Value,
+                mode: Literal["reflect", "replicate"]) -> Value:
+    """Source index of each output position on ``axis`` padded by run-time widths: position
+    ``t`` in ``[-before, size + after)`` reads ``clip(t)`` (replicate) or its mirror image
+    (reflect); a negative width crops."""
+    def i64(v: int | Value) -> Value:
+        return coreai.constant(np.asarray(v, np.int64)) if isinstance(v, int) else \
+            cast_to(v, DType.int64)
+
+    size = i64(dim_value(x, axis))
+    t = coreai.range_(coreai.neg(i64(before)), coreai.broadcasting_add(size, i64(after)),
+                      i64(1))
+    top = coreai.broadcasting_sub(size, i64(1))
+    if mode == "replicate":
+        return coreai.broadcasting_minimum(coreai.broadcasting_maximum(t, i64(0)), top)
+    mirrored = coreai.broadcasting_sub(coreai.broadcasting_add(top, top), t)  # 2(n-1) - t
+    return coreai.broadcasting_where(coreai.broadcasting_greater(t, top), mirrored,
+                                     coreai.abs_(t))
 
 
 for _n in (1, 2, 3):

@@ -184,6 +184,22 @@ add("aten::randint_like.low_dtype", torch.randint_like, randint_like_samples(Tru
 
 
 @st.composite
+def randint_like_tensor_samples(draw: Any) -> Sample:
+    """``high`` as a 0-d int64 tensor: an input of the program, read at run time."""
+    dtype = draw(st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES)))
+    high = draw(st.sampled_from((1, 2, 5, 60)))
+    return Sample((draw(tensors(draw(SIZES), dtype)), torch.tensor(high)))
+
+
+def _randint_like_tensor_check(got: list[np.ndarray], sample: Sample) -> None:
+    _integers(0, int(sample.args[1]))(got, sample)
+
+
+add("aten::randint_like.Tensor", aten.randint_like.Tensor, randint_like_tensor_samples(),
+    _randint_like_tensor_check)
+
+
+@st.composite
 def randperm_samples(draw: Any) -> Sample:
     n = draw(st.one_of(sizes(0, 12), st.just(47)))
     return Sample((n,), {"dtype": draw(st.sampled_from((torch.int64, torch.int32,
