@@ -23,6 +23,8 @@ from tests.torch.op_db._entry import (
 COMPLEX = st.sampled_from((torch.complex64, torch.complex128))
 PARTS = st.sampled_from((torch.float32, torch.float64))  # the parts of complex64/complex128
 REAL = st.sampled_from((torch.float32, torch.float64, torch.int32, torch.int64))
+REAL_OR_HALF = st.sampled_from((torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                torch.int32, torch.int64))
 
 ENTRIES: list[OpEntry] = []
 COVERED_ELSEWHERE = {
@@ -95,9 +97,9 @@ add("aten::polar.default", torch.polar, parts_samples(positive_first=True))
 add("aten::_conj.default", torch.conj, one(special=True))
 add("aten::_conj_physical.default", torch.conj_physical, one(special=True))
 add("aten::angle.default", torch.angle, one(special=True), name="angle[complex]")
-add("aten::angle.default", torch.angle, one(REAL, special=True), name="angle[real]")
+add("aten::angle.default", torch.angle, one(REAL_OR_HALF, special=True), name="angle[real]")
 add("aten::sgn.default", torch.sgn, one(special=False), name="sgn[complex]")
-add("aten::sgn.default", torch.sgn, one(REAL, special=True), name="sgn[real]")
+add("aten::sgn.default", torch.sgn, one(REAL_OR_HALF, special=True), name="sgn[real]")
 
 
 @st.composite
