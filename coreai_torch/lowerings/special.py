@@ -152,15 +152,13 @@ def aten_frexp_tensor(self: Value) -> tuple[Value, Value]:
 @reg("aten::ldexp.Tensor")
 def aten_ldexp_tensor(self: Value, other: Value) -> Value:
     """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: self * 2**other, as torch computes it"""
+    # torch computes mul(self, pow(2.0, other)): a floating exponent's power is rounded to
+    # the exponent's dtype before the product is promoted; an integer one is exact (result dtype)
     dtype = result_dtype()
-    if dtype.is_complex and not other.type.element_type.is_complex:
-        # a real power of two (exact), not a complex pow: both parts are scaled by it
-        exponent = cast_to(other, dtype.real_dtype)
-        scale = cast_to(coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent), dtype)
-        return coreai.broadcasting_mul(cast_to(self, dtype), scale)
-    exponent = cast_to(other, dtype)
-    return coreai.broadcasting_mul(
-        cast_to(self, dtype), coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent))
+    kind = other.type.element_type
+    exponent = other if kind.is_float or kind.is_complex else cast_to(other, dtype)
+    scale = coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent)
+    return coreai.broadcasting_mul(cast_to(self, dtype), cast_to(scale, dtype))
 
 
 @reg("aten::signbit.default")

@@ -339,6 +339,11 @@ add("aten::ldexp.Tensor", torch.ldexp,
         lambda s: Sample((s.args[0], s.args[1].round().to(torch.int32)))))
 add("aten::ldexp.Tensor", torch.ldexp, pair(NUMERIC, low=-6, high=6, special=False),
     name="ldexp[mixed]")
+# integer exponents beyond float32's range: torch scales exactly in the result dtype
+add("aten::ldexp.Tensor", torch.ldexp,
+    pair(st.sampled_from((torch.float64, torch.complex128)), special=False).map(
+        lambda s: Sample((s.args[0], (s.args[1].real * 300).round().to(torch.int64)))),
+    name="ldexp[wide exponents]")
 
 
 # -- bitwise ops on every integer dtype, shift amounts out of range included -----------------------
