@@ -80,6 +80,7 @@ C2R = "aten::_fft_c2r.default"
 add(C2R, c2r(torch.fft.irfft), spectral(COMPLEX, False, "n"), name="irfft")
 add(C2R, c2r(torch.fft.irfftn), spectral(COMPLEX, True, "s"), name="irfftn")
 add(C2R, c2r(torch.fft.hfft), spectral(COMPLEX, False, "n"), name="hfft")
+add(C2R, c2r(torch.fft.irfft), spectral(REAL, False, "n"), name="irfft[real]")  # cast first
 
 # -- _fft_c2c: complex to complex -----------------------------------------------------------------
 C2C = "aten::_fft_c2c.default"
