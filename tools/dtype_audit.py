@@ -53,10 +53,12 @@ def torch_accepts(entry: OpEntry, sample: Sample, dtype: torch.dtype) -> bool:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            entry.fn(*args, **sample.kwargs)
+            result = entry.fn(*args, **sample.kwargs)
     except Exception:  # any failure means torch does not take this dtype
         return False
-    return True
+    # an empty result may come from an early exit that never reached the dtype's kernel
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    return any(isinstance(r, torch.Tensor) and r.numel() > 0 for r in results)
 
 
 def gaps(entries: list[OpEntry], draws: int) -> tuple[set[torch.dtype], list[torch.dtype]]:
