@@ -8,6 +8,7 @@ module and are tested by the named test instead.
 from tests.torch.op_db import (
     backward,
     complex,
+    complex_nn,
     compression,
     control,
     counting,
@@ -29,7 +30,7 @@ from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
             compression, random, special, complex, fft, linalg, resample_ext, pooling_ext,
-            counting, tail)
+            counting, tail, complex_nn)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {

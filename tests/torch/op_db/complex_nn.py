@@ -1,0 +1,35 @@
+"""Op-database entries: the nn-side ops torch runs on complex64/complex128 tensors — matrix
+products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout — as complex
+variants (``complex_variant``) of the real entries in the family modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tests.torch.op_db import indexing, nn, shape, tail
+from tests.torch.op_db._entry import OpEntry, complex_variant
+
+
+def _by_id(entries: Iterable[OpEntry], ids: Iterable[str]) -> list[OpEntry]:
+    """The entries named by ``ids`` (an entry's ``id``: its name, else its target)."""
+    wanted = list(ids)
+    found = {e.id: e for e in entries if e.id in wanted}
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise ValueError(f"complex_nn: no entries with ids {missing}")
+    return [found[i] for i in wanted]
+
+
+ENTRIES: list[OpEntry] = [complex_variant(e) for e in _by_id(nn.ENTRIES, (
+    "aten::bmm.default", "aten::matmul.default", "aten::addmm.default", "aten::linear.default",
+    "aten::convolution.default", "convolution[transposed]", "aten::col2im.default",
+    "aten::native_dropout.default"))]
+ENTRIES += [complex_variant(e) for e in _by_id(shape.ENTRIES, (
+    "aten::constant_pad_nd.default",
+    *(f"aten::{mode}_pad{n}d.default" for mode in ("reflection", "replication")
+      for n in (1, 2, 3))))]
+ENTRIES += [complex_variant(e) for e in _by_id(indexing.ENTRIES, (
+    "aten::embedding.default", "aten::embedding_dense_backward.default"))]
+ENTRIES += [complex_variant(e) for e in _by_id(tail.ENTRIES, (
+    "aten::_trilinear.default", "_trilinear.direct", "aten::addbmm.default"))]
