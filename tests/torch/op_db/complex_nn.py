@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import attrs
+import torch
+
 from tests.torch.op_db import indexing, nn, shape, tail
-from tests.torch.op_db._entry import OpEntry, complex_variant
+from tests.torch.op_db._entry import OpEntry, Sample, complex_variant
+
+aten = torch.ops.aten
 
 
 def _by_id(entries: Iterable[OpEntry], ids: Iterable[str]) -> list[OpEntry]:
@@ -31,5 +36,20 @@ ENTRIES += [complex_variant(e) for e in _by_id(shape.ENTRIES, (
       for n in (1, 2, 3))))]
 ENTRIES += [complex_variant(e) for e in _by_id(indexing.ENTRIES, (
     "aten::embedding.default", "aten::embedding_dense_backward.default"))]
-ENTRIES += [complex_variant(e) for e in _by_id(tail.ENTRIES, (
-    "aten::_trilinear.default", "_trilinear.direct", "aten::addbmm.default"))]
+ENTRIES.append(complex_variant(_by_id(tail.ENTRIES, ["aten::addbmm.default"])[0]))
+# the _trilinear entries' tolerances are for their float32/half sums: the complex variants,
+# with parts of at most 4 in magnitude, meet the default one
+ENTRIES += [complex_variant(e, atol=None, rtol=None, tol_reason="") for e in _by_id(
+    tail.ENTRIES, ("aten::_trilinear.default", "_trilinear.direct"))]
+
+
+def _complex_fill(sample: Sample) -> Sample:
+    return Sample(sample.args, {**sample.kwargs,
+                                "value": complex(sample.kwargs["value"], -1.25)})
+
+
+# a complex fill value: aten.constant_pad_nd takes any Scalar (F.pad only floats)
+_pad = _by_id(ENTRIES, ["aten::constant_pad_nd.default[complex]"])[0]
+ENTRIES.append(attrs.evolve(
+    _pad, name="constant_pad_nd[complex value]", samples=_pad.samples.map(_complex_fill),
+    fn=lambda x, pad, value: aten.constant_pad_nd(x, pad, value)))
