@@ -1,6 +1,13 @@
 """Op-database entries: the nn-side ops torch runs on complex64/complex128 tensors — matrix
-products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout — as complex
-variants (``complex_variant``) of the real entries in the family modules.
+products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
+bincount's weights — as complex variants (``complex_variant``) of the real entries in the
+family modules. Random ops on complex tensors are in ``complex_random.py``.
+
+Left out although the dtype audit lists them: ``_adaptive_avg_pool2d/3d`` and
+``native_layer_norm_backward`` (torch's CPU kernels reject complex; eager only "accepts" the
+empty or 1x1 cases that never reach the kernel), ``_upsample_bilinear2d_aa`` (no complex
+kernel either), training-mode ``native_dropout`` (torch.export cannot trace it on complex:
+see ``complex_random.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from collections.abc import Iterable
 import attrs
 import torch
 
-from tests.torch.op_db import indexing, nn, shape, tail
+from tests.torch.op_db import counting, indexing, nn, shape, tail
 from tests.torch.op_db._entry import OpEntry, Sample, complex_variant
 
 aten = torch.ops.aten
@@ -53,3 +60,11 @@ _pad = _by_id(ENTRIES, ["aten::constant_pad_nd.default[complex]"])[0]
 ENTRIES.append(attrs.evolve(
     _pad, name="constant_pad_nd[complex value]", samples=_pad.samples.map(_complex_fill),
     fn=lambda x, pad, value: aten.constant_pad_nd(x, pad, value)))
+
+# torch casts complex weights to float64, discarding the imaginary part (with a warning): the
+# lowering does the same, and this entry pins it. Not on an empty input: there torch's eager
+# kernel returns int64 zeros whatever the weights while its meta (which the exported graph
+# and so the lowering follow) says float64.
+_bincount = complex_variant(_by_id(counting.ENTRIES, ["aten::bincount.default"])[0])
+ENTRIES.append(attrs.evolve(
+    _bincount, samples=_bincount.samples.filter(lambda s: s.args[0].numel() > 0)))
