@@ -3,11 +3,10 @@ products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (
 bincount's weights — as complex variants (``complex_variant``) of the real entries in the
 family modules. Random ops on complex tensors are in ``complex_random.py``.
 
-Left out although the dtype audit lists them: ``_adaptive_avg_pool2d/3d`` and
-``native_layer_norm_backward`` (torch's CPU kernels reject complex; eager only "accepts" the
-empty or 1x1 cases that never reach the kernel), ``_upsample_bilinear2d_aa`` (no complex
-kernel either), training-mode ``native_dropout`` (torch.export cannot trace it on complex:
-see ``complex_random.py``).
+Left out although the dtype audit lists them: ``native_layer_norm_backward`` (torch's CPU
+kernel rejects complex; eager only "accepts" empty inputs that never reach it),
+``_upsample_bilinear2d_aa`` (no complex kernel either), training-mode ``native_dropout``
+(torch.export cannot trace it on complex: see ``complex_random.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from collections.abc import Iterable
 
 import attrs
 import torch
+import torch.nn.functional as F
 
 from tests.torch.op_db import counting, indexing, nn, shape, tail
 from tests.torch.op_db._entry import OpEntry, Sample, complex_variant
@@ -68,3 +68,24 @@ ENTRIES.append(attrs.evolve(
 _bincount = complex_variant(_by_id(counting.ENTRIES, ["aten::bincount.default"])[0])
 ENTRIES.append(attrs.evolve(
     _bincount, samples=_bincount.samples.filter(lambda s: s.args[0].numel() > 0)))
+
+
+# adaptive average pooling: torch's CPU kernel has no complex version, but F.adaptive_avg_pool
+# with an all-ones output size is a mean, which eager runs on complex; export records it as
+# _adaptive_avg_pool. Other sizes are compared with torch pooling the two parts (the
+# mathematical value: averaging is linear).
+def _global(sample: Sample) -> Sample:
+    x, out = sample.args
+    return Sample((x, [1] * len(out)))
+
+
+def _pool_parts(x: torch.Tensor, out: list[int]) -> torch.Tensor:
+    pool = F.adaptive_avg_pool2d if len(out) == 2 else F.adaptive_avg_pool3d
+    return torch.complex(pool(x.real, out), pool(x.imag, out))
+
+
+for _e in _by_id(nn.ENTRIES, ("aten::_adaptive_avg_pool2d.default",
+                             "aten::_adaptive_avg_pool3d.default")):
+    _v = complex_variant(_e)
+    ENTRIES.append(attrs.evolve(_v, samples=_v.samples.map(_global)))
+    ENTRIES.append(attrs.evolve(_v, name=f"{_e.id}[complex, by parts]", reference=_pool_parts))
