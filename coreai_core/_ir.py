@@ -115,6 +115,21 @@ class TensorType:
         return format_type(self)
 
 
+def _admits(t: TensorType, arr: np.ndarray) -> bool:
+    """Whether ``arr`` is a value of ``t``: its dtype, rank, static sizes, bounds, and one size
+    per named symbol."""
+    if DType.of(arr.dtype) != t.element_type or arr.ndim != t.rank:
+        return False
+    seen: dict[str, int] = {}
+    for d, n in zip(t.shape, arr.shape, strict=True):
+        if isinstance(d, int):
+            if d != n:
+                return False
+        elif not d.admits(n) or (d.name != "?" and seen.setdefault(d.name, n) != n):
+            return False
+    return True
+
+
 def format_type(t: TensorType) -> str:
     """``tensor<2x?batch[1:64]xf32>``: the unambiguous text of a tensor type."""
     dims = "".join(_format_dim(d) + "x" for d in t.shape)
@@ -413,13 +428,24 @@ class ProgramData:
         """The graphs that declare a composite op, by graph name."""
         return {k: g for k, g in self.graphs.items() if g.composite is not None}
 
-    def declare_state(self, g: Graph, name: str, initial: Any) -> Value:
-        """Add state ``name`` to graph ``g`` with the given initial value (shared by name)."""
+    def declare_state(self, g: Graph, name: str, initial: Any,
+                      type: TensorType | None = None) -> Value:
+        """Add state ``name`` to graph ``g`` with the given initial value (shared by name).
+
+        ``initial`` is an array, or a :class:`TensorType` for state without an initial value.
+        ``type`` declares the state's type when it is wider than the initial array's, e.g. a
+        mutated input with dynamic dims: the array must be one of its values.
+        """
         if isinstance(initial, TensorType):
             t, arr = initial, None
         else:
             arr = np.asarray(initial)
             t = TensorType(arr.shape, DType.of(arr.dtype))
+            if type is not None:
+                if not _admits(type, arr):
+                    raise ValueError(f"state {name!r}: the initial value, {t}, is not a value "
+                                     f"of the declared type {type}")
+                t = type
         if name in g.inputs or name in g.state_inputs:
             raise ValueError(f"graph {g.name!r} already has an input named {name!r}")
         if name in self.initial_state:

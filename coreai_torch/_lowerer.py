@@ -150,10 +150,12 @@ class GraphLowerer:
                 kind = spec.kind if spec is not None else InputKind.USER_INPUT
                 target = getattr(spec, "target", None)
                 if kind == InputKind.USER_INPUT and node.name in state_of_target:
+                    # typed like the input (dynamic dims stay dynamic), initially the example
                     init = example.get(node.name)
                     values.bind(node, self.program.declare_state(
                         g, state_of_target[node.name],
-                        _utils.to_numpy(init) if init is not None else _utils.result_type(node)))
+                        _utils.to_numpy(init) if init is not None else _utils.result_type(node),
+                        type=_utils.result_type(node)))
                 elif kind == InputKind.USER_INPUT:
                     values.bind(node, g.add_input(rename[node.name], _utils.result_type(node)))
                 elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):

@@ -25,6 +25,10 @@ _COMPLEX_SEMANTICS = """\
 - `complex64` holds two `float32` parts, `complex128` two `float64` parts (the parts' type is
   `DType.real_dtype`). The runtime stores them as numpy `complex64`/`complex128`; saved
   artifacts keep them bit for bit.
+- There is no `complex32`: torch's `ComplexHalf` (float16 parts) is experimental in torch and
+  has no numpy type, so `view_as_complex` or `complex` of float16 parts stops with a type
+  error; cast the parts to float32 first (giving `complex64`). No complex type has bfloat16
+  parts (torch has none either).
 - Text form: a complex element is `(real, imag)`, each part printed like a float of the parts'
   width (shortest round-tripping decimal, `inf`, `nan`, `nan(0x...)`), e.g.
   `dense<[(1.5, -2.0), (0.0, inf)]> : tensor<2xc64>`.

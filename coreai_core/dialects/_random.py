@@ -30,9 +30,9 @@ import math
 import numpy as np
 
 from coreai_core._dtypes import DType
-from coreai_core._ir import TensorType, Value
+from coreai_core._ir import Dim, TensorType, Value
 from coreai_core._opdef import defop
-from coreai_core._shapes import expect
+from coreai_core._shapes import expect, expect_int_vector
 from coreai_core.dialects._tensor import _shape_from
 
 RANDOM = ("random",)
@@ -71,8 +71,13 @@ def random_normal(shape: Value, mean: float = 0.0, std: float = 1.0,
 
 @defop(traits=RANDOM)
 def random_integers(shape: Value, low: int, high: int, dtype: DType = DType.int64,
-                    ) -> TensorType:
-    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type)."""
+                    bounds: Value | None = None) -> TensorType:
+    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type).
+
+    ``bounds`` (a 1-d int tensor ``[lo, hi]``) gives the interval ``[lo, hi)`` at run time
+    instead; ``low``/``high`` then bound it: the kernel raises unless
+    ``low <= lo < hi <= high``.
+    """
     expect(dtype.is_int or dtype.is_float,
            f"random_integers returns integers or floats, got dtype {dtype}")
     expect(low < high, f"random_integers needs low < high, got [{low}, {high})")
@@ -80,16 +85,27 @@ def random_integers(shape: Value, low: int, high: int, dtype: DType = DType.int6
         info = np.iinfo(dtype.numpy)
         expect(info.min <= low and high - 1 <= info.max,
                f"[{low}, {high}) does not fit in {dtype}")
+    if bounds is not None:
+        expect_int_vector(bounds, "bounds", 2)
     return TensorType(_shape_from(shape), dtype)
 
 
 @defop(traits=RANDOM)
-def random_permutation(n: int, dtype: DType = DType.int64) -> TensorType:
-    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``)."""
-    expect(n >= 0, f"random_permutation needs n >= 0, got {n}")
+def random_permutation(n: int, dtype: DType = DType.int64, length: Value | None = None,
+                       ) -> TensorType:
+    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``).
+
+    ``length`` (a 0-d int tensor) gives ``n`` at run time instead; ``n`` is then -1.
+    """
+    if length is not None:
+        expect(n == -1, f"random_permutation takes n=-1 with a length operand, got n={n}")
+        expect(length.type.element_type.is_int and length.type.rank == 0,
+               f"length must be a 0-d integer tensor, got {length.type}")
+    else:
+        expect(n >= 0, f"random_permutation needs n >= 0, got {n}")
     expect(dtype.is_int or dtype.is_float, f"random_permutation dtype must be an int or float "
                                            f"type, got {dtype}")
-    return TensorType([n], dtype)
+    return TensorType([Dim() if length is not None else n], dtype)
 
 
 @defop(traits=RANDOM)
@@ -106,18 +122,25 @@ def random_bernoulli(p: Value) -> TensorType:
 
 @defop(traits=RANDOM)
 def random_multinomial(weights: Value, num_samples: int, replacement: bool = False,
-                       ) -> TensorType:
+                       samples: Value | None = None) -> TensorType:
     """Category indices drawn from each row of ``weights`` [..., n] -> int64 [..., num_samples].
 
     Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
     With ``replacement`` the samples are independent; without, each draw excludes the
     categories already drawn (weights renormalized), so a row needs at least ``num_samples``
-    positive weights. Indices are in draw order.
+    positive weights. Indices are in draw order. ``samples`` (a 0-d int tensor) gives
+    ``num_samples`` at run time instead; ``num_samples`` is then -1.
     """
     expect(weights.type.element_type.is_float, f"random_multinomial needs float weights, "
                                                f"got {weights.type}")
     expect(weights.type.rank >= 1, f"random_multinomial needs weights of rank >= 1, "
                                    f"got {weights.type}")
+    if samples is not None:
+        expect(num_samples == -1, "random_multinomial takes num_samples=-1 with a samples "
+                                  f"operand, got {num_samples}")
+        expect(samples.type.element_type.is_int and samples.type.rank == 0,
+               f"samples must be a 0-d integer tensor, got {samples.type}")
+        return TensorType([*weights.type.shape[:-1], Dim()], DType.int64)
     expect(num_samples >= 0, f"num_samples must be >= 0, got {num_samples}")
     n = weights.type.shape[-1]
     if not replacement and isinstance(n, int):

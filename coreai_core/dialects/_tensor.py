@@ -31,10 +31,13 @@ def _reduced(x: Value, axes: Ints | None, keep_dims: bool, dtype: DType | None =
 
 
 def _reduction(name: str, doc: str, result: DType | None = None, numeric: bool = True,
-               floats: bool = False) -> Builder[Value]:
+               floats: bool = False, ordered: bool = False) -> Builder[Value]:
     def rule(x: Value, axes: Ints | None = None, keep_dims: bool = False) -> TensorType:
         if numeric:
             expect(x.type.element_type is not DType.bool, f"expects a numeric tensor, got {x.type}")
+        if ordered:
+            expect(not x.type.element_type.is_complex,
+                   f"expects a non-complex tensor (complex numbers have no order), got {x.type}")
         if floats:
             expect(x.type.element_type.is_float or x.type.element_type.is_complex,
                    f"expects a float or complex tensor, got {x.type}")
@@ -48,8 +51,8 @@ def _reduction(name: str, doc: str, result: DType | None = None, numeric: bool =
 reduce_sum = _reduction("reduce_sum", "Sum.")
 reduce_mean = _reduction("reduce_mean", "Arithmetic mean (float or complex tensors).",
                          floats=True)
-reduce_max = _reduction("reduce_max", "Maximum, NaN propagates.", numeric=False)
-reduce_min = _reduction("reduce_min", "Minimum, NaN propagates.", numeric=False)
+reduce_max = _reduction("reduce_max", "Maximum, NaN propagates.", numeric=False, ordered=True)
+reduce_min = _reduction("reduce_min", "Minimum, NaN propagates.", numeric=False, ordered=True)
 reduce_product = _reduction("reduce_product", "Product.")
 all_ = _reduction("all_", "True if every element is nonzero.", DType.bool, numeric=False)
 any_ = _reduction("any_", "True if some element is nonzero.", DType.bool, numeric=False)
@@ -78,6 +81,9 @@ def scan(x: Value, axis: int, kind: Literal["sum", "product", "max", "min"] = "s
          reverse: bool = False, exclusive: bool = False) -> TensorType:
     """Cumulative sum/product/max/min along ``axis`` (inclusive unless ``exclusive``)."""
     norm_axis(axis, x.type.rank)
+    expect(kind in ("sum", "product") or not x.type.element_type.is_complex,
+           f"scan kind={kind!r} expects a non-complex tensor (complex numbers have no order), "
+           f"got {x.type}")
     return x.type
 
 
@@ -394,7 +400,8 @@ def scatter_nd(x: Value, indices: Value, updates: Value, accumulate: bool = Fals
 
 @defop()
 def non_zero(x: Value) -> TensorType:
-    """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+    """Coordinates of nonzero elements (a complex element is nonzero when either part is),
+    shape [n, rank], int64, in row-major order."""
     return TensorType([Dim("nnz"), x.type.rank], DType.int64)
 
 

@@ -855,7 +855,9 @@ def scatter_nd(
 
 
 def non_zero(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """Coordinates of nonzero elements, shape [n, rank], int64, in row-major order."""
+    """Coordinates of nonzero elements (a complex element is nonzero when either part is),
+    shape [n, rank], int64, in row-major order.
+    """
 
 
 def lut_to_dense(
@@ -938,14 +940,29 @@ def random_integers(
     low: int,
     high: int,
     dtype: DTypeLike = ...,
+    bounds: ValueLike | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type)."""
+    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type).
+
+    ``bounds`` (a 1-d int tensor ``[lo, hi]``) gives the interval ``[lo, hi)`` at run time
+    instead; ``low``/``high`` then bound it: the kernel raises unless
+    ``low <= lo < hi <= high``.
+    """
 
 
-def random_permutation(n: int, dtype: DTypeLike = ..., *, loc: Location | None = None) -> Value:
-    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``)."""
+def random_permutation(
+    n: int,
+    dtype: DTypeLike = ...,
+    length: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``).
+
+    ``length`` (a 0-d int tensor) gives ``n`` at run time instead; ``n`` is then -1.
+    """
 
 
 def random_bernoulli(p: ValueLike, *, loc: Location | None = None) -> Value:
@@ -960,6 +977,7 @@ def random_multinomial(
     weights: ValueLike,
     num_samples: int,
     replacement: bool = ...,
+    samples: ValueLike | None = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
@@ -968,7 +986,8 @@ def random_multinomial(
     Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
     With ``replacement`` the samples are independent; without, each draw excludes the
     categories already drawn (weights renormalized), so a row needs at least ``num_samples``
-    positive weights. Indices are in draw order.
+    positive weights. Indices are in draw order. ``samples`` (a 0-d int tensor) gives
+    ``num_samples`` at run time instead; ``num_samples`` is then -1.
     """
 
 

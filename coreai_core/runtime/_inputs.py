@@ -135,11 +135,13 @@ def _names_problems(kind: str, expected: Sequence[str], given: Sequence[str],
 
 
 def bind_named(graph: str, types: Mapping[str, TensorType],
-               inputs: Mapping[str, Any] | Sequence[Any] | None) -> list[np.ndarray]:
+               inputs: Mapping[str, Any] | Sequence[Any] | None,
+               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
     """Check ``inputs`` (a dict by name or a positional sequence) against ``types``.
 
     Returns the arrays in input order, or raises one ``RuntimeInputError`` listing every
     problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols).
+    ``dims`` collects the size bound to each dynamic symbol (pass it on to ``bind_state``).
     """
     names = list(types)
     if inputs is None:
@@ -162,7 +164,7 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
     else:
         raise TypeError(f"inputs must be a dict by name or a sequence, got {type(inputs)}")
     arrays: list[Any] = []
-    dims: dict[str, tuple[int, str]] = {}
+    dims = {} if dims is None else dims
     for n, x in zip(names, given, strict=True):
         if x is None:
             arrays.append(None)
@@ -177,15 +179,17 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
 
 
 def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, Any],
-               known: Sequence[str] = ()) -> list[np.ndarray]:
+               known: Sequence[str] = (),
+               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
     """The state arrays of a graph, in declaration order, checked like inputs.
 
     Names in ``state`` that are neither this graph's state nor in ``known`` (the program's
-    other state) are reported as misspelt.
+    other state) are reported as misspelt. ``dims`` holds the sizes the inputs bound to
+    dynamic symbols (state typed like a mutated input shares them).
     """
     problems = _names_problems("state", list(types), list(state), extra_ok=known)
     arrays: list[Any] = []
-    dims: dict[str, tuple[int, str]] = {}
+    dims = {} if dims is None else dims
     for n, t in types.items():
         if n not in state:
             arrays.append(None)

@@ -345,8 +345,9 @@ class Plan:
         this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
         """
         arrays = self._exact_inputs(inputs)
+        dims: dict[str, tuple[int, str]] = {}  # symbol -> size; the exact path binds none
         if arrays is None:
-            arrays = bind_named(self.graph.name, self.input_types, inputs)
+            arrays = bind_named(self.graph.name, self.input_types, inputs, dims)
         state_map: MutableMapping[str, Any] | None = None
         if self._state_inputs:
             program = self.program
@@ -358,7 +359,8 @@ class Plan:
                 raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the "
                                    "plan's program no longer exists")
             known = program.state_names if program is not None else ()
-            bound_state = bind_state(self.graph.name, self.state_types, state_map, known)
+            bound_state = bind_state(self.graph.name, self.state_types, state_map, known,
+                                     dims)
         state_arrays = bound_state if state_map is not None else ()
         if self.compiled and record is None:
             with np.errstate(all="ignore"):

@@ -24,6 +24,7 @@ from coreai_torch.lowerings import (
     linalg,
     nn,
     norm,
+    padding,
     pooling,
     pooling_ext,
     quantized,
@@ -47,6 +48,7 @@ FAMILIES = (
     linalg,
     resample_ext, pooling_ext,
     counting, tail,
+    padding,
 )
 
 _DEFAULT: LoweringTable | None = None

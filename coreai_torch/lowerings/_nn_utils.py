@@ -12,6 +12,8 @@ from coreai_core.dialects import coreai
 from coreai_torch.utils import cast_to
 
 HALF = (DType.float16, DType.bfloat16)
+STATIC_WORKAROUND = ("export those dims static (leave them out of torch.export's dynamic_shapes "
+                     "or give them a fixed size)")
 
 
 def opmath(dtype: DType) -> DType:
@@ -41,7 +43,8 @@ def ntuple(arg: int | Sequence[int | Value] | None, n: int, what: str,
     """
     items = [] if arg is None else [arg] if isinstance(arg, int) else list(arg)
     if any(isinstance(v, Value) for v in items):
-        raise NotImplementedError(f"{what} must be static, got a symbolic size")
+        raise NotImplementedError(f"{what} must be static, got a symbolic size; "
+                                  f"{STATIC_WORKAROUND}")
     values = [int(v) for v in items]  # type: ignore[arg-type]
     if not values:
         if default is None:
@@ -114,12 +117,15 @@ def static_sizes(x: Value, axes: Sequence[int], what: str) -> list[int]:
     """``x``'s sizes on ``axes``, which must be static (``what`` names the use in errors)."""
     sizes = [s for s in (x.type.shape[a] for a in axes) if isinstance(s, int)]
     if len(sizes) != len(axes):
-        raise NotImplementedError(f"{what} needs static sizes on axes {list(axes)}, got {x.type}")
+        dynamic = [a for a in axes if not isinstance(x.type.shape[a], int)]
+        raise NotImplementedError(
+            f"{what} needs static sizes on axes {list(axes)}, got {x.type} (axes {dynamic} "
+            f"are dynamic); {STATIC_WORKAROUND}")
     return sizes
 
 
 __all__ = [
-    "HALF", "add_batch", "const", "const64", "dim_value", "drop_batch", "empty", "filled",
-    "leading_shape", "ntuple", "opmath", "reshape_lead", "shape_like", "static_sizes",
-    "to_opmath",
+    "HALF", "STATIC_WORKAROUND", "add_batch", "const", "const64", "dim_value", "drop_batch",
+    "empty", "filled", "leading_shape", "ntuple", "opmath", "reshape_lead", "shape_like",
+    "static_sizes", "to_opmath",
 ]

@@ -63,8 +63,15 @@ def aten_round_decimals(self: Value, decimals: int) -> Value:
     """round.decimals(Tensor self, *, int decimals) -> Tensor"""
     if decimals == 0:
         return coreai.round_(self)
-    scale = scalar_like(10.0 ** decimals, self)
-    return coreai.broadcasting_divide(coreai.round_(coreai.broadcasting_mul(self, scale)), scale)
+    # torch's sequence: in float32 for half types; x * 10**d for d > 0, x / 10**-d for d < 0
+    dtype = self.type.element_type
+    x = cast_to(self, DType.float32) if dtype in (DType.float16, DType.bfloat16) else self
+    scale = scalar_like(10.0 ** abs(decimals), x)
+    if decimals > 0:
+        y = coreai.broadcasting_divide(coreai.round_(coreai.broadcasting_mul(x, scale)), scale)
+    else:
+        y = coreai.broadcasting_mul(coreai.round_(coreai.broadcasting_divide(x, scale)), scale)
+    return cast_to(y, dtype)
 
 
 def _float_class_test(op: str) -> Callable[[Value], Value]:

@@ -33,7 +33,7 @@ from coreai_torch.lowerings._linalg_utils import (
     slice_matrix,
     triangle,
 )
-from coreai_torch.utils import result_type
+from coreai_torch.utils import cast_to, result_type
 
 LOWERINGS = LoweringSet("linalg")
 reg = LOWERINGS.register_torch_lowering
@@ -357,7 +357,13 @@ def aten_triangular_solve_default(self: Value, A: Value, upper: bool = True,
 
 @reg("aten::linalg_matrix_exp.default")
 def aten_linalg_matrix_exp_default(self: Value) -> Value:
-    """linalg_matrix_exp(Tensor self) -> Tensor"""
+    """linalg_matrix_exp(Tensor self) -> Tensor
+
+    float16/bfloat16 are computed in float32 and rounded once.
+    """
+    dtype = self.type.element_type
+    if dtype in (DType.float16, DType.bfloat16):
+        return cast_to(coreai.matrix_exp(cast_to(self, DType.float32)), dtype)
     return coreai.matrix_exp(self)
 
 

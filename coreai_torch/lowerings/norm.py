@@ -95,14 +95,17 @@ def aten__native_batch_norm_legit_no_training_default(
 
 
 def _batch_norm_train(input: Value, weight: Value | None, bias: Value | None, eps: float,
-                      ) -> tuple[Value, Value, Value, Value, Value]:
-    """Training-mode batch norm: (out, mean, rstd, biased var, x) in opmath."""
+                      stat: DType | None = None) -> tuple[Value, Value, Value, Value, Value]:
+    """Training-mode batch norm: (out, mean, rstd, biased var, x) in opmath.
+
+    ``stat`` is the dtype torch saves the batch statistics in (default: the node's).
+    """
     compute = opmath(input.type.element_type)
     x = cast_to(input, compute)
     mean, var = _batch_stats(x)
     rstd = _rstd(var, eps)
     # torch normalizes with the saved statistics, i.e. rounded to their dtype
-    stat = result_dtype(index=1)
+    stat = result_dtype(index=1) if stat is None else stat
     mean, rstd = (cast_to(cast_to(v, stat), compute) for v in (mean, rstd))
     y = _batch_norm_apply(x, mean, rstd, _opt(weight, compute), _opt(bias, compute))
     return y, mean, rstd, var, x
@@ -136,7 +139,11 @@ def aten__native_batch_norm_legit_functional_default(
         out = aten__native_batch_norm_legit_no_training_default(input, weight, bias, rm, rv,
                                                                 momentum, eps)
         return [*out, rm, rv]
-    y, mean, rstd, var, x = _batch_norm_train(input, weight, bias, eps)
+    # Mixed precision (half input, float32 running statistics): torch's kernel saves the
+    # batch statistics in float32 (its meta says half) and normalizes with those.
+    mixed = rm.type.element_type == opmath(input.type.element_type) != input.type.element_type
+    y, mean, rstd, var, x = _batch_norm_train(input, weight, bias, eps,
+                                              rm.type.element_type if mixed else None)
     n = _count_per_channel(x)
     compute = y.type.element_type
     unbiased = coreai.broadcasting_mul(var, const(n / max(n - 1, 1) if n > 1 else float("nan"),

@@ -4,12 +4,12 @@ Adaptive pools use torch's windows ``[floor(i*in/out), ceil((i+1)*in/out))``. Wh
 output size divides its input size the windows are a plain pool; otherwise
 ``_adaptive_avg_pool`` applies one averaging matrix per axis with ``batch_matmul`` (built at
 run time for dynamic sizes) and ``adaptive_max_pool`` gathers each window (padded by
-repeating its last element) and reduces it. Merged into ``coreai_torch.lowerings.nn``.
+repeating its last element; the windows are computed at run time for dynamic sizes) and
+reduces it. Merged into ``coreai_torch.lowerings.nn``.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -207,10 +207,11 @@ def _adaptive_max(n: int) -> Callable[..., list[Value]]:
         x = self
         outs = ntuple(output_size, n, "output_size")
         rank = x.type.rank
-        sizes = static_sizes(x, list(range(rank - n, rank)), "adaptive_max_pool")
-        if all(v % o == 0 for v, o in zip(sizes, outs, strict=True)):
+        sizes = [dim_value(x, a) for a in range(rank - n, rank)]
+        static = [v for v in sizes if isinstance(v, int)]
+        if len(static) == n and all(v % o == 0 for v, o in zip(static, outs, strict=True)):
             xb, added = add_batch(x, n)
-            k = [v // o for v, o in zip(sizes, outs, strict=True)]
+            k = [v // o for v, o in zip(static, outs, strict=True)]
             y, idx = coreai.maxpool(xb, kernel_size=k, strides=k, return_indices=True)
             return [drop_batch(y, added), drop_batch(idx, added)]
         return _gathered_max(x, sizes, outs)
@@ -221,44 +222,83 @@ def _adaptive_max(n: int) -> Callable[..., list[Value]]:
     return lowering
 
 
-def _gathered_max(x: Value, sizes: list[int], outs: list[int]) -> list[Value]:
+def _as64(v: int | Value) -> Value:
+    return const64(v) if isinstance(v, int) else v
+
+
+class _Windows:
+    """torch's adaptive windows of one axis of ``size`` (an int, or a 0-d int64 Value known at
+    run time) split into ``out`` cells: ``start``/``last`` [out] (first and last input index
+    of each window) and the tap table [out, width], ``min(start + t, last)`` (a window shorter
+    than ``width`` repeats its last element). ``width`` is the widest window when the size is
+    static, else the bound ``ceil(size / out) + 1``, computed at run time."""
+
+    def __init__(self, size: int | Value, out: int) -> None:
+        if isinstance(size, int):
+            wins = _windows(size, out)
+            width = max(b - a for a, b in wins)
+            self.start = const64([a for a, _ in wins])
+            self.last = const64([b - 1 for _, b in wins])
+            self.table = const64([[min(a + t, b - 1) for t in range(width)] for a, b in wins])
+            return
+        cell = const64(np.arange(out))
+        o = const64(out)
+        self.start = coreai.broadcasting_floor_divide(coreai.broadcasting_mul(cell, size), o)
+        hi = coreai.broadcasting_mul(coreai.broadcasting_add(cell, const64(1)), size)
+        self.last = coreai.broadcasting_sub(
+            coreai.broadcasting_floor_divide(coreai.broadcasting_add(hi, const64(out - 1)), o),
+            const64(1))
+        bound = coreai.broadcasting_add(coreai.broadcasting_floor_divide(
+            coreai.broadcasting_add(size, const64(out - 1)), o), const64(1))
+        taps = coreai.expand_dims(coreai.range_(const64(0), bound, const64(1)), [0])
+        self.table = coreai.broadcasting_minimum(
+            coreai.broadcasting_add(coreai.expand_dims(self.start, [1]), taps),
+            coreai.expand_dims(self.last, [1]))
+
+
+def _gathered_max(x: Value, sizes: list[int | Value], outs: list[int]) -> list[Value]:
     """Adaptive max pool by gathering every window: values and flat int64 plane indices.
 
+    Sizes may be dynamic (0-d int64 Values): the windows are then computed at run time.
     Ties pick the first maximum and NaN wins, the last NaN of a window, like torch's scan.
     """
     n, rank = len(sizes), x.type.rank
     lead = rank - n
-    tables: list[np.ndarray] = []
+    wins = [_Windows(size, out) for size, out in zip(sizes, outs, strict=True)]
     y = x
     for i in reversed(range(n)):
-        wins = _windows(sizes[i], outs[i])
-        width = max(b - a for a, b in wins)
-        table = np.array([[min(a + t, b - 1) for t in range(width)] for a, b in wins], np.int64)
-        tables.insert(0, table)
-        y = coreai.gather(y, const64(table), axis=lead + i)
+        y = coreai.gather(y, wins[i].table, axis=lead + i)
     # [lead..., o1, K1, ..., on, Kn] -> [lead..., o1..on, K1*...*Kn]
     perm = [*range(lead), *(lead + 2 * i for i in range(n)), *(lead + 2 * i + 1 for i in range(n))]
-    widths = [t.shape[1] for t in tables]
-    taps = int(np.prod(widths))
-    y = reshape_lead(coreai.transpose(y, perm), lead + n, [taps])
+    widths = [dim_value(w.table, 1) for w in wins]
+    y = reshape_lead(coreai.transpose(y, perm), lead + n, [-1])
+    taps = dim_value(y, y.type.rank - 1)
     values = coreai.reduce_max(y, axes=[-1])
     local = coreai.argmax(y, axis=-1)
     if y.type.element_type.is_float:
         nan = coreai.isnan(y)
         last = coreai.argmax(coreai.reverse(cast_to(nan, DType.int8), axes=[-1]),
                              axis=-1)
-        last = coreai.broadcasting_sub(const64(taps - 1), last)
+        last = coreai.broadcasting_sub(coreai.broadcasting_sub(_as64(taps), const64(1)), last)
         local = coreai.broadcasting_where(coreai.any_(nan, axes=[-1]), last, local)
-    # flat input index of tap t in output cell o: sum_i tables[i][o_i, t_i] * inner_i
-    inner = [int(np.prod(sizes[i + 1:])) for i in range(n)]
-    flat = np.zeros((*outs, taps), np.int64)
-    for cell in itertools.product(*(range(o) for o in outs)):
-        for t, tap in enumerate(itertools.product(*(range(w) for w in widths))):
-            flat[(*cell, t)] = sum(tables[i][cell[i], tap[i]] * inner[i] for i in range(n))
-    offsets = np.arange(int(np.prod(outs)), dtype=np.int64).reshape(outs) * taps
-    pos = coreai.broadcasting_add(local, const64(offsets))
-    indices = coreai.gather(const64(flat.reshape(-1)), pos, axis=0)
-    return [values, indices]
+    # tap (t1..tn) of cell (o1..on) reads input index min(start_i[o_i] + t_i, last_i[o_i]) on
+    # axis i; the flat plane index sums them times the inner sizes
+    flat: Value | None = None
+    inner: int | Value = 1
+    for i in reversed(range(n)):
+        t = coreai.broadcasting_modulo(local, _as64(widths[i]))
+        local = coreai.broadcasting_floor_divide(local, _as64(widths[i]))
+        at = [outs[i], *([1] * (n - 1 - i))]
+        start = coreai.reshape(wins[i].start, const64(at))
+        last_i = coreai.reshape(wins[i].last, const64(at))
+        idx = coreai.broadcasting_minimum(coreai.broadcasting_add(start, t), last_i)
+        term = coreai.broadcasting_mul(idx, _as64(inner))
+        flat = term if flat is None else coreai.broadcasting_add(flat, term)
+        size = sizes[i]
+        inner = inner * size if isinstance(inner, int) and isinstance(size, int) \
+            else coreai.broadcasting_mul(_as64(inner), _as64(size))
+    assert flat is not None
+    return [values, flat]
 
 
 reg("aten::adaptive_max_pool2d.default")(_adaptive_max(2))

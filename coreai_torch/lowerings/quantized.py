@@ -117,14 +117,17 @@ def quantized_decomposed_dequantize_per_channel_default(
 def quantized_decomposed_choose_qparams_tensor(input: Value, quant_min: int, quant_max: int,
                                                eps: float, dtype: DType) -> tuple[Value, Value]:
     """choose_qparams.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""  # noqa: E501
-    # torch's determine_qparams for per_tensor_affine, in the input's float32
-    x = cast_to(input, F32)
-    zero = coreai.constant(0.0, dtype=F32)
-    min_neg = coreai.broadcasting_minimum(coreai.reduce_min(x), zero)
-    max_pos = coreai.broadcasting_maximum(coreai.reduce_max(x), zero)
+    # torch's determine_qparams for per_tensor_affine: the range and its quotient in the
+    # input's dtype (float16/bfloat16 round the scale there), then float32 from the max with
+    # eps (a float32 tensor) on
+    ft = input.type.element_type
+    zero = coreai.constant(0.0, dtype=ft)
+    min_neg = coreai.broadcasting_minimum(coreai.reduce_min(input), zero)
+    max_pos = coreai.broadcasting_maximum(coreai.reduce_max(input), zero)
     scale = coreai.broadcasting_divide(coreai.broadcasting_sub(max_pos, min_neg),
-                                       coreai.constant(float(quant_max - quant_min), dtype=F32))
-    scale = coreai.broadcasting_maximum(scale, coreai.constant([eps], dtype=F32))
+                                       coreai.constant(float(quant_max - quant_min), dtype=ft))
+    scale = coreai.broadcasting_maximum(cast_to(scale, F32), coreai.constant([eps], dtype=F32))
+    min_neg = cast_to(min_neg, F32)
     shift = coreai.cast(coreai.round_(coreai.broadcasting_divide(min_neg, scale)), DType.int32)
     zp = coreai.broadcasting_sub(coreai.constant(quant_min, dtype=DType.int32), shift)
     zp = _clamp(zp, coreai.constant(quant_min, dtype=DType.int32),

@@ -44,7 +44,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import opmath
-from coreai_torch.lowerings.creation import shape_of, shape_operand
+from coreai_torch.lowerings.creation import shape_of, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("random")
@@ -62,26 +62,26 @@ def _size(size: Sequence[int | Value]) -> Any:
     return shape_operand(pieces)
 
 
-def _static(value: int | Value, what: str) -> int:
-    if isinstance(value, Value):
-        raise NotImplementedError(f"{what} must be a static integer, got a symbolic value; "
-                                  "export with a fixed value")
-    return int(value)
-
-
 def _result_shape() -> np.ndarray | None:
     """The shape of the node being lowered, when torch knows it statically."""
     t = result_type()
     return np.asarray(t.shape, np.int64).reshape(t.rank) if t.is_static else None
 
 
-def _integers(shape: Any, low: int, high: int, dtype: DType) -> Value:
-    """Uniform integers in [low, high) as ``dtype`` (bool goes through int64)."""
-    if low >= high:
-        raise ValueError(f"random integers need low < high, got [{low}, {high})")
-    if dtype is DType.bool:
-        return cast_to(coreai.random_integers(shape, low=low, high=high), dtype)
-    return coreai.random_integers(shape, low=low, high=high, dtype=dtype)
+def _integers(shape: Any, low: int | Value, high: int | Value, dtype: DType) -> Value:
+    """Uniform integers in [low, high) as ``dtype`` (bool goes through int64). Symbolic bounds
+    are passed at run time (the op's ``bounds``), limited to the dtype's range."""
+    draw = DType.int64 if dtype is DType.bool else dtype
+    if isinstance(low, int) and isinstance(high, int):
+        if low >= high:
+            raise ValueError(f"random integers need low < high, got [{low}, {high})")
+        out = coreai.random_integers(shape, low=low, high=high, dtype=draw)
+    else:
+        info = np.iinfo(draw.numpy if draw.is_int else np.int64)
+        bounds = shape_operand([size_piece(low), size_piece(high)])
+        out = coreai.random_integers(shape, low=int(info.min), high=int(info.max),
+                                     dtype=draw, bounds=bounds)
+    return cast_to(out, dtype)
 
 
 def _unit_uniform(shape: Any) -> Value:
@@ -149,7 +149,7 @@ def aten_randn_like_default(self: Value, **options: Any) -> Value:
 def aten_randint_default(high: int | Value, size: list[int | Value], **options: Any) -> Value:
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
-    return _integers(_size(size), 0, _static(high, "randint's high"), result_dtype())
+    return _integers(_size(size), 0, high, result_dtype())
 
 
 @reg("aten::randint.low", "aten::randint.low_generator")
@@ -157,16 +157,27 @@ def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value
                      **options: Any) -> Value:
     """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=4,
     Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    return _integers(_size(size), _static(low, "randint's low"), _static(high, "randint's high"),
-                     result_dtype())
+    return _integers(_size(size), low, high, result_dtype())
 
 
 @reg("aten::randint_like.default", "aten::randint_like.generator")
 def aten_randint_like_default(self: Value, high: int | Value, **options: Any) -> Value:
     """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return _integers(shape_of(self), 0, _static(high, "randint_like's high"),
-                     result_dtype())
+    return _integers(shape_of(self), 0, high, result_dtype())
+
+
+# randint_like.Tensor_generator is not registered: torch 2.13 cannot export it (its fake
+# kernel fails with "high must be a scalar tensor and on CPU"), so no test could reach it.
+@reg("aten::randint_like.Tensor")
+def aten_randint_like_tensor(self: Value, high: Value, **options: Any) -> Value:
+    """randint_like.Tensor(Tensor self, Tensor high, *, ScalarType? dtype=None,
+    Layout? layout=None, Device? device=None, bool? pin_memory=None,
+    MemoryFormat? memory_format=None) -> Tensor (``high``: a 0-d integer tensor, read at run
+    time)"""
+    if high.type.rank != 0 or not high.type.element_type.is_int:
+        raise ValueError(f"randint_like expects high as a 0-d integer tensor, got {high.type}")
+    return _integers(shape_of(self), 0, high, result_dtype())
 
 
 @reg("aten::randint_like.low_dtype", "aten::randint_like.low_generator_dtype")
@@ -175,15 +186,17 @@ def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None,
     Layout? layout=None, Device? device=None, bool? pin_memory=None,
     MemoryFormat? memory_format=None) -> Tensor"""
-    return _integers(shape_of(self), _static(low, "randint_like's low"),
-                     _static(high, "randint_like's high"), result_dtype())
+    return _integers(shape_of(self), low, high, result_dtype())
 
 
 @reg("aten::randperm.default", "aten::randperm.generator")
 def aten_randperm_default(n: int | Value, **options: Any) -> Value:
     """randperm(SymInt n, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
-    return coreai.random_permutation(_static(n, "randperm's n"), dtype=result_dtype())
+    if isinstance(n, Value):
+        return coreai.random_permutation(-1, dtype=result_dtype(),
+                                         length=cast_to(n, DType.int64))
+    return coreai.random_permutation(n, dtype=result_dtype())
 
 
 # Significand digits: random_() on a float tensor draws from [0, 2**digits], all exact.
@@ -361,8 +374,10 @@ def aten_multinomial_default(self: Value, num_samples: int | Value,
                              replacement: bool = False, generator: Any = None) -> Value:
     """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *,
     Generator? generator=None) -> Tensor"""
-    n = _static(num_samples, "multinomial's num_samples")
-    return coreai.random_multinomial(self, num_samples=n, replacement=replacement)
+    if isinstance(num_samples, Value):
+        return coreai.random_multinomial(self, num_samples=-1, replacement=replacement,
+                                         samples=cast_to(num_samples, DType.int64))
+    return coreai.random_multinomial(self, num_samples=num_samples, replacement=replacement)
 
 
 # -- dropout and rrelu ---------------------------------------------------------------------------

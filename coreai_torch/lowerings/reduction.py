@@ -152,11 +152,19 @@ for _overload in ("default", "dim", "dims"):
 
 def _moments(x: Value, axes: list[int] | None, correction: float, keepdim: bool,
              take_sqrt: bool) -> tuple[Value, Value]:
-    """(var or std, mean) in float64: a two-pass variance, divided by max(n - correction, 0)."""
-    x = cast_to(x, DType.float64)
+    """(var or std, mean) in float64 (complex128 for a complex mean): a two-pass variance,
+    the sum of |x - mean|**2 divided by max(n - correction, 0)."""
+    is_complex = x.type.element_type.is_complex
+    x = cast_to(x, DType.complex128 if is_complex else DType.float64)
     mean = reduce(coreai.reduce_mean, x, axes, True)
     diff = coreai.broadcasting_sub(x, mean)
-    squares = reduce(coreai.reduce_sum, coreai.broadcasting_mul(diff, diff), axes, keepdim)
+    if is_complex:
+        re, im = coreai.real(diff), coreai.imag(diff)
+        square = coreai.broadcasting_add(coreai.broadcasting_mul(re, re),
+                                         coreai.broadcasting_mul(im, im))
+    else:
+        square = coreai.broadcasting_mul(diff, diff)
+    squares = reduce(coreai.reduce_sum, square, axes, keepdim)
     n = element_count(x, axes, DType.float64)
     dof = coreai.broadcasting_maximum(coreai.broadcasting_sub(n, scalar_like(correction, n)),
                                       scalar_like(0.0, n))
@@ -212,7 +220,11 @@ def aten_linalg_vector_norm_default(self: Value, ord: float = 2, dim: list[int] 
     out = result_dtype()
     if not out.is_float:
         raise NotImplementedError(f"vector norm of a {out} tensor")
-    x = cast_to(cast_to(self, out), acc_dtype(out))
+    # a complex input (converted to the complex ``dtype=``) has the norm of its moduli
+    x = self
+    if x.type.element_type.is_complex:
+        x = coreai.abs_(cast_to(x, out.complex_dtype))
+    x = cast_to(cast_to(x, out), acc_dtype(out))
     ord_ = float(ord)
     axes = reduced_axes(dim, x.type.rank)
     a = coreai.abs_(x)
@@ -274,9 +286,13 @@ def aten_logsumexp_default(self: Value, dim: list[int], keepdim: bool = False) -
     rank = x.type.rank
     axes = reduced_axes(dim, rank)
     # torch's sequence, rounding each step to ``out`` (only the sum accumulates in float32):
-    # shift by the max, except an infinite max (which would give inf - inf).
-    m = reduce(coreai.reduce_max, x, axes, True)
+    # shift by the max, except an infinite max (which would give inf - inf). A complex x is
+    # shifted by the max of its real parts: the result is the principal log of the sum.
+    is_complex = out.is_complex
+    m = reduce(coreai.reduce_max, coreai.real(x) if is_complex else x, axes, True)
     m = coreai.broadcasting_where(coreai.isinf(m), scalar_like(0.0, m), m)
+    if is_complex:
+        m = cast_to(m, out)
     e = cast_to(coreai.exp(coreai.broadcasting_sub(x, m)), acc_dtype(out))
     s = coreai.log(cast_to(reduce(coreai.reduce_sum, e, axes, keepdim), out))
     if not keepdim and rank:

@@ -9,13 +9,13 @@ and blend them; out-of-range taps read zero. Merged into ``coreai_torch.lowering
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from coreai_core import Dim, DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
+from coreai_torch.lowerings._nn_utils import const, const64, dim_value, leading_shape, opmath
 from coreai_torch.lowerings.creation import Piece, dim_piece, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
@@ -123,38 +123,60 @@ _BILINEAR, _NEAREST, _BICUBIC = 0, 1, 2
 _ZEROS, _BORDER, _REFLECTION = 0, 1, 2
 
 
-class _Coords:
-    """Coordinate arithmetic of one grid axis of extent ``size`` (torch's ComputeLocation)."""
+def _as64(v: int | Value) -> Value:
+    return const64(v) if isinstance(v, int) else v
 
-    def __init__(self, size: int, align_corners: bool, padding: int, dtype: DType) -> None:
+
+class _Coords:
+    """Coordinate arithmetic of one grid axis of extent ``size`` (torch's ComputeLocation);
+    ``size`` is an int, or a 0-d int64 Value when the input's size is known only at run time."""
+
+    def __init__(self, size: int | Value, align_corners: bool, padding: int,
+                 dtype: DType) -> None:
         self.size, self.corners, self.padding = size, align_corners, padding
         self.dtype = dtype
 
     def c(self, v: float) -> Value:
         return const(v, self.dtype)
 
+    def _extent(self, offset: int, factor: float) -> Value:
+        """``(size + offset) * factor`` in the compute dtype."""
+        if isinstance(self.size, int):
+            return self.c((self.size + offset) * factor)
+        shifted = coreai.broadcasting_add(self.size, const64(offset))
+        return coreai.broadcasting_mul(cast_to(shifted, self.dtype), self.c(factor))
+
     def unnormalize(self, g: Value) -> Value:
         if self.corners:
             return coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1)),
-                                           self.c((self.size - 1) / 2))
+                                           self._extent(-1, 0.5))
         scaled = coreai.broadcasting_mul(coreai.broadcasting_add(g, self.c(1)),
-                                         self.c(self.size / 2))
+                                         self._extent(0, 0.5))
         return coreai.broadcasting_sub(scaled, self.c(0.5))
 
     def clip(self, v: Value) -> Value:
         return coreai.broadcasting_minimum(coreai.broadcasting_maximum(v, self.c(0)),
-                                           self.c(self.size - 1))
+                                           self._extent(-1, 1.0))
 
     def reflect(self, v: Value) -> Value:
-        low, twice = (0.0, 2.0 * (self.size - 1)) if self.corners else (-0.5, 2.0 * self.size)
-        if twice <= 0:
-            return coreai.broadcasting_mul(v, self.c(0))
+        low = 0.0 if self.corners else -0.5
+        if isinstance(self.size, int):
+            twice_static = 2.0 * (self.size - 1) if self.corners else 2.0 * self.size
+            if twice_static <= 0:
+                return coreai.broadcasting_mul(v, self.c(0))
+            return self._fold(v, low, self.c(twice_static))
+        twice = self._extent(-1, 2.0) if self.corners else self._extent(0, 2.0)
+        # a size-1 axis with align_corners has no extent (twice == 0): the result is v * 0,
+        # as in the static case; the fold divides by 1 there and is discarded
+        empty = coreai.broadcasting_less_equal(twice, self.c(0))
+        folded = self._fold(v, low, coreai.broadcasting_where(empty, self.c(1), twice))
+        return coreai.broadcasting_where(empty, coreai.broadcasting_mul(v, self.c(0)), folded)
+
+    def _fold(self, v: Value, low: float, twice: Value) -> Value:
         shifted = coreai.abs_(coreai.broadcasting_sub(v, self.c(low)))
-        flips = coreai.trunc(coreai.broadcasting_divide(shifted, self.c(twice)))
-        extra = coreai.broadcasting_sub(
-            shifted, coreai.broadcasting_mul(flips, self.c(twice)))
-        folded = coreai.broadcasting_minimum(
-            extra, coreai.broadcasting_sub(self.c(twice), extra))
+        flips = coreai.trunc(coreai.broadcasting_divide(shifted, twice))
+        extra = coreai.broadcasting_sub(shifted, coreai.broadcasting_mul(flips, twice))
+        folded = coreai.broadcasting_minimum(extra, coreai.broadcasting_sub(twice, extra))
         return coreai.broadcasting_add(folded, self.c(low))
 
     def pad(self, v: Value) -> Value:
@@ -166,32 +188,61 @@ class _Coords:
         return v
 
 
-class _Sampler:
-    """Reads input[n, :, y, x] for integer coordinate maps [N, Ho, Wo] (zero outside)."""
+def _shape_part(x: Value, start: int, stop: int) -> Value:
+    """``x``'s sizes ``start:stop`` as a 1-d int64 Value."""
+    return coreai.slice_(coreai.get_shape(x), [start], [stop], axes=[0], strides=[1])
 
-    def __init__(self, x: Value, h: int, w: int) -> None:
-        self.h, self.w = h, w
-        self.channels = x.type.shape[1]
-        self.flat = coreai.reshape(x, leading_shape(x, 2, [h * w]))
 
-    def read(self, iy: Value, ix: Value) -> Value:
-        zero, h, w = const64(0), const64(self.h), const64(self.w)
-        valid = coreai.broadcasting_and(
-            coreai.broadcasting_and(coreai.broadcasting_greater_equal(ix, zero),
-                                    coreai.broadcasting_less(ix, w)),
-            coreai.broadcasting_and(coreai.broadcasting_greater_equal(iy, zero),
-                                    coreai.broadcasting_less(iy, h)))
-        cx = coreai.broadcasting_minimum(coreai.broadcasting_maximum(ix, zero),
-                                         const64(self.w - 1))
-        cy = coreai.broadcasting_minimum(coreai.broadcasting_maximum(iy, zero),
-                                         const64(self.h - 1))
-        pos = coreai.broadcasting_add(coreai.broadcasting_mul(cy, w), cx)
-        out_hw = static_sizes(pos, [1, 2], "grid_sampler_2d grid")
-        pos = coreai.reshape(pos, leading_shape(pos, 1, [1, out_hw[0] * out_hw[1]]))
-        pos = coreai.broadcast_to(
-            pos, leading_shape(self.flat, 2, [out_hw[0] * out_hw[1]]))
-        got = coreai.gather_along_axis(self.flat, pos, axis=2)
-        got = coreai.reshape(got, leading_shape(self.flat, 2, out_hw))
+class GridTaps:
+    """Reads ``input[n, :, i_0, ..., i_{k-1}]`` for int64 index maps ``[N, *out]`` (zero
+    outside the input) from an input ``[N, C, *sizes]``. ``sizes`` are ints, or 0-d int64
+    Values for sizes known only at run time; ``N`` and ``out`` may be dynamic too."""
+
+    def __init__(self, x: Value, sizes: Sequence[int | Value]) -> None:
+        self.sizes = list(sizes)
+        static = [s for s in self.sizes if isinstance(s, int)]
+        total = -1
+        if len(static) == len(self.sizes):
+            total = 1
+            for s in static:
+                total *= s
+        self.flat = coreai.reshape(x, leading_shape(x, 2, [total]))
+
+    def read(self, indices: Sequence[Value]) -> Value:
+        """The taps at ``indices`` (one map per spatial axis, outermost first): [N, C, *out]."""
+        zero = const64(0)
+        valid: Value | None = None
+        pos: Value | None = None
+        for idx, size in zip(indices, self.sizes, strict=True):
+            inside = coreai.broadcasting_and(coreai.broadcasting_greater_equal(idx, zero),
+                                             coreai.broadcasting_less(idx, _as64(size)))
+            valid = inside if valid is None else coreai.broadcasting_and(valid, inside)
+            top = const64(size - 1) if isinstance(size, int) else \
+                coreai.broadcasting_sub(size, const64(1))
+            clamped = coreai.broadcasting_minimum(coreai.broadcasting_maximum(idx, zero), top)
+            pos = clamped if pos is None else coreai.broadcasting_add(
+                coreai.broadcasting_mul(pos, _as64(size)), clamped)
+        assert pos is not None and valid is not None
+        out = [d for d in pos.type.shape[1:] if isinstance(d, int)]
+        if len(out) == pos.type.rank - 1:
+            count = 1
+            for d in out:
+                count *= d
+            flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, count]))
+            flat_pos = coreai.broadcast_to(flat_pos, leading_shape(self.flat, 2, [count]))
+            got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
+            return self._masked(coreai.reshape(got, leading_shape(self.flat, 2, out)), valid)
+        # dynamic grid sizes: the same with run-time shapes
+        flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, -1]))
+        flat_pos = coreai.broadcast_to(flat_pos, coreai.concat(
+            [_shape_part(self.flat, 0, 2), _shape_part(flat_pos, 2, 3)], axis=0))
+        got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
+        got = coreai.reshape(got, coreai.concat(
+            [_shape_part(self.flat, 0, 2), _shape_part(pos, 1, pos.type.rank)], axis=0))
+        return self._masked(got, valid)
+
+    @staticmethod
+    def _masked(got: Value, valid: Value) -> Value:
         mask = coreai.expand_dims(valid, [1])
         return coreai.broadcasting_where(mask, got, const(0, got.type.element_type))
 
@@ -229,12 +280,11 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
     x = cast_to(input, compute)
     grid = cast_to(grid, compute)
     mode, padding, corners = interpolation_mode, padding_mode, align_corners
-    h, w = static_sizes(x, [2, 3], "grid_sampler_2d input")
-    static_sizes(grid, [1, 2], "grid_sampler_2d grid")
+    h, w = dim_value(x, 2), dim_value(x, 3)
     gx = coreai.gather(grid, const64(0), axis=3)
     gy = coreai.gather(grid, const64(1), axis=3)
     cx, cy = _Coords(w, corners, padding, compute), _Coords(h, corners, padding, compute)
-    sampler = _Sampler(x, h, w)
+    taps = GridTaps(x, [h, w])
 
     def index(v: Value) -> Value:
         return cast_to(v, DType.int64)
@@ -246,7 +296,7 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
     if mode == _NEAREST:
         ix = index(coreai.round_(cx.pad(cx.unnormalize(gx))))
         iy = index(coreai.round_(cy.pad(cy.unnormalize(gy))))
-        out = sampler.read(iy, ix)
+        out = taps.read([iy, ix])
     elif mode == _BILINEAR:
         fx, fy = cx.pad(cx.unnormalize(gx)), cy.pad(cy.unnormalize(gy))
         x0, y0 = coreai.floor(fx), coreai.floor(fy)
@@ -259,7 +309,7 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
         iy1 = coreai.broadcasting_add(iy0, const64(1))
         for iy, ix, wy, wx in ((iy0, ix0, wn, ww), (iy0, ix1, wn, we), (iy1, ix0, ws, ww),
                                (iy1, ix1, ws, we)):
-            term = weighted(sampler.read(iy, ix), coreai.broadcasting_mul(wy, wx))
+            term = weighted(taps.read([iy, ix]), coreai.broadcasting_mul(wy, wx))
             out = term if out is None else coreai.broadcasting_add(out, term)
     elif mode == _BICUBIC:
         fx, fy = cx.unnormalize(gx), cy.unnormalize(gy)
@@ -270,9 +320,9 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
                 for i in range(4)]
         for j in range(4):
             iy = index(cy.pad(coreai.broadcasting_add(y0, cy.c(j - 1))))
-            row = weighted(sampler.read(iy, cols[0]), wxs[0])
+            row = weighted(taps.read([iy, cols[0]]), wxs[0])
             for i in range(1, 4):
-                row = coreai.broadcasting_add(row, weighted(sampler.read(iy, cols[i]), wxs[i]))
+                row = coreai.broadcasting_add(row, weighted(taps.read([iy, cols[i]]), wxs[i]))
             term = weighted(row, wys[j])
             out = term if out is None else coreai.broadcasting_add(out, term)
     else:
@@ -281,4 +331,4 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
     return cast_to(out, result_dtype())
 
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "GridTaps"]

@@ -28,8 +28,8 @@ import numpy as np
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._nn_utils import const, const64, leading_shape, opmath, static_sizes
-from coreai_torch.lowerings.resample import _BILINEAR, _NEAREST, _Coords
+from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath, static_sizes
+from coreai_torch.lowerings.resample import _BILINEAR, _NEAREST, GridTaps, _Coords
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("resample_ext")
@@ -38,69 +38,15 @@ reg = LOWERINGS.register_torch_lowering
 _MODE_NAMES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 
 
-def _shape_part(x: Value, start: int, stop: int) -> Value:
-    """``x``'s sizes ``start:stop`` as a 1-d int64 Value."""
-    return coreai.slice_(coreai.get_shape(x), [start], [stop], axes=[0], strides=[1])
-
-
-class GridTaps:
-    """Reads ``input[n, :, i_0, ..., i_{k-1}]`` for int64 index maps ``[N, *out]`` (zero
-    outside the input) from an input ``[N, C, *sizes]``."""
-
-    def __init__(self, x: Value, sizes: Sequence[int]) -> None:
-        self.sizes = list(sizes)
-        total = 1
-        for s in self.sizes:
-            total *= s
-        self.flat = coreai.reshape(x, leading_shape(x, 2, [total]))
-
-    def read(self, indices: Sequence[Value]) -> Value:
-        """The taps at ``indices`` (one map per spatial axis, outermost first): [N, C, *out]."""
-        zero = const64(0)
-        valid: Value | None = None
-        pos: Value | None = None
-        for idx, size in zip(indices, self.sizes, strict=True):
-            inside = coreai.broadcasting_and(coreai.broadcasting_greater_equal(idx, zero),
-                                             coreai.broadcasting_less(idx, const64(size)))
-            valid = inside if valid is None else coreai.broadcasting_and(valid, inside)
-            clamped = coreai.broadcasting_minimum(coreai.broadcasting_maximum(idx, zero),
-                                                  const64(size - 1))
-            pos = clamped if pos is None else coreai.broadcasting_add(
-                coreai.broadcasting_mul(pos, const64(size)), clamped)
-        assert pos is not None and valid is not None
-        out = [d for d in pos.type.shape[1:] if isinstance(d, int)]
-        if len(out) == pos.type.rank - 1:
-            count = 1
-            for d in out:
-                count *= d
-            flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, count]))
-            flat_pos = coreai.broadcast_to(flat_pos, leading_shape(self.flat, 2, [count]))
-            got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
-            return self._masked(coreai.reshape(got, leading_shape(self.flat, 2, out)), valid)
-        # dynamic grid sizes: the same with run-time shapes
-        flat_pos = coreai.reshape(pos, leading_shape(pos, 1, [1, -1]))
-        flat_pos = coreai.broadcast_to(flat_pos, coreai.concat(
-            [_shape_part(self.flat, 0, 2), _shape_part(flat_pos, 2, 3)], axis=0))
-        got = coreai.gather_along_axis(self.flat, flat_pos, axis=2)
-        got = coreai.reshape(got, coreai.concat(
-            [_shape_part(self.flat, 0, 2), _shape_part(pos, 1, pos.type.rank)], axis=0))
-        return self._masked(got, valid)
-
-    @staticmethod
-    def _masked(got: Value, valid: Value) -> Value:
-        mask = coreai.expand_dims(valid, [1])
-        return coreai.broadcasting_where(mask, got, const(0, got.type.element_type))
-
-
 def grid_sample(x: Value, grid: Value, mode: int, padding: int, align_corners: bool,
                 what: str) -> Value:
     """torch's ``grid_sampler_{n}d`` for ``mode`` bilinear (multilinear) or nearest.
 
     ``x`` is [N, C, *sizes] and ``grid`` [N, *out, n] in the compute dtype; the result is
-    [N, C, *out] in that dtype. ``N`` and ``out`` may be dynamic; ``sizes`` must be static.
+    [N, C, *out] in that dtype. Every size may be dynamic (computed at run time).
     """
     n = x.type.rank - 2
-    sizes = static_sizes(x, list(range(2, n + 2)), f"{what} input")
+    sizes = [dim_value(x, a) for a in range(2, n + 2)]
     compute = x.type.element_type
     taps = GridTaps(x, sizes)
     coords, points = [], []

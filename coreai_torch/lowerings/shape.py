@@ -1,8 +1,8 @@
-"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, pads, copies).
+"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, copies).
 
-Tensor factories are the ``creation`` family. Layout-only arguments (``memory_format``,
-``device``, ``layout``) are ignored: Core AI tensors are dense row-major
-values, so clones, detaches and aliases are the value itself.
+Tensor factories are the ``creation`` family, pads the ``padding`` family. Layout-only
+arguments (``memory_format``, ``device``, ``layout``) are ignored: Core AI tensors are dense
+row-major values, so clones, detaches and aliases are the value itself.
 
 Not lowered here: ``view_as_real`` / ``view_as_complex`` (the ``complex`` family),
 ``reshape`` / ``expand_as`` / ``lift_fresh_copy`` (torch.export always decomposes them to
@@ -12,7 +12,7 @@ default table decomposes cleanly (``stack``, ``tile``, ``hstack``, ``narrow``, .
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch.fx
@@ -20,6 +20,7 @@ import torch.fx
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
 from coreai_torch.lowerings.creation import (
     Piece,
     dim_piece,
@@ -287,7 +288,8 @@ def _slice(x: Value, axis: int, begin: Any, end: Any, step: int) -> Value:
 
 def _static_ints(values: list[int | Value], what: str) -> list[int]:
     if any(isinstance(v, Value) for v in values):
-        raise NotImplementedError(f"{what} must be static, got a symbolic size")
+        raise NotImplementedError(f"{what} must be static, got a symbolic size; "
+                                  f"{STATIC_WORKAROUND}")
     return [int(v) for v in values]  # type: ignore[arg-type]
 
 
@@ -337,12 +339,11 @@ def aten_diagonal_default(self: Value, offset: int = 0, dim1: int = 0, dim2: int
     d1 = normalize_dim(dim1, rank)
     d2 = normalize_dim(dim2, rank)
     n1, n2 = x.type.shape[d1], x.type.shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise NotImplementedError(f"diagonal needs static sizes on dims {d1} and {d2}, got "
-                                  f"{x.type}")
-    # move (d1, d2) last, flatten them, and take every (n2+1)-th element from the start
     rest = [d for d in range(rank) if d not in (d1, d2)]
     y = _permuted(x, [*rest, d1, d2])
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        return _diagonal_gathered(y, offset)
+    # move (d1, d2) last, flatten them, and take every (n2+1)-th element from the start
     y = _reshape_lead(y, len(rest), [n1 * n2])
     length = max(0, min(n1 + min(offset, 0), n2 - max(offset, 0)))
     begin = offset if offset >= 0 else -offset * n2
@@ -350,6 +351,25 @@ def aten_diagonal_default(self: Value, offset: int = 0, dim1: int = 0, dim2: int
         return _slice(y, len(rest), [0], [0], 1)
     end = begin + (length - 1) * (n2 + 1) + 1
     return _slice(y, len(rest), [begin], [end], n2 + 1)
+
+
+def _diagonal_gathered(y: Value, offset: int) -> Value:
+    """The diagonal at ``offset`` of ``y``'s last two (run-time sized) dims, the last dim of
+    the result: element ``i`` is ``y[..., i + max(-offset, 0), i + max(offset, 0)]``."""
+    lead = y.type.rank - 2
+    rows, cols = (cast_to(dim_value(y, lead + i), DType.int64) for i in (0, 1))
+    row0 = coreai.constant(np.asarray(max(-offset, 0), np.int64))
+    col0 = coreai.constant(np.asarray(max(offset, 0), np.int64))
+    zero = coreai.constant(np.asarray(0, np.int64))
+    length = coreai.broadcasting_maximum(zero, coreai.broadcasting_minimum(
+        coreai.broadcasting_sub(rows, row0), coreai.broadcasting_sub(cols, col0)))
+    i = coreai.range_(zero, length, coreai.constant(np.asarray(1, np.int64)))
+    flat_index = coreai.broadcasting_add(
+        coreai.broadcasting_mul(coreai.broadcasting_add(i, row0), cols),
+        coreai.broadcasting_add(i, col0))
+    area = coreai.reshape(coreai.broadcasting_mul(rows, cols), [1])
+    flat = _reshape_lead(y, lead, [area])
+    return coreai.gather(flat, flat_index, axis=lead)
 
 
 @reg("aten::as_strided.default")
@@ -367,7 +387,8 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
     sizes = _static_ints(size, "size")
     strides = _static_ints(stride, "stride")
     if isinstance(storage_offset, Value):
-        raise NotImplementedError("as_strided with a symbolic storage offset")
+        raise NotImplementedError("as_strided with a symbolic storage offset; "
+                                  f"{STATIC_WORKAROUND}")
     try:
         in_shape = [int(d) for d in val.shape]
         in_stride = [int(s) for s in val.stride()]
@@ -375,7 +396,8 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
         offset = in_offset if storage_offset is None else int(storage_offset)
     except (TypeError, ValueError):
         raise NotImplementedError("as_strided needs static input sizes, strides and "
-                                  "storage offset") from None
+                                  f"storage offset, got {x.type}; {STATIC_WORKAROUND}"
+                                  ) from None
     order = sorted((d for d in range(len(in_shape)) if in_shape[d] != 1),
                    key=lambda d: -in_stride[d])
     expected = 1
@@ -481,19 +503,18 @@ def aten_roll_default(self: Value, shifts: list[int | Value], dims: list[int] | 
                       ) -> Value:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     x = self
-    steps = _static_ints(shifts, "shifts")
     if not dims:
         flat = coreai.reshape(x, [-1])
-        return coreai.reshape(_roll(flat, 0, steps[0]), shape_of(x))
-    for shift, dim in zip(steps, dims, strict=True):
+        return coreai.reshape(_roll(flat, 0, shifts[0]), shape_of(x))
+    for shift, dim in zip(shifts, dims, strict=True):
         x = _roll(x, normalize_dim(dim, x.type.rank), shift)
     return x
 
 
-def _roll(x: Value, axis: int, shift: int) -> Value:
+def _roll(x: Value, axis: int, shift: int | Value) -> Value:
     size = x.type.shape[axis]
-    if not isinstance(size, int):
-        raise NotImplementedError(f"roll needs a static size on axis {axis}, got {x.type}")
+    if not (isinstance(size, int) and isinstance(shift, int)):
+        return _roll_gathered(x, axis, shift)
     k = shift % size if size else 0
     if k == 0:
         return x
@@ -502,81 +523,16 @@ def _roll(x: Value, axis: int, shift: int) -> Value:
     return coreai.concat([tail, head], axis=axis)
 
 
-# -- padding --------------------------------------------------------------------------------------
+def _roll_gathered(x: Value, axis: int, shift: int | Value) -> Value:
+    """Roll by a run-time size or shift: position ``i`` reads ``(i - shift) mod size``."""
+    def i64(v: int | Value) -> Value:
+        return coreai.constant(np.asarray(v, np.int64)) if isinstance(v, int) else \
+            cast_to(v, DType.int64)
 
-def _torch_pads(pad: list[int], rank: int) -> list[int]:
-    """torch's (last dim first) pad pairs as Core AI's per-axis [before, after, ...] list."""
-    if len(pad) % 2 or len(pad) // 2 > rank:
-        raise ValueError(f"pad {pad} must hold pairs for at most {rank} dims")
-    pads = [0] * (2 * rank)
-    for i in range(len(pad) // 2):
-        axis = rank - 1 - i
-        pads[2 * axis], pads[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
-    return pads
-
-
-@reg("aten::constant_pad_nd.default")
-def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
-                                 value: complex | Value = 0) -> Value:
-    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
-    x = self
-    if isinstance(value, Value):
-        raise NotImplementedError("constant_pad_nd with a symbolic pad value")
-    if isinstance(value, complex):
-        # a complex fill value (aten.constant_pad_nd only; F.pad takes floats): the pad
-        # attribute is real, so each part is padded with its own part of the value
-        if not x.type.element_type.is_complex:
-            raise NotImplementedError(
-                f"constant_pad_nd: complex pad value {value} on a {x.type.element_type} "
-                "tensor; torch rejects it too (pad a complex tensor instead)")
-        return coreai.complex_(aten_constant_pad_nd_default(coreai.real(x), pad, value.real),
-                               aten_constant_pad_nd_default(coreai.imag(x), pad, value.imag))
-    if isinstance(value, int) and abs(value) > 2**53:
-        raise NotImplementedError(f"pad value {value} is not exactly representable as float")
-    symbolic: list[tuple[int, Value | int, Value | int]] = []
-    if any(isinstance(p, Value) for p in pad):
-        # an axis with a symbolic width is padded by concatenating filled blocks below
-        static_pad: list[int | Value] = list(pad)
-        for i in range(0, len(pad), 2):
-            if isinstance(pad[i], Value) or isinstance(pad[i + 1], Value):
-                symbolic.append((x.type.rank - 1 - i // 2, pad[i], pad[i + 1]))
-                static_pad[i] = static_pad[i + 1] = 0
-        pad = static_pad
-    pads = _torch_pads(_static_ints(pad, "pad"), x.type.rank)
-    if any(pads):
-        x = coreai.pad(x, pads, mode="constant", value=float(value))
-    for axis, before, after in symbolic:
-        x = _pad_by_concat(x, axis, before, after, value)
-    return x
-
-
-def _pad_by_concat(x: Value, axis: int, before: Value | int, after: Value | int,
-                   value: float) -> Value:
-    """``x`` with blocks of ``value`` of widths ``before``/``after`` (non-negative at run
-    time; a symbolic negative width, i.e. a crop, fails when run) on ``axis``."""
-    parts: list[Value | None] = []
-    for width in (before, after):
-        if isinstance(width, int) and width == 0:
-            parts.append(None)
-            continue
-        pieces = [dim_piece(x, a) for a in range(x.type.rank)]
-        pieces[axis] = size_piece(width)
-        block = coreai.broadcast_to(coreai.constant(value, dtype=x.type.element_type),
-                                    shape_operand(pieces))
-        parts.append(block)
-    blocks = [b for b in (parts[0], x, parts[1]) if b is not None]
-    return coreai.concat(blocks, axis=axis)
-
-
-def _mode_pad(mode: Literal["reflect", "replicate"]) -> Any:
-    def lowering(self: Value, padding: list[int | Value]) -> Value:
-        pads = _torch_pads(_static_ints(padding, "padding"), self.type.rank)
-        return coreai.pad(self, pads, mode=mode) if any(pads) else self
-
-    lowering.__doc__ = f"{mode} padding of the last 1-3 dims onto coreai.pad."
-    return lowering
-
-
-for _n in (1, 2, 3):
-    reg(f"aten::reflection_pad{_n}d.default")(_mode_pad("reflect"))
-    reg(f"aten::replication_pad{_n}d.default")(_mode_pad("replicate"))
+    size = i64(dim_value(x, axis))
+    positions = coreai.range_(i64(0), size, i64(1))
+    # an empty axis has no positions; the divisor is kept positive so nothing divides by 0
+    modulus = coreai.broadcasting_maximum(size, i64(1))
+    source = coreai.broadcasting_remainder(coreai.broadcasting_sub(positions, i64(shift)),
+                                           modulus)
+    return coreai.gather(x, source, axis=axis)

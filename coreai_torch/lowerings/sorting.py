@@ -9,10 +9,13 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+import numpy as np
+
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import scalar_like
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
 from coreai_torch.lowerings._reduce import (
     axis_size,
     index_zero,
@@ -96,22 +99,121 @@ def aten_logcumsumexp_default(self: Value, dim: int) -> Value:
     """
     out = result_dtype()
     axis = normalize_dim(dim, self.type.rank)
-    y = cast_to(cast_to(self, out), scan_acc_dtype(out))
+    # complex64 accumulates in complex128, as torch's acc_type
+    acc = DType.complex128 if out.is_complex else scan_acc_dtype(out)
+    y = cast_to(cast_to(self, out), acc)
     if y.type.rank == 0:
         return cast_to(y, out)
     n = y.type.shape[axis]
     if not isinstance(n, int):
-        raise NotImplementedError("logcumsumexp needs a static size along dim")
+        if out.is_complex:
+            raise NotImplementedError(
+                f"logcumsumexp of a complex tensor needs a static size along dim {dim}; "
+                f"export that dim static")
+        return cast_to(_logcumsumexp_loop(y, axis), out)
+    if out.is_complex:
+        return cast_to(_complex_logcumsumexp(y, axis, n), out)
+    return cast_to(_log_scan(y, axis, n, _logaddexp), out)
+
+
+def _shifted(y: Value, axis: int, n: int, step: int) -> Value:
+    """``y`` moved ``step`` places forward along ``axis``, -inf shifted in at the front."""
+    head = coreai.slice_(y, [0], [n - step], axes=[axis], strides=[1])
     pads = [0] * (2 * y.type.rank)
+    pads[2 * axis] = step
+    return coreai.pad(head, pads, mode="constant", value=-math.inf)
+
+
+def _log_scan(y: Value, axis: int, n: int, add: Callable[[Value, Value], Value]) -> Value:
+    """A log-depth (Hillis-Steele) inclusive scan of ``add`` along ``axis``."""
     step = 1
     while step < n:
-        # y[i] <- logaddexp(y[i], y[i - step]) with -inf shifted in at the front.
-        head = coreai.slice_(y, [0], [n - step], axes=[axis], strides=[1])
-        pads[2 * axis] = step
-        shifted = coreai.pad(head, pads, mode="constant", value=-math.inf)
-        y = _logaddexp(y, shifted)
+        y = add(y, _shifted(y, axis, n, step))  # y[i] <- add(y[i], y[i - step])
         step *= 2
-    return cast_to(y, out)
+    return y
+
+
+def _complex_logaddexp(a: Value, b: Value) -> Value:
+    """log(exp(a) + exp(b)) for complex a, b, shifted by the one with the larger real part."""
+    a_hi = coreai.broadcasting_greater_equal(coreai.real(a), coreai.real(b))
+    hi = coreai.broadcasting_where(a_hi, a, b)
+    lo = coreai.broadcasting_where(a_hi, b, a)
+    s = coreai.broadcasting_add(hi, coreai.log1p(coreai.exp(coreai.broadcasting_sub(lo, hi))))
+    lo_re = coreai.real(lo)
+    return coreai.broadcasting_where(
+        coreai.broadcasting_equal(lo_re, scalar_like(-math.inf, lo_re)), hi, s)
+
+
+def _wrap(angle: Value) -> Value:
+    """An angle reduced to the principal range [-pi, pi]."""
+    turns = coreai.round_(coreai.broadcasting_divide(angle, scalar_like(2 * math.pi, angle)))
+    return coreai.broadcasting_sub(
+        angle, coreai.broadcasting_mul(turns, scalar_like(2 * math.pi, angle)))
+
+
+def _complex_logcumsumexp(z: Value, axis: int, n: int) -> Value:
+    """logcumsumexp of a complex128 ``z``, on torch's branch of the logarithm.
+
+    The real parts are log|cumsum(exp(z))|. The imaginary parts are only defined modulo 2*pi;
+    torch's CPU kernel picks them with the recurrence ``y[k] = M + log1p(exp(m - M))``, where
+    M and m are y[k-1] and z[k] ordered by real part (z[k] is M on ties). Each step adds a
+    principal angle in [-pi/2, pi/2] to the imaginary part of M, so: where z[k] is M (a
+    "reset") the result is imag(z[k]) + wrap(arg S[k] - imag(z[k])); elsewhere it is the
+    previous result + wrap(arg S[k] - arg S[k-1]). A log-depth scan gives arg S, a cumsum of
+    the increments and a gather at the latest reset give the branch. A result of -inf (only
+    -inf real parts so far) has imaginary part 0, as torch's. Two +inf real parts are not
+    handled as torch (which adds complex infinities): the result is NaN.
+    """
+    total = _log_scan(z, axis, n, _complex_logaddexp)  # log S[k], any branch
+    theta = coreai.imag(total)
+    before = _shifted(total, axis, n, 1)  # log S[k-1]; -inf + 0j before the first
+    reset = coreai.broadcasting_greater_equal(coreai.real(z), coreai.real(before))
+    zero = scalar_like(0.0, theta)
+    steps = coreai.broadcasting_where(
+        reset, zero, _wrap(coreai.broadcasting_sub(theta, coreai.imag(before))))
+    climbed = coreai.scan(steps, axis=axis, kind="sum")
+    z_im = coreai.imag(z)
+    start = coreai.broadcasting_add(z_im, _wrap(coreai.broadcasting_sub(theta, z_im)))
+    base = coreai.broadcasting_where(reset, coreai.broadcasting_sub(start, climbed), zero)
+    latest = coreai.scan(coreai.broadcasting_where(reset, iota(z, axis), index_zero()),
+                         axis=axis, kind="max")
+    imag = coreai.broadcasting_add(coreai.gather_along_axis(base, latest, axis=axis), climbed)
+    re = coreai.real(total)
+    empty = coreai.broadcasting_equal(re, scalar_like(-math.inf, re))
+    imag = coreai.broadcasting_where(empty, zero, imag)
+    # a NaN (in either part) makes both parts NaN from there on, as in torch
+    nan = coreai.isnan(total)
+    re, imag = (coreai.broadcasting_where(nan, scalar_like(math.nan, p), p) for p in (re, imag))
+    return coreai.complex_(re, imag)
+
+
+def _logcumsumexp_loop(y: Value, axis: int) -> Value:
+    """The same scan over a run-time sized axis, as a loop: while ``step < size``,
+    ``y[i] <- logaddexp(y[i], y[i - step])`` (-inf where ``i < step``) and ``step *= 2``."""
+    others = [a for a in range(y.type.rank) if a != axis]
+
+    def size(v: Value) -> Value:
+        return cast_to(dim_value(v, axis), DType.int64)
+
+    def cond(v: Value, step: Value) -> Value:
+        return coreai.broadcasting_less(step, size(v))
+
+    def body(v: Value, step: Value) -> list[Value]:
+        zero = coreai.constant(np.asarray(0, np.int64))
+        positions = coreai.range_(zero, size(v), coreai.constant(np.asarray(1, np.int64)))
+        source = coreai.broadcasting_maximum(coreai.broadcasting_sub(positions, step), zero)
+        valid = coreai.broadcasting_greater_equal(positions, step)
+        if others:
+            valid = coreai.expand_dims(valid, others)
+        shifted = coreai.broadcasting_where(valid, coreai.gather(v, source, axis=axis),
+                                            scalar_like(-math.inf, v))
+        # v leads every broadcast in _logaddexp, so the carried type (its dims) is kept
+        doubled = coreai.broadcasting_mul(step, coreai.constant(np.asarray(2, np.int64)))
+        return [_logaddexp(v, shifted), doubled]
+
+    init = [y, coreai.constant(np.asarray(1, np.int64))]
+    y_final, _ = coreai.while_(init, cond=cond, body=body)
+    return y_final
 
 
 # -- sort, topk ---------------------------------------------------------------------------------
@@ -147,7 +249,8 @@ def aten_topk_default(self: Value, k: int | Value, dim: int = -1, largest: bool 
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""  # noqa: E501
     x = self
     if isinstance(k, Value):
-        raise NotImplementedError("topk needs a static k, got a symbolic one")
+        raise NotImplementedError(f"topk needs a static k, got a symbolic one (a size of a "
+                                  f"dynamic dim); {STATIC_WORKAROUND}")
     axis = normalize_dim(dim, x.type.rank)
     if x.type.rank == 0:
         if k != 1:

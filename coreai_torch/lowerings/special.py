@@ -153,6 +153,11 @@ def aten_frexp_tensor(self: Value) -> tuple[Value, Value]:
 def aten_ldexp_tensor(self: Value, other: Value) -> Value:
     """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: self * 2**other, as torch computes it"""
     dtype = result_dtype()
+    if dtype.is_complex and not other.type.element_type.is_complex:
+        # a real power of two (exact), not a complex pow: both parts are scaled by it
+        exponent = cast_to(other, dtype.real_dtype)
+        scale = cast_to(coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent), dtype)
+        return coreai.broadcasting_mul(cast_to(self, dtype), scale)
     exponent = cast_to(other, dtype)
     return coreai.broadcasting_mul(
         cast_to(self, dtype), coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent))

@@ -15,6 +15,7 @@ from coreai_core import DType, Location, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import ValuesMap
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND
 from coreai_torch.lowerings.creation import sizes_operand
 from coreai_torch.utils import cast_to, current_context, result_dtype, scalar_like
 
@@ -88,7 +89,8 @@ def aten_as_strided_scatter_default(self: Value, src: Value, size: list[int | Va
     strides = [s for s in stride if isinstance(s, int)]
     if (len(sizes) != len(size) or len(strides) != len(stride)
             or isinstance(storage_offset, Value) or not self.type.is_static):
-        raise NotImplementedError("as_strided_scatter needs static sizes, strides and offset")
+        raise NotImplementedError("as_strided_scatter needs static sizes, strides and offset, "
+                                  f"got {self.type}; {STATIC_WORKAROUND}")
     offset = int(storage_offset or 0)
     grid = np.indices(sizes)
     flat_index = offset + sum((g.astype(np.int64) * st for g, st in zip(grid, strides,

@@ -151,3 +151,16 @@ def test_non_zero_row_major(dtype, shape, seed):
         x = (x % 3).astype(dtype)  # plenty of zeros
     (got,) = run_op(coreai.non_zero, x)
     check(got, torch.nonzero(to_torch(x)))
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.complex64), np.dtype(np.complex128)], ids=str)
+@given(shape=shapes(empty=True), seed=seeds)
+def test_non_zero_of_complex_counts_either_part(dtype, shape, seed):
+    """A complex element is nonzero when its real or its imaginary part is (-0.0 is zero)."""
+    rng = np.random.default_rng(seed)
+    parts = [np.where(rng.random(shape) < 0.5, rng.choice([0.0, -0.0], shape),
+                      rng.uniform(-1, 1, shape)) for _ in range(2)]
+    x = np.empty(shape, dtype)
+    x.real, x.imag = parts  # not re + 1j * im: that would turn a -0.0 imaginary part into +0.0
+    (got,) = run_op(coreai.non_zero, x)
+    check(got, torch.nonzero(to_torch(x)))

@@ -208,6 +208,56 @@ def test_dynamic_shapes_are_drawn_at_run_time():
         assert z.shape == (n, 3)
 
 
+def _runtime_counts(bounds, n, samples):
+    """random_integers / random_permutation / random_multinomial with run-time operands."""
+    w = coreai.broadcast_to(coreai.constant(np.array([1.0, 2.0, 0.0, 5.0, 2.0])),
+                            [3, 5])
+    return (coreai.random_integers([N], low=-100, high=100, bounds=bounds),
+            coreai.random_permutation(-1, length=n, dtype="int32"),
+            coreai.random_multinomial(w, num_samples=-1, samples=samples))
+
+
+@settings(max_examples=10, deadline=None)
+@given(low=st.integers(-100, 95), width=st.sampled_from([1, 2, 5, 99]),
+       n=st.sampled_from([0, 1, 2, 47]), samples=st.integers(0, 4))
+def test_run_time_bounds_counts_and_samples(low, width, n, samples):
+    """The operands replace the attributes at run time: the range, permutation length and
+    sample count follow the fed values (types are dynamic), with the same distributions."""
+    high = min(low + width, 100)
+    p = program_of(_runtime_counts, b=((2,), "int64"), n=((), "int64"), s=((), "int64"))
+    outs = p.graphs["main"].output_values
+    assert all(isinstance(outs[f"y{i}"].type.shape[-1], Dim) for i in (1, 2))
+    feeds = {"b": np.array([low, high]), "n": np.array(n), "s": np.array(samples)}
+    k, perm, idx = p.run(feeds, seed=low & 0xFF).values()
+    assert k.shape == (N,) and k.min() >= low and k.max() < high
+    if high - low > 1:
+        check_mean(k, (low + high - 1) / 2, ((high - low) ** 2 - 1) / 12, "run-time bounds")
+    assert perm.dtype == np.int32 and sorted(perm.tolist()) == list(range(n))
+    assert idx.shape == (3, samples) and idx.dtype == np.int64
+    assert all(len(set(r)) == samples and 2 not in r for r in idx.tolist())
+    again = parse(str(p)).run(feeds, seed=low & 0xFF)
+    assert all(np.array_equal(a, b) for a, b in zip(again.values(), (k, perm, idx)))
+
+
+def test_run_time_operands_are_checked():
+    p = program_of(_runtime_counts, b=((2,), "int64"), n=((), "int64"), s=((), "int64"))
+    ok = {"b": np.array([0, 3]), "n": np.array(2), "s": np.array(1)}
+    for change, message in [({"b": np.array([-101, 0])}, "-100 <= low < high <= 100"),
+                            ({"b": np.array([3, 3])}, "low < high"),
+                            ({"n": np.array(-1)}, "length must be >= 0"),
+                            ({"s": np.array(5)}, "fewer than the 5 samples")]:
+        with pytest.raises(KernelError, match=message):
+            p.run({**ok, **change}, seed=0)
+    for build, message in [
+            (lambda: coreai.random_permutation(3, length=coreai.constant(3)), "n=-1"),
+            (lambda: coreai.random_multinomial(coreai.constant([1.0]), num_samples=1,
+                                               samples=coreai.constant(1)), "num_samples=-1"),
+            (lambda: coreai.random_integers([2], low=0, high=3,
+                                            bounds=coreai.constant([0, 1, 2])), "2 elements")]:
+        with pytest.raises(TypeRuleError, match=message):
+            program_of(build)
+
+
 # -- seeding ------------------------------------------------------------------------------------
 
 def _mixed(x):

@@ -331,6 +331,32 @@ def test_state_is_not_written_when_a_kernel_fails():
     assert int(p.run({"d": np.array(2, np.int32)})["q"]) == 5
 
 
+def test_state_with_a_dynamic_type_shares_symbols_with_the_inputs():
+    """A mutated input with a dynamic dim: its state keeps the dim (the initial array is one
+    value of it), so later runs pass state of other sizes; a size disagreeing with an input's
+    binding of the same symbol is reported before anything runs."""
+    n = Dim("n", min=1)
+    p = Program()
+    with p.graph("main", inputs={"row": TensorType((n,), "float32")}) as g:
+        table = p.declare_state(g, "table", np.zeros((2, 3), np.float32),
+                                type=TensorType((2, n), "float32"))
+        zero, one = coreai.constant(np.zeros(1, np.int64)), coreai.constant(np.ones(1, np.int64))
+        new = coreai.slice_update(table, coreai.expand_dims(g["row"], [0]), zero, one,
+                                  axes=[0], strides=[1])
+        g.outputs({"total": coreai.reduce_sum(new, axes=[0])}, state={"table": new})
+    assert p.graphs["main"].state_inputs["table"].type == TensorType((2, n), "float32")
+    np.testing.assert_array_equal(p.run({"row": np.ones(3, np.float32)})["total"], [1, 1, 1])
+    mine = {"table": np.full((2, 5), 2, np.float32)}
+    out = p.run({"row": np.arange(5, dtype=np.float32)}, state=mine)["total"]
+    np.testing.assert_array_equal(out, np.arange(5) + 2)
+    np.testing.assert_array_equal(mine["table"][0], np.arange(5))
+    with pytest.raises(RuntimeInputError, match=r"state table.*\?n = 3 here but 4 in 'row'"):
+        p.run({"row": np.ones(4, np.float32)})  # the held state is still 2 x 3
+    with pytest.raises(ValueError, match="not a value of the declared type"):
+        p.declare_state(g, "other", np.zeros((3, 3), np.float32),
+                        type=TensorType((2, n), "float32"))
+
+
 # -- plan once -----------------------------------------------------------------------------------
 
 def test_plans_are_built_once_and_invalidated_on_request(monkeypatch):

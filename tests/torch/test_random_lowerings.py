@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coreai_core import Program
-from coreai_torch import LoweringError
+from coreai_core.runtime import KernelError
 from tests.random_stats import (
     check_cdf,
     check_frequencies,
@@ -253,10 +255,41 @@ def test_a_torch_generator_is_accepted_and_the_seed_decides():
     assert np.array_equal(u, program.run([], seed=4)["rand"])
 
 
-def test_symbolic_bounds_are_reported():
-    x = torch.zeros(5, 3)
-    dim = torch.export.Dim("n", min=2, max=64)
-    ep = export(FnModule(lambda t: torch.randperm(t.shape[0]), [x], {}), [x],
-                dynamic_shapes=(({0: dim},),))
-    with pytest.raises(LoweringError, match="randperm's n must be a static integer"):
-        convert(ep)
+@settings(max_examples=8, deadline=None)
+@given(sizes=st.lists(st.sampled_from([1, 2, 3, 47]), min_size=2, max_size=2))
+def test_symbolic_bounds_counts_and_samples(sizes):
+    """randperm, randint and multinomial whose n, bounds, size and num_samples derive from a
+    dynamic dim (exported at 5, run at other sizes, 1 and 47 included): shapes and dtypes
+    as torch's at that size, then the support and moments of each draw."""
+    dim = torch.export.Dim("n", min=1, max=64)
+    program = converted(lambda t: (torch.randperm(t.shape[0]),
+                                   torch.randint(-t.shape[0], t.shape[0] + 1, (400, t.shape[0])),
+                                   torch.multinomial(t.abs() + 1, t.shape[0], replacement=True)),
+                        torch.zeros(5, 5), dynamic=(({0: dim, 1: dim},),))
+    for n in sizes:
+        x = torch.zeros(n, n)
+        perm, k, idx = program.run([x.numpy()], seed=n).values()
+        torch_shapes = [(n,), (400, n), (n, n)]
+        assert [a.shape for a in (perm, k, idx)] == torch_shapes
+        assert all(a.dtype == np.int64 for a in (perm, k, idx))
+        assert sorted(perm.tolist()) == list(range(n))
+        assert k.min() >= -n and k.max() <= n
+        width = 2 * n + 1
+        check_mean(k, 0.0, (width * width - 1) / 12, f"randint(-{n}, {n + 1})")
+        assert idx.min() >= 0 and idx.max() < n
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int16, torch.float32])
+def test_randint_like_reads_high_at_run_time(dtype):
+    """randint_like.Tensor: ``high`` is a tensor input, so one program serves every bound."""
+    x = torch.zeros(N, dtype=dtype)
+    program = converted(lambda t, h: torch.ops.aten.randint_like.Tensor(t, h), x,
+                        torch.tensor(3))
+    for high in (1, 2, 7, 1000):
+        (k,) = program.run([x.numpy(), np.array(high)], seed=high).values()
+        assert k.shape == (N,) and k.dtype == to_numpy(x).dtype
+        assert k.min() >= 0 and k.max() < high and np.array_equal(k, np.round(k))
+        if high > 1:
+            check_mean(k, (high - 1) / 2, (high * high - 1) / 12, f"randint_like(high={high})")
+    with pytest.raises(KernelError, match="low < high"):
+        program.run([x.numpy(), np.array(0)], seed=0)

@@ -67,17 +67,34 @@ def random_normal(shape: np.ndarray, *, mean: float = 0.0, std: float = 1.0,
 
 
 @kernel("coreai.random_integers")
-def random_integers(shape: np.ndarray, *, low: int, high: int,
+def random_integers(shape: np.ndarray, bounds: np.ndarray | None = None, *, low: int, high: int,
                     dtype: DType = DType.int64) -> np.ndarray:
-    """Uniform integers in [low, high), drawn in the integer dtype (int64 for float dtypes)."""
+    """Uniform integers in [low, high) (or the run-time ``bounds``), drawn in the integer dtype
+    (int64 for float dtypes)."""
+    if bounds is not None:
+        lo, hi = (int(b) for b in np.asarray(bounds).reshape(-1))
+        if not low <= lo < hi <= high:
+            raise ValueError(f"random_integers needs run-time bounds with {low} <= low < high "
+                             f"<= {high}, got [{lo}, {hi})")
+        low, high = lo, hi
     draw_as = dtype.numpy if dtype.is_int else np.dtype(np.int64)
     out = current_generator().integers(low, high, size=_shape(shape), dtype=draw_as)
     return np.asarray(out).astype(dtype.numpy, copy=False)
 
 
+def _count(value: np.ndarray, what: str) -> int:
+    count = int(np.asarray(value))
+    if count < 0:
+        raise ValueError(f"{what} must be >= 0, got {count}")
+    return count
+
+
 @kernel("coreai.random_permutation")
-def random_permutation(*, n: int, dtype: DType = DType.int64) -> np.ndarray:
-    """A uniformly random permutation of 0 .. n-1."""
+def random_permutation(length: np.ndarray | None = None, *, n: int,
+                       dtype: DType = DType.int64) -> np.ndarray:
+    """A uniformly random permutation of 0 .. n-1 (``n`` from ``length`` when given)."""
+    if length is not None:
+        n = _count(length, "random_permutation's length")
     return current_generator().permutation(n).astype(dtype.numpy)
 
 
@@ -92,9 +109,12 @@ def random_bernoulli(p: np.ndarray) -> np.ndarray:
 
 
 @kernel("coreai.random_multinomial")
-def random_multinomial(weights: np.ndarray, *, num_samples: int,
-                       replacement: bool = False) -> np.ndarray:
-    """Per row, ``num_samples`` category indices drawn proportionally to the weights."""
+def random_multinomial(weights: np.ndarray, samples: np.ndarray | None = None, *,
+                       num_samples: int, replacement: bool = False) -> np.ndarray:
+    """Per row, ``num_samples`` (or ``samples``) category indices drawn proportionally to the
+    weights."""
+    if samples is not None:
+        num_samples = _count(samples, "random_multinomial's samples")
     w = np.asarray(weights, dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1]) if w.size or w.shape[-1] else w.reshape(-1, 0)
     gen = current_generator()

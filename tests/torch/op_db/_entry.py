@@ -208,3 +208,58 @@ def complex_variants(entries: Sequence[OpEntry], targets: Sequence[str], **chang
     if unmatched:
         raise ValueError(f"complex_variants: no entries for {sorted(unmatched)}")
     return [complex_variant(e, **changes) for e in chosen]
+
+
+# -- half-precision variants --------------------------------------------------------------------
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _to_half(sample: Sample, dtype: torch.dtype) -> Sample:
+    """``sample`` with its float32/float64 tensors (and none other) cast to ``dtype``."""
+    def convert(a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.float64):
+            return a.to(dtype)
+        return a
+
+    return Sample(tuple(convert(a) for a in sample.args),
+                  {k: convert(v) for k, v in sample.kwargs.items()})
+
+
+def in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A reference for half-precision inputs: ``fn`` on the inputs upcast to float32, each
+    floating output rounded once to the dtype ``fn`` returns on the inputs themselves.
+
+    For ops whose torch half kernel rounds intermediates (accumulates in half, rounds a
+    mean before centring on it, ...), so its result is not the correctly rounded one.
+    """
+    def reference(*args: Any, **kwargs: Any) -> Any:
+        def up(a: Any) -> Any:
+            half = isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES
+            return a.float() if half else a
+
+        shaped = fn(*args, **kwargs)
+        exact = fn(*(up(a) for a in args), **{k: up(v) for k, v in kwargs.items()})
+        if isinstance(shaped, torch.Tensor):
+            return exact.to(shaped.dtype)
+        return type(shaped)(e.to(s.dtype) for e, s in zip(exact, shaped, strict=True))
+
+    return reference
+
+
+def half_variant(entry: OpEntry, *, dtypes: Sequence[torch.dtype] = HALF_DTYPES,
+                 **changes: Any) -> OpEntry:
+    """The entry again on half-precision inputs: the float32/float64 tensors of each sample
+    are cast to one of ``dtypes``; ``changes`` replace fields (e.g. ``reference=in_float32(fn)``
+    with its reason in a comment, or a tolerance with ``tol_reason``).
+
+    Samples without a float32/float64 tensor are filtered out.
+    """
+    def has_float(sample: Sample) -> bool:
+        return any(isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.float64)
+                   for a in sample.args)
+
+    samples = st.tuples(entry.samples.filter(has_float), st.sampled_from(tuple(dtypes))).map(
+        lambda p: _to_half(p[0], p[1]))
+    fields = {"name": f"{entry.id}[half]", "samples": samples, **changes}
+    return attrs.evolve(entry, **fields)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, half_variant, tensors
 
 aten = torch.ops.aten
 ENTRIES: list[OpEntry] = []
@@ -65,3 +65,5 @@ ENTRIES.append(OpEntry("aten::scaled_dot_product_attention.default",
 ENTRIES.append(OpEntry("aten::_scaled_dot_product_flash_attention_for_cpu.default",
                        aten._scaled_dot_product_flash_attention_for_cpu.default,
                        sdpa_samples(flash=True)))
+# float16/bfloat16 (the mask in the same dtype, as the flash kernel requires)
+ENTRIES.append(half_variant(ENTRIES[-1]))

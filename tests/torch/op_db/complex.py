@@ -10,11 +10,21 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, broadcastable, shapes, tensors
+from tests.torch.op_db import nn, shape
+from tests.torch.op_db._entry import (
+    OpEntry,
+    Sample,
+    broadcastable,
+    complex_variants,
+    shapes,
+    tensors,
+)
 
 COMPLEX = st.sampled_from((torch.complex64, torch.complex128))
 PARTS = st.sampled_from((torch.float32, torch.float64))  # the parts of complex64/complex128
 REAL = st.sampled_from((torch.float32, torch.float64, torch.int32, torch.int64))
+REAL_OR_HALF = st.sampled_from((torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                torch.int32, torch.int64))
 
 ENTRIES: list[OpEntry] = []
 COVERED_ELSEWHERE = {
@@ -87,9 +97,9 @@ add("aten::polar.default", torch.polar, parts_samples(positive_first=True))
 add("aten::_conj.default", torch.conj, one(special=True))
 add("aten::_conj_physical.default", torch.conj_physical, one(special=True))
 add("aten::angle.default", torch.angle, one(special=True), name="angle[complex]")
-add("aten::angle.default", torch.angle, one(REAL, special=True), name="angle[real]")
+add("aten::angle.default", torch.angle, one(REAL_OR_HALF, special=True), name="angle[real]")
 add("aten::sgn.default", torch.sgn, one(special=False), name="sgn[complex]")
-add("aten::sgn.default", torch.sgn, one(REAL, special=True), name="sgn[real]")
+add("aten::sgn.default", torch.sgn, one(REAL_OR_HALF, special=True), name="sgn[real]")
 
 
 @st.composite
@@ -175,3 +185,10 @@ add("aten::cat.default", lambda a, b: torch.cat([a, b], 0), st.builds(
 add("aten::slice.Tensor", lambda z: z[..., 1::2], one(min_rank=1), name="slice[complex]")
 add("aten::flip.default", lambda z: z.flip(0), one(min_rank=1), name="flip[complex]")
 add("aten::expand.default", lambda z: z.expand(3, *z.shape), one(), name="expand[complex]")
+
+# the general mm and cat entries on complex inputs (the ones above draw one complex dtype each)
+ENTRIES += complex_variants([e for e in nn.ENTRIES if not e.name], ["aten::mm.default"],
+                            atol=1e-4, rtol=1e-5,
+                            tol_reason="complex dot products of up to 47 terms: numpy and "
+                                       "torch sum them in different orders")
+ENTRIES += complex_variants([e for e in shape.ENTRIES if not e.name], ["aten::cat.default"])

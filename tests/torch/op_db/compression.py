@@ -196,12 +196,14 @@ def _per_tensor(draw: Any, overload: str, quantized_input: bool) -> Sample:
         x = draw(tensors(shape, draw(PT2E_INPUTS), low=-200, high=200))
     params: list[Any] = [scale, zp, lo, hi]
     if overload != "default":
-        params[:2] = [torch.tensor([scale], dtype=torch.float64), torch.tensor([zp])]
+        # a dequantize scale may be stored in any float dtype (torch reads its value)
+        sdtype = draw(st.sampled_from(FLOAT_DTYPES)) if quantized_input else torch.float64
+        params[:2] = [torch.tensor([scale], dtype=sdtype), torch.tensor([zp])]
     if overload == "tensor2":
         params[2:] = [torch.tensor(lo), torch.tensor(hi)]
     kwargs: dict[str, Any] = {}
     if quantized_input:
-        kwargs["out_dtype"] = draw(st.sampled_from((None, *FLOAT_DTYPES[:3])))
+        kwargs["out_dtype"] = draw(st.sampled_from((None, *FLOAT_DTYPES)))
     return Sample((x, *params, dtype), kwargs)
 
 
@@ -220,13 +222,14 @@ def _per_channel(draw: Any, quantized_input: bool) -> Sample:
     shape = [draw(sizes(1, 6)) for _ in range(draw(st.integers(1, 4)))]
     axis = draw(st.integers(-len(shape), len(shape) - 1))
     lo, hi = draw(_qrange(dtype))
-    scales = draw(tensors([shape[axis]], draw(st.sampled_from((torch.float32, torch.float64))),
-                          low=0.005, high=2.0))
+    scale_dtypes = FLOAT_DTYPES if quantized_input else (torch.float32, torch.float64)
+    scales = draw(tensors([shape[axis]], draw(st.sampled_from(scale_dtypes)), low=0.005,
+                          high=2.0))
     zps = draw(tensors([shape[axis]], torch.int64, low=lo, high=hi))
     if quantized_input:
         x = draw(tensors(shape, dtype, low=lo, high=hi))
         zp = zps if draw(st.booleans()) else None
-        out = draw(st.sampled_from((None, *FLOAT_DTYPES[:3])))
+        out = draw(st.sampled_from((None, *FLOAT_DTYPES)))
         return Sample((x, scales, zp, axis, lo, hi, dtype), {"out_dtype": out})
     x = draw(tensors(shape, draw(PT2E_INPUTS), low=-200, high=200))
     return Sample((x, scales, zps, axis, lo, hi, dtype))
@@ -245,7 +248,7 @@ def _choose_qparams(draw: Any) -> Sample:
     shape = [draw(sizes(1, 6)) for _ in range(draw(st.integers(1, 3)))]
     # mixed signs, all positive, all negative: the zero point sits inside, below, above
     low, high = draw(st.sampled_from(((-5.0, 5.0), (0.5, 5.0), (-5.0, -0.5))))
-    x = draw(tensors(shape, torch.float32, low=low, high=high))
+    x = draw(tensors(shape, draw(PT2E_INPUTS), low=low, high=high))
     return Sample((x, info.min, info.max, torch.finfo(torch.float32).eps, dtype))
 
 

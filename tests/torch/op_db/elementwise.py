@@ -18,6 +18,8 @@ from tests.torch.op_db._entry import (
     OpEntry,
     Sample,
     broadcastable,
+    complex_variant,
+    complex_variants,
     shapes,
     tensors,
 )
@@ -102,9 +104,7 @@ for name in ("abs", "neg", "sign", "floor", "ceil", "trunc", "relu"):
     add(f"aten::{name}.default", getattr(torch, name), unary(dtypes))
 add("aten::round.default", torch.round, unary(low=-6.0, high=6.0))
 add("aten::round.decimals", lambda x, decimals: torch.round(x, decimals=decimals),
-    unary(st.sampled_from((torch.float32, torch.float64)), decimals=st.integers(-1, 3)),
-    atol=1e-6, rtol=1e-6,
-    tol_reason="round(x * 10**d) / 10**d: the scaling multiply rounds once, as in torch")
+    unary(FLOATS, low=-60.0, high=60.0, decimals=st.integers(-2, 3)))
 add("aten::bitwise_not.default", torch.bitwise_not,
     unary(st.sampled_from((*INT_DTYPES, torch.bool)), special=False))
 add("aten::logical_not.default", torch.logical_not, unary(ANY))
@@ -244,8 +244,27 @@ for target, fn, samples in [
 
 @st.composite
 def _clip_tensor(draw: Any) -> Sample:
-    x = draw(tensors(draw(shapes()), torch.float32))
+    dtype = draw(FLOATS)
+    x = draw(tensors(draw(shapes()), dtype, special=True))
     return Sample((x, x.new_tensor(-0.5), x.new_tensor(1.5)))
 
 
 add("aten::clip.Tensor", lambda x, lo, hi: aten.clip.Tensor(x, lo, hi), _clip_tensor())
+
+# -- the same entries on complex inputs (torch supports these targets on complex tensors) -------
+ENTRIES += complex_variants(ENTRIES, [
+    "aten::logical_not.default", "aten::logical_and.default", "aten::logical_or.default",
+    "aten::logical_xor.default", "aten::rsub.Scalar", "aten::rsub.Tensor", "aten::eq.Scalar",
+    "aten::ne.Scalar", "aten::add.Scalar", "aten::sub.Scalar", "aten::mul.Scalar",
+    "aten::div.Scalar", "aten::true_divide.Tensor", "aten::where.ScalarOther",
+    "aten::where.ScalarSelf"])
+ENTRIES += complex_variants(
+    ENTRIES, ["aten::pow.Scalar"], atol=1e-4, rtol=1e-4,
+    tol_reason="a real base to a complex power is exp(z * log(b)) in both, rounded differently")
+# a zero imaginary part, so that exact complex zeros (false) occur
+ENTRIES += [complex_variant(e, imag=0.0, name=f"{e.id}[complex, real-valued]")
+            for e in ENTRIES if e.target in {"aten::logical_not.default",
+                                             "aten::logical_and.default",
+                                             "aten::logical_or.default",
+                                             "aten::logical_xor.default"}
+            and not e.name]

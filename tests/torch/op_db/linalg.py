@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample
+from tests.torch.op_db._entry import OpEntry, Sample, half_variant, in_float32
 from tests.torch.op_db._linalg_inputs import (
     EIG_DTYPES,
     LINALG_DTYPES,
@@ -306,6 +306,8 @@ def _lu_unpack_args(draw: Any) -> Sample:
 add("aten::lu_unpack.default", lambda lu, p, unpack_data, unpack_pivots: torch.lu_unpack(
     lu, p, unpack_data=unpack_data, unpack_pivots=unpack_pivots),
     _lu_unpack_args(), compare=matches)
+# float16/bfloat16 factors: unpacking moves values, so they compare exactly
+ENTRIES.append(half_variant(ENTRIES[-1], compare=None))
 
 
 def _rhs(draw: Any, g: torch.Generator, batch: tuple[int, ...], n: int, left: bool,
@@ -401,6 +403,11 @@ def _matrix_exp_args(draw: Any) -> Sample:
 
 add("aten::linalg_matrix_exp.default", torch.linalg.matrix_exp, _matrix_exp_args(),
     compare=matches)
+# float16/bfloat16: torch's half kernel is wrong (exp([[0.1, 0.2], [0, 0.3]]) gives -21072 on
+# the diagonal in float16, inf for a 3x3 matrix of norm ~1); the runtime computes in float32
+# and rounds once, as the float32 reference does
+ENTRIES.append(half_variant(ENTRIES[-1], compare=None,
+                            reference=in_float32(torch.linalg.matrix_exp)))
 
 
 add("aten::linalg_solve_triangular.default",

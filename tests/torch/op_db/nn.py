@@ -285,6 +285,69 @@ add("aten::_native_batch_norm_legit_functional.default",
 
 
 @st.composite
+def batch_norm_functional_half_samples(draw: Any) -> Sample:
+    """float16/bfloat16 input with parameters and running statistics in the input's dtype
+    or all in float32 (torch's mixed-precision batch norm)."""
+    s = draw(batch_norm_train_samples(st.sampled_from((torch.float16, torch.bfloat16))))
+    x, w, b = s.args
+    stat = draw(st.sampled_from((x.dtype, torch.float32)))
+    w, b = (None if v is None else v.to(stat) for v in (w, b))
+    rm = draw(tensors((x.shape[1],), stat))
+    rv = draw(tensors((x.shape[1],), stat, low=0.1, high=3.0))
+    return Sample((x, w, b, rm, rv, True, draw(st.sampled_from((0.1, 0.5))), s.kwargs["eps"]))
+
+
+def batch_norm_functional_as_module(x: torch.Tensor, w: Any, b: Any, rm: torch.Tensor,
+                                    rv: torch.Tensor, *args: Any) -> tuple[torch.Tensor, ...]:
+    """The functional batch norm with its outputs in the dtypes a module sees.
+
+    For half inputs torch's meta (hence the exported graph) and its eager kernel disagree on
+    the statistics' dtypes: the batch statistics are half in the graph but float32 in eager
+    when the running statistics are float32, and the updated running statistics are float32
+    in the graph but half in eager when they are half. A module writes the updated running
+    statistics back to its buffers, so its graph casts them to the buffers' dtype; the casts
+    here do the same, and the batch statistics are compared in the input's dtype.
+    """
+    y, mean, rstd, new_rm, new_rv = aten._native_batch_norm_legit_functional(
+        x, w, b, rm, rv, *args)
+    return (y, mean.to(x.dtype), rstd.to(x.dtype), new_rm.to(rm.dtype), new_rv.to(rv.dtype))
+
+
+def batch_norm_functional_half_reference(x: torch.Tensor, w: Any, b: Any, rm: torch.Tensor,
+                                         rv: torch.Tensor, training: bool, momentum: float,
+                                         eps: float) -> tuple[torch.Tensor, ...]:
+    """``batch_norm_functional_as_module`` computed in float32 and rounded once to the outputs'
+    dtypes; like torch, the input is normalized with the saved statistics (rounded to half
+    unless the running statistics are float32). torch's bfloat16 kernel centres the input on
+    a mean rounded to bfloat16, so for a channel of close values its variance and inverse
+    std are off by many ulps (25.0 for 25.52 on two values 0.08 apart)."""
+    xf = x.float()
+    dims = [0, *range(2, x.dim())]
+    mean = xf.mean(dims)
+    var = xf.var(dims, unbiased=False)
+    rstd = (var + eps).rsqrt()
+    saved = rm.dtype if rm.dtype == torch.float32 else x.dtype
+    mean, rstd = (v.to(saved).float() for v in (mean, rstd))
+    view = (1, -1, *([1] * (x.dim() - 2)))
+    y = (xf - mean.view(view)) * rstd.view(view)
+    if w is not None:
+        y = y * w.float().view(view)
+    if b is not None:
+        y = y + b.float().view(view)
+    n = xf.numel() // x.shape[1]
+    unbiased = var * (n / (n - 1))
+    new_rm = momentum * mean + (1 - momentum) * rm.float()
+    new_rv = momentum * unbiased + (1 - momentum) * rv.float()
+    return (y.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype), new_rm.to(rm.dtype),
+            new_rv.to(rv.dtype))
+
+
+add("aten::_native_batch_norm_legit_functional.default", batch_norm_functional_as_module,
+    batch_norm_functional_half_samples(), name="batch_norm_functional[half]",
+    reference=batch_norm_functional_half_reference, **NORM_TOL)
+
+
+@st.composite
 def layer_norm_samples(draw: Any) -> Sample:
     dtype = draw(FLOATS)
     shape = tuple(draw(dim(5)) for _ in range(draw(st.integers(1, 4))))

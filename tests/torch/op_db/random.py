@@ -184,6 +184,22 @@ add("aten::randint_like.low_dtype", torch.randint_like, randint_like_samples(Tru
 
 
 @st.composite
+def randint_like_tensor_samples(draw: Any) -> Sample:
+    """``high`` as a 0-d int64 tensor: an input of the program, read at run time."""
+    dtype = draw(st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES)))
+    high = draw(st.sampled_from((1, 2, 5, 60)))
+    return Sample((draw(tensors(draw(SIZES), dtype)), torch.tensor(high)))
+
+
+def _randint_like_tensor_check(got: list[np.ndarray], sample: Sample) -> None:
+    _integers(0, int(sample.args[1]))(got, sample)
+
+
+add("aten::randint_like.Tensor", aten.randint_like.Tensor, randint_like_tensor_samples(),
+    _randint_like_tensor_check)
+
+
+@st.composite
 def randperm_samples(draw: Any) -> Sample:
     n = draw(st.one_of(sizes(0, 12), st.just(47)))
     return Sample((n,), {"dtype": draw(st.sampled_from((torch.int64, torch.int32,
@@ -394,8 +410,7 @@ add("aten::log_normal.default", lambda x, m, s: x.clone().log_normal_(m, s),
 def multinomial_samples(draw: Any) -> Sample:
     rows = draw(st.sampled_from(((), (1,), (3,), (47,))))
     n = draw(st.one_of(sizes(1, 6), st.just(47)))
-    w = draw(tensors((*rows, n), draw(st.sampled_from((torch.float32, torch.float64))),
-                     low=0.0, high=3.0))
+    w = draw(tensors((*rows, n), draw(FLOATS), low=0.0, high=3.0))
     if n > 2 and draw(st.booleans()):
         w[..., 1] = 0.0  # a category that must never be drawn
     w[..., 0] += 0.5  # every row has a positive weight
@@ -454,7 +469,7 @@ add("aten::native_dropout.default", aten.native_dropout, dropout_train_samples()
     name="aten::native_dropout.default[train]")
 
 
-# torch's CPU rrelu has no float16 kernel
+# torch's CPU rrelu has no float16 kernel in training mode (eval mode is a leaky relu)
 RRELU_DTYPES = st.sampled_from((torch.float32, torch.float64, torch.bfloat16))
 
 
@@ -487,7 +502,7 @@ add("aten::rrelu_with_noise_functional.default", aten.rrelu_with_noise_functiona
 
 @st.composite
 def rrelu_eval_samples(draw: Any) -> Sample:
-    x = draw(tensors(draw(SIZES), draw(RRELU_DTYPES), special=True))
+    x = draw(tensors(draw(SIZES), draw(FLOATS), special=True))
     noise = draw(tensors(tuple(x.shape), x.dtype))
     return Sample((x, noise, 0.1, 0.3, False))
 

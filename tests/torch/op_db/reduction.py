@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -18,6 +19,8 @@ from tests.torch.op_db._entry import (
     NUMERIC,
     OpEntry,
     Sample,
+    complex_variant,
+    complex_variants,
     shapes,
     tensors,
 )
@@ -338,3 +341,57 @@ def _kthvalue(draw: Any) -> Sample:
 
 add("aten::kthvalue.default", lambda x, k, dim, keepdim: torch.kthvalue(x, k, dim, keepdim),
     _kthvalue(), compare=_ORDER_STAT)
+
+
+# -- the same entries on complex inputs ---------------------------------------------------------
+_COMPLEX_DTYPE = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _complex_dtype_kw(sample: Sample) -> Sample:
+    """A real floating ``dtype=`` becomes its complex counterpart (torch requires a complex
+    dtype for complex norms, and a real one would just drop the imaginary part)."""
+    dtype = sample.kwargs.get("dtype")
+    if dtype not in _COMPLEX_DTYPE:
+        return sample
+    return Sample(sample.args, {**sample.kwargs, "dtype": _COMPLEX_DTYPE[dtype]})
+
+
+def _complex_entries(targets: list[str], **changes: Any) -> list[OpEntry]:
+    variants = complex_variants([e for e in ENTRIES if not e.name], targets, **changes)
+    return [attrs.evolve(v, samples=v.samples.map(_complex_dtype_kw)) for v in variants]
+
+
+ENTRIES += _complex_entries([
+    "aten::sum.default", "aten::mean.default", "aten::any.default", "aten::any.dim",
+    "aten::any.dims", "aten::all.default", "aten::all.dim", "aten::all.dims",
+    "aten::var.correction", "aten::var.dim", "aten::var.default", "aten::std.correction",
+    "aten::std.dim", "aten::std.default", "aten::var_mean.correction", "aten::cumsum.default"])
+# imaginary parts up to 3 make the principal branch of the log (logsumexp) and torch's
+# branch (logcumsumexp, see its lowering) matter
+ENTRIES += _complex_entries(["aten::logsumexp.default"], imag=3.0)
+
+
+def _no_pos_inf(sample: Sample) -> Sample:
+    """+inf real parts become -inf: with two of them torch's logcumsumexp takes
+    log(exp(a) + exp(b)) of infinities, whose NaN-or-inf parts follow the C++ library's
+    complex exp; -inf (a zero term) and NaN are kept."""
+    (x,) = sample.args
+    return Sample((torch.where(x == math.inf, -math.inf, x),), sample.kwargs)
+
+
+_LOGCUMSUMEXP = next(e for e in ENTRIES if e.target == "aten::logcumsumexp.default")
+ENTRIES.append(complex_variant(attrs.evolve(_LOGCUMSUMEXP,
+                                            samples=_LOGCUMSUMEXP.samples.map(_no_pos_inf)),
+                               imag=3.0))
+# small imaginary parts keep products of up to 47 factors within float32's range
+ENTRIES += _complex_entries(["aten::prod.dim_int", "aten::prod.default",
+                             "aten::cumprod.default"], imag=0.5)
+ENTRIES += _complex_entries(["aten::linalg_vector_norm.default"], atol=1e-5, rtol=1e-4,
+                            tol_reason="as for real inputs: |z|**p sums round differently")
+# long axes with imaginary parts in [-6, 6], where torch's branch is far from the principal one
+add("aten::logcumsumexp.default", torch.logcumsumexp,
+    st.builds(lambda x, dim: Sample((x,), {"dim": dim}),
+              st.sampled_from((torch.complex64, torch.complex128)).flatmap(
+                  lambda dt: tensors((3, 47), dt, low=-6.0, high=6.0)),
+              st.sampled_from((1, -1))),
+    name="logcumsumexp[complex, long axis]")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, tensors
+from tests.torch.op_db._entry import OpEntry, Sample, half_variant, in_float32, tensors
 
 aten = torch.ops.aten
 
@@ -33,6 +33,9 @@ def grid_sample_3d_samples(draw: Any) -> Sample:
 
 
 ENTRIES.append(OpEntry("aten::grid_sampler_3d.default", F.grid_sample, grid_sample_3d_samples()))
+# float16/bfloat16: torch computes coordinates and weights in the half type (see
+# grid_sampler_2d); the reference computes in float32 and rounds once, as the runtime does
+ENTRIES.append(half_variant(ENTRIES[-1], reference=in_float32(F.grid_sample)))
 
 
 AA_SCALES = (0.3, 0.5, 0.75, 1.0, 1.3, 2.0)

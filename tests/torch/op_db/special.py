@@ -28,6 +28,7 @@ from tests.torch.op_db._entry import (
     OpEntry,
     Sample,
     broadcastable,
+    complex_variants,
     shapes,
     tensors,
 )
@@ -374,3 +375,6 @@ def _scalar_tensor(draw: Any) -> Sample:
 
 for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     add(f"aten::{name}.Scalar_Tensor", getattr(aten, name).Scalar_Tensor, _scalar_tensor())
+
+# ldexp of a complex mantissa (the exponent stays an integer tensor)
+ENTRIES += complex_variants([e for e in ENTRIES if not e.name], ["aten::ldexp.Tensor"])
