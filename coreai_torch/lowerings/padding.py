@@ -52,11 +52,20 @@ def _split_widths(pad: list[int | Value], rank: int,
 
 @reg("aten::constant_pad_nd.default")
 def aten_constant_pad_nd_default(self: Value, pad: list[int | Value],
-                                 value: float | Value = 0) -> Value:
+                                 value: complex | Value = 0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor (negative pads crop)"""
     x = self
     if isinstance(value, Value):
         raise NotImplementedError("constant_pad_nd with a symbolic pad value")
+    if isinstance(value, complex):
+        # a complex fill value (aten.constant_pad_nd only; F.pad takes floats): the pad
+        # attribute is real, so each part is padded with its own part of the value
+        if not x.type.element_type.is_complex:
+            raise NotImplementedError(
+                f"constant_pad_nd: complex pad value {value} on a {x.type.element_type} "
+                "tensor; torch rejects it too (pad a complex tensor instead)")
+        return coreai.complex_(aten_constant_pad_nd_default(coreai.real(x), pad, value.real),
+                               aten_constant_pad_nd_default(coreai.imag(x), pad, value.imag))
     if isinstance(value, int) and abs(value) > 2**53:
         raise NotImplementedError(f"pad value {value} is not exactly representable as float")
     # an axis with a symbolic width is padded by concatenating filled blocks below

@@ -151,33 +151,45 @@ def _swap(rank: int, a: int, b: int) -> list[int]:
     return perm
 
 
+def _adaptive_avg_pool(x: Value, outs: tuple[int, ...], dtype: DType) -> Value:
+    """Adaptive average pooling of the last ``len(outs)`` axes of a real ``x``, as ``dtype``."""
+    n = len(outs)
+    rank = x.type.rank
+    sizes = [x.type.shape[rank - n + i] for i in range(n)]
+    static = [v for v in sizes if isinstance(v, int)]
+    if len(static) == n and all(v % o == 0 for v, o in zip(static, outs, strict=True)):
+        xb, added = add_batch(x, n)
+        k = [v // o for v, o in zip(static, outs, strict=True)]
+        y = coreai.avgpool(xb, kernel_size=k, strides=k)
+        return cast_to(drop_batch(y, added), dtype)
+    compute = opmath(x.type.element_type)
+    y = cast_to(x, compute)
+    for i in reversed(range(n)):
+        axis = rank - n + i
+        m = _avg_matrix(dim_value(x, axis), outs[i], compute)
+        if axis == rank - 1:
+            y = coreai.batch_matmul(y, coreai.transpose(m, [1, 0]))
+            continue
+        perm = _swap(rank, axis, rank - 2)
+        if axis != rank - 2:
+            y = coreai.transpose(y, perm)
+        y = coreai.batch_matmul(m, y)
+        if axis != rank - 2:
+            y = coreai.transpose(y, perm)
+    return cast_to(y, dtype)
+
+
 def _adaptive_avg(n: int) -> Callable[..., Value]:
     def lowering(self: Value, output_size: list[int]) -> Value:
-        x = self
-        outs = ntuple(output_size, n, "output_size")
-        rank = x.type.rank
-        sizes = [x.type.shape[rank - n + i] for i in range(n)]
-        static = [v for v in sizes if isinstance(v, int)]
-        if len(static) == n and all(v % o == 0 for v, o in zip(static, outs, strict=True)):
-            xb, added = add_batch(x, n)
-            k = [v // o for v, o in zip(static, outs, strict=True)]
-            y = coreai.avgpool(xb, kernel_size=k, strides=k)
-            return cast_to(drop_batch(y, added), result_dtype())
-        compute = opmath(x.type.element_type)
-        y = cast_to(x, compute)
-        for i in reversed(range(n)):
-            axis = rank - n + i
-            m = _avg_matrix(dim_value(x, axis), outs[i], compute)
-            if axis == rank - 1:
-                y = coreai.batch_matmul(y, coreai.transpose(m, [1, 0]))
-                continue
-            perm = _swap(rank, axis, rank - 2)
-            if axis != rank - 2:
-                y = coreai.transpose(y, perm)
-            y = coreai.batch_matmul(m, y)
-            if axis != rank - 2:
-                y = coreai.transpose(y, perm)
-        return cast_to(y, result_dtype())
+        outs = tuple(ntuple(output_size, n, "output_size"))
+        dtype = result_dtype()
+        if self.type.element_type.is_complex:
+            # averaging is linear: pool the parts (torch itself runs complex inputs only for
+            # an all-ones output_size, as a mean)
+            part = dtype.real_dtype
+            return coreai.complex_(_adaptive_avg_pool(coreai.real(self), outs, part),
+                                   _adaptive_avg_pool(coreai.imag(self), outs, part))
+        return _adaptive_avg_pool(self, outs, dtype)
 
     lowering.__doc__ = f"_adaptive_avg_pool{n}d(Tensor self, SymInt[{n}] output_size) -> Tensor"
     lowering.__name__ = f"aten__adaptive_avg_pool{n}d_default"

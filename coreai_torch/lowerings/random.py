@@ -14,6 +14,10 @@ in float64 and rounded once to the result dtype:
 - log_normal(m, s)   = exp(m + s * Z)                       (Z standard normal)
 - normal(mean, std)  = mean + std * Z                       (tensor mean/std broadcast)
 
+Complex results follow torch, which fills both parts of ``view_as_real(out)``: uniforms draw
+each part in [low, high); normals draw each part from N(mean, std**2 / 2) (a scalar mean
+applies to both parts; a complex mean tensor is added as it is), so ``randn`` has variance 1.
+
 What export leaves in the graph: the factories, ``bernoulli``, ``normal`` and ``multinomial``
 as themselves; the in-place samplers (``x.uniform_()``, ``normal_``, ``exponential_``, ...) as
 their functional forms; ``F.dropout`` as ``native_dropout``; ``F.rrelu`` (decomposed by
@@ -31,7 +35,7 @@ in ``**options`` and are not read: the result type comes from torch's metadata.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,34 +93,56 @@ def _f64(value: float) -> Value:
     return coreai.constant(value, dtype=F64)
 
 
+# -- complex results: torch fills view_as_real(out), i.e. both parts, independently ---------------
+
+def _parts(draw: Callable[[DType], Value], dtype: DType) -> Value:
+    """``draw(dtype)``; for a complex dtype, ``draw`` of its part type twice, as the real and
+    the imaginary part."""
+    if not dtype.is_complex:
+        return draw(dtype)
+    return coreai.complex_(draw(dtype.real_dtype), draw(dtype.real_dtype))
+
+
+def _uniform(shape: Any, low: float = 0.0, high: float = 1.0, *, dtype: DType) -> Value:
+    """Uniforms in [low, high); on complex dtypes each part is (as torch's uniform_)."""
+    return _parts(lambda d: coreai.random_uniform(shape, low=low, high=high, dtype=d), dtype)
+
+
+def _normal_fill(shape: Any, mean: float = 0.0, std: float = 1.0, *, dtype: DType) -> Value:
+    """``mean + std * z``. On complex dtypes, as torch's normal_: each part is
+    N(mean, std**2 / 2) (so randn's complex values have variance 1)."""
+    part_std = std / math.sqrt(2.0) if dtype.is_complex else std
+    return _parts(lambda d: coreai.random_normal(shape, mean=mean, std=part_std, dtype=d), dtype)
+
+
 # -- factories ------------------------------------------------------------------------------------
 
 @reg("aten::rand.default", "aten::rand.generator")
 def aten_rand_default(size: list[int | Value], **options: Any) -> Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
-    return coreai.random_uniform(_size(size), dtype=result_dtype())
+    return _uniform(_size(size), dtype=result_dtype())
 
 
 @reg("aten::randn.default", "aten::randn.generator")
 def aten_randn_default(size: list[int | Value], **options: Any) -> Value:
     """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
-    return coreai.random_normal(_size(size), dtype=result_dtype())
+    return _normal_fill(_size(size), dtype=result_dtype())
 
 
 @reg("aten::rand_like.default", "aten::rand_like.generator")
 def aten_rand_like_default(self: Value, **options: Any) -> Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return coreai.random_uniform(shape_of(self), dtype=result_dtype())
+    return _uniform(shape_of(self), dtype=result_dtype())
 
 
 @reg("aten::randn_like.default", "aten::randn_like.generator")
 def aten_randn_like_default(self: Value, **options: Any) -> Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return coreai.random_normal(shape_of(self), dtype=result_dtype())
+    return _normal_fill(shape_of(self), dtype=result_dtype())
 
 
 @reg("aten::randint.default", "aten::randint.generator")
@@ -230,10 +256,12 @@ def aten_bernoulli_tensor(self: Value, p: Value, generator: Any = None) -> Value
 # -- normal and the functional samplers ----------------------------------------------------------
 
 def _normal(mean: Value | float, std: Value | float, shape: Any) -> Value:
-    """``mean + std * Z`` in float64, rounded once to the result dtype."""
-    z = coreai.random_normal(shape, dtype=F64)
-    m = cast_to(mean, F64)
-    s = cast_to(std, F64)
+    """``mean + std * Z`` in float64 (complex128 for a complex mean: Z's parts are then
+    N(0, 1/2), as torch's), rounded once to the result dtype."""
+    compute = DType.complex128 if result_dtype().is_complex else F64
+    z = _normal_fill(shape, dtype=compute)
+    m = cast_to(mean, compute)
+    s = cast_to(std, compute)
     return cast_to(coreai.broadcasting_add(m, coreai.broadcasting_mul(s, z)), result_dtype())
 
 
@@ -275,7 +303,7 @@ def aten_normal_float_float(mean: float, std: float, size: list[int | Value],
     ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None)
     -> Tensor"""
     _check_std(std)
-    return coreai.random_normal(_size(size), mean=mean, std=std, dtype=result_dtype())
+    return _normal_fill(_size(size), mean, std, dtype=result_dtype())
 
 
 @reg("aten::normal_functional.default")
@@ -284,7 +312,7 @@ def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 
     """normal_functional(Tensor self, float mean=0., float std=1., *,
     Generator? generator=None) -> Tensor"""
     _check_std(std)
-    return coreai.random_normal(shape_of(self), mean=mean, std=std, dtype=result_dtype())
+    return _normal_fill(shape_of(self), mean, std, dtype=result_dtype())
 
 
 @reg("aten::uniform.default")
@@ -293,7 +321,7 @@ def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0, gener
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     if not from_ <= to:
         raise ValueError(f"uniform expects from <= to, got from={from_}, to={to}")
-    return coreai.random_uniform(shape_of(self), low=from_, high=to, dtype=result_dtype())
+    return _uniform(shape_of(self), from_, to, dtype=result_dtype())
 
 
 @reg("aten::exponential.default")

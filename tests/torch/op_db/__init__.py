@@ -9,6 +9,8 @@ from tests.torch.op_db import (
     backward,
     complex,
     complex_data,
+    complex_nn,
+    complex_random,
     compression,
     control,
     counting,
@@ -30,7 +32,7 @@ from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (elementwise, reduction, shape, indexing, nn, symbolic, control, backward,
             compression, random, special, complex, fft, linalg, resample_ext, pooling_ext,
-            counting, tail, complex_data)
+            counting, tail, complex_data, complex_nn, complex_random)
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 
 COVERED_ELSEWHERE: dict[str, str] = {
