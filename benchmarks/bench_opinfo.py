@@ -18,8 +18,9 @@ rounded to float32, and the case records the reason. ``INVARIANTS`` lists OpInfo
 are not unique (eigenvectors up to a phase); they are checked by their defining identities.
 
 Run: ``python benchmarks/bench_opinfo.py [--limit N] [--ops abs,add] [--samples K]
-[--jobs N] [--timeout 20] [--json out.json] [--previous earlier.json]``. ``--samples K`` keeps
-each OpInfo's first K samples, a deterministic subset (sample generation is seeded per OpInfo).
+[--jobs N] [--timeout 20] [--json out.json] [--jsonl cases.jsonl] [--previous earlier.json]``.
+``--samples K`` keeps each OpInfo's first K samples, a deterministic subset (sample generation
+is seeded per OpInfo).
 Needs ``expecttest`` (torch's testing module imports it; it is in the ``test`` extra).
 """
 
@@ -413,6 +414,16 @@ def report(results: list[dict[str, Any]], n_ops: int) -> dict[str, Any]:
     return totals
 
 
+def _load_cases(path: Path) -> tuple[list[dict[str, Any]], set[str]]:
+    """The cases of a --json or --jsonl file and the OpInfos they cover."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        cases = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        cases = json.loads(text)["cases"]
+    return cases, {c["op"] for c in cases}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="first N OpInfos only")
@@ -422,9 +433,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=20, help="seconds per case")
     parser.add_argument("--json", default="", help="write per-case results here")
-    parser.add_argument("--previous", default="", help="a --json file of an earlier run: "
-                        "its cases of the OpInfos not run now are kept and reported too "
-                        "(re-run a few OpInfos of a long run after a fix)")
+    parser.add_argument("--jsonl", default="", help="append each OpInfo's cases here, one "
+                        "JSON line per case, as soon as it is done (watch or triage a long "
+                        "run while it runs; a stopped run keeps what it did)")
+    parser.add_argument("--previous", default="", help="a --json (or --jsonl) file of an "
+                        "earlier run: its cases of the OpInfos not run now are kept and "
+                        "reported too (re-run a few OpInfos of a long run after a fix)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -436,21 +450,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     _OPS[:] = ops
     tasks = [(i, args.samples, args.timeout) for i in range(len(ops))]
     results: list[dict[str, Any]] = []
-    if args.jobs > 1:
-        with multiprocessing.get_context("fork").Pool(args.jobs, maxtasksperchild=20) as pool:
-            for done, chunk in enumerate(pool.imap(_worker, tasks), 1):
-                results.extend(chunk)
-                _progress(done, len(tasks), chunk)
-    else:
-        for done, task in enumerate(tasks, 1):
-            results.extend(chunk := _worker(task))
-            _progress(done, len(tasks), chunk)
+    stream = open(args.jsonl, "a") if args.jsonl else None  # noqa: SIM115 (closed below)
+
+    def done_with(done: int, chunk: list[dict[str, Any]]) -> None:
+        results.extend(chunk)
+        _progress(done, len(tasks), chunk)
+        if stream is not None:
+            stream.writelines(json.dumps(c) + "\n" for c in chunk)
+            stream.flush()
+
+    try:
+        if args.jobs > 1:
+            with multiprocessing.get_context("fork").Pool(args.jobs,
+                                                          maxtasksperchild=20) as pool:
+                for done, chunk in enumerate(pool.imap(_worker, tasks), 1):
+                    done_with(done, chunk)
+        else:
+            for done, task in enumerate(tasks, 1):
+                done_with(done, _worker(task))
+    finally:
+        if stream is not None:
+            stream.close()
     n_ops = len(ops)
     if args.previous:
-        earlier = json.loads(Path(args.previous).read_text())
+        earlier_cases, earlier_ops = _load_cases(Path(args.previous))
         rerun = {op_label(op) for op in ops}
-        results = [c for c in earlier["cases"] if c["op"] not in rerun] + results
-        n_ops = max(n_ops, earlier["totals"]["opinfos"])
+        results = [c for c in earlier_cases if c["op"] not in rerun] + results
+        n_ops = len(rerun | earlier_ops)
     totals = report(results, n_ops)
     if args.json:
         Path(args.json).write_text(json.dumps({"totals": totals, "cases": results}, indent=1))
