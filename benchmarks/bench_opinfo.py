@@ -439,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--previous", default="", help="a --json (or --jsonl) file of an "
                         "earlier run: its cases of the OpInfos not run now are kept and "
                         "reported too (re-run a few OpInfos of a long run after a fix)")
+    parser.add_argument("--resume", action="store_true", help="with --previous: run only "
+                        "the OpInfos it lacks (continue a stopped --jsonl run)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -447,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         wanted = set(args.ops.split(","))
         ops = [op for op in ops if op.name in wanted or op_label(op) in wanted]
     ops = ops[:args.limit]
+    if args.resume and args.previous:
+        _, finished = _load_cases(Path(args.previous))
+        ops = [op for op in ops if op_label(op) not in finished]
     _OPS[:] = ops
     tasks = [(i, args.samples, args.timeout) for i in range(len(ops))]
     results: list[dict[str, Any]] = []
