@@ -101,7 +101,7 @@ def aten_gelu_default(self: Value, approximate: str = "none") -> Value:
 
 # -- binary ---------------------------------------------------------------------------------------
 
-def _mul(lhs: Value, rhs: Value) -> Value:
+def broadcasting_mul_or_and(lhs: Value, rhs: Value) -> Value:
     """lhs * rhs; on bool operands the logical and, as in torch."""
     if lhs.type.element_type is DType.bool:
         return coreai.broadcasting_and(lhs, rhs)
@@ -109,7 +109,7 @@ def _mul(lhs: Value, rhs: Value) -> Value:
 
 
 _ARITH: dict[str, Builder] = {
-    "mul": _mul, "maximum": coreai.broadcasting_maximum,
+    "mul": broadcasting_mul_or_and, "maximum": coreai.broadcasting_maximum,
     "minimum": coreai.broadcasting_minimum,
     "fmod": coreai.broadcasting_modulo, "remainder": coreai.broadcasting_remainder,
     "atan2": coreai.broadcasting_atan2, "bitwise_and": coreai.broadcasting_bitwise_and,
