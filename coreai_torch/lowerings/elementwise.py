@@ -108,8 +108,15 @@ def aten_gelu_default(self: Value, approximate: str = "none") -> Value:
 
 # -- binary ---------------------------------------------------------------------------------------
 
+def broadcasting_mul_or_and(lhs: Value, rhs: Value) -> Value:
+    """lhs * rhs; on bool operands the logical and, as in torch."""
+    if lhs.type.element_type is DType.bool:
+        return coreai.broadcasting_and(lhs, rhs)
+    return coreai.broadcasting_mul(lhs, rhs)
+
+
 _ARITH: dict[str, Builder] = {
-    "mul": coreai.broadcasting_mul, "maximum": coreai.broadcasting_maximum,
+    "mul": broadcasting_mul_or_and, "maximum": coreai.broadcasting_maximum,
     "minimum": coreai.broadcasting_minimum,
     "fmod": coreai.broadcasting_modulo, "remainder": coreai.broadcasting_remainder,
     "atan2": coreai.broadcasting_atan2, "bitwise_and": coreai.broadcasting_bitwise_and,
@@ -161,6 +168,11 @@ def _scaled(y: Value | float, alpha: float, dtype: DType) -> Value:
 def aten_add_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     dtype = result_dtype()
+    if dtype is DType.bool:  # torch: bool + bool is the logical or (alpha must be a bool)
+        other_b = cast_to(other, dtype)
+        if not alpha:
+            other_b = coreai.broadcasting_and(other_b, coreai.constant(False))
+        return coreai.broadcasting_or(cast_to(self, dtype), other_b)
     return coreai.broadcasting_add(cast_to(self, dtype), _scaled(other, alpha, dtype))
 
 

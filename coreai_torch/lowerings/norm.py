@@ -194,7 +194,8 @@ def aten_native_group_norm_default(input: Value, weight: Value | None, bias: Val
     groups = group
     c = static_sizes(x, [1], "group_norm channels")[0]
     per_group = c // groups
-    xg = reshape_lead(x, 1, [groups, per_group, -1])  # [N, G, C/G, HxW]
+    # [N, G, C/G, HxW]; -1 only for a symbolic HxW (it is ambiguous on an empty batch)
+    xg = reshape_lead(x, 1, [groups, per_group, HxW if isinstance(HxW, int) else -1])
     mean, var = _moments(xg, [2, 3])
     rstd = _rstd(var, eps)
     scale = rstd

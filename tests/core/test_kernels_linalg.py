@@ -171,3 +171,25 @@ def test_complex_ldl_hermitian_or_symmetric(seed, n, hermitian):
     (x,) = run_op(lambda f, p, r: coreai.ldl_solve(f, p, r, hermitian=hermitian), ld, piv, b)
     check_complex(x, torch.linalg.solve(torch.from_numpy(a), torch.from_numpy(b)),
                   tol(np.complex128, n))
+
+
+@given(seed=seeds, n=st.sampled_from([1, 2, 5]), complex_=st.booleans())
+def test_matrix_exp_of_a_large_norm_is_rounded_once(seed, n, complex_):
+    """Entries up to 9 (exp reaches ~1e5, as in torch's OpInfo samples): the float32 result
+    is the float64 one rounded, within an ulp of the exact value (mpmath, 30 digits); scipy's
+    float32 Pade evaluation was ~13 ulp off."""
+    import mpmath
+
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-9, 9, (n, n))
+    if complex_:
+        a = a + 1j * rng.uniform(-9, 9, (n, n))
+    a = a.astype(np.complex64 if complex_ else np.float32)
+    (got,) = run_op(coreai.matrix_exp, a)
+    with mpmath.workdps(30):
+        exact = np.array(mpmath.expm(mpmath.matrix(a.astype(np.complex128).tolist())).tolist(),
+                         dtype=np.complex128)
+    assert got.dtype == a.dtype
+    # one rounding of each part: half an ulp of the largest entry, plus float64's error
+    ulp = np.spacing(np.float32(np.abs(exact).max()))
+    assert np.abs(got.astype(np.complex128) - exact).max() <= ulp, (got, exact)

@@ -56,3 +56,27 @@ def test_compare_reports_each_kind_of_difference():
     assert "dtype" in bench.compare([same.astype(np.float64)], want, 1e-6, 1e-5, values=False)
     assert "shape" in bench.compare([same[:2]], want, 1e-6, 1e-5, values=False)
     assert "outputs" in bench.compare([same, same], want, 1e-6, 1e-5, values=True)
+
+
+def test_eig_invariants_accept_any_phase_and_reject_wrong_vectors():
+    bench = _load_bench()
+    a = torch.tensor([[2.0, 1.0, 0.0], [-1.0, 1.0, 3.0], [0.5, 0.0, -1.0]])
+    w, v = torch.linalg.eig(a)
+    want = [w, v]
+    phase = torch.exp(1j * torch.tensor([0.3, 2.0, -1.0]))  # another valid choice per column
+    rotated = [w.numpy(), (v * phase).numpy()]
+    assert bench._eig_invariants([a], rotated, want, 1.3e-6, 1e-5) == ""
+    assert bench.compare(rotated, want, 1.3e-6, 1e-5, values=True) != ""  # raw values differ
+    swapped = [w.numpy(), v.numpy()[:, [1, 0, 2]]]  # unit vectors of other eigenvalues
+    assert "A V - V diag(w)" in bench._eig_invariants([a], swapped, want, 1.3e-6, 1e-5)
+    scaled = [w.numpy(), 2 * v.numpy()]
+    assert "norms" in bench._eig_invariants([a], scaled, want, 1.3e-6, 1e-5)
+
+
+def test_float64_reference_is_recorded_with_its_reason(tmp_path):
+    bench = _load_bench()
+    out = tmp_path / "cases.json"
+    bench.main(["--ops", "matrix_exp", "--samples", "2", "--json", str(out)])
+    cases = json.loads(out.read_text())["cases"]
+    assert cases and all(c["outcome"] == "verified" for c in cases), cases
+    assert all(c["reference"].startswith("float64: torch's float32 matrix_exp") for c in cases)

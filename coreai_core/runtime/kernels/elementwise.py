@@ -19,7 +19,6 @@ import numpy as np
 import scipy.special
 
 from coreai_core._dtypes import DType
-from coreai_core.runtime.kernels import _special
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("elementwise")
@@ -176,11 +175,22 @@ UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "
                "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
                "coreai.relu": (np.maximum, "fi", 0)})
 
+def _erfinv(x: np.ndarray) -> np.ndarray:
+    """scipy's erfinv, keeping the sign of zero (erfinv is odd: erfinv(-0) = -0)."""
+    return np.where(x == 0, x, scipy.special.erfinv(x))
+
+
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """log|Gamma(x)|; +inf at -inf like torch (scipy's gammaln gives -inf there)."""
+    return np.where(x == -np.inf, np.inf, scipy.special.gammaln(x))
+
+
 for _op, _fn, _doc in [
     ("coreai.erf", scipy.special.erf, "Gauss error function (float64, rounded)."),
-    ("coreai.erfinv", _special.erfinv, "Inverse error function (float64, rounded)."),
-    ("coreai.lgamma", _special.lgamma, "log|Gamma(x)| (float64 Lanczos, rounded)."),
-    ("coreai.digamma", _special.digamma, "Digamma (float64 series, rounded)."),
+    ("coreai.erfinv", _erfinv, "Inverse error function (float64, rounded)."),
+    ("coreai.lgamma", _lgamma, "log|Gamma(x)| (float64, rounded)."),
+    ("coreai.digamma", scipy.special.psi,
+     "Digamma; -inf at +0, +inf at -0, NaN at the negative integers (float64, rounded)."),
 ]:
     _special_unary(_op, _fn, _doc)
 

@@ -123,6 +123,15 @@ add("aten::add.Tensor", lambda x, y, alpha: torch.add(x, y, alpha=alpha),
     st.builds(lambda s, a: Sample(s.args, {"alpha": a}),
               binary(st.sampled_from((torch.float32, torch.int64)), mixed=False),
               st.sampled_from((2, -1))), name="add.Tensor[alpha]")
+# bool + bool is the logical or, bool * bool the logical and (alpha is a bool there)
+add("aten::add.Tensor", lambda x, y, alpha: torch.add(x, y, alpha=alpha),
+    st.builds(lambda s, a: Sample(s.args, {"alpha": a}), binary(st.just(torch.bool)),
+              st.booleans()), name="add.Tensor[bool]")
+add("aten::add.Tensor", torch.add, binary(st.just(torch.bool), scalar=True),
+    name="add.Tensor[bool scalar]")
+add("aten::mul.Tensor", torch.mul, binary(st.just(torch.bool)), name="mul.Tensor[bool]")
+add("aten::mul.Tensor", torch.mul, binary(st.just(torch.bool), scalar=True),
+    name="mul.Tensor[bool scalar]")
 add("aten::sub.Tensor", lambda x, y, alpha: torch.sub(x, y, alpha=alpha),
     st.builds(lambda s, a: Sample(s.args, {"alpha": a}),
               binary(st.sampled_from((torch.float32, torch.int32)), mixed=False),

@@ -6,6 +6,7 @@ Pooling, resampling and attention entries live in ``_nn_pooling.py``, ``_nn_resa
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -362,12 +363,12 @@ def layer_norm_samples(draw: Any) -> Sample:
 
 
 @st.composite
-def group_norm_samples(draw: Any) -> Sample:
+def group_norm_samples(draw: Any, batch: st.SearchStrategy[int] | None = None) -> Sample:
     dtype = draw(FLOATS)
     groups = draw(st.integers(1, 3))
     c = groups * draw(st.integers(1, 3))
     spatial = tuple(draw(dim(5)) for _ in range(draw(st.integers(0, 3))))
-    x = draw(tensors((draw(dim(3)), c, *spatial), dtype))
+    x = draw(tensors((draw(batch or dim(3)), c, *spatial), dtype))
     w, b = _affine(draw, c, dtype)
     return Sample((x, w, b), {"num_groups": groups, "eps": draw(st.sampled_from((1e-5, 1e-2)))})
 
@@ -379,11 +380,13 @@ def layer_norm(x: torch.Tensor, w: Any, b: Any, normalized_shape: list[int],
 
 def group_norm(x: torch.Tensor, w: Any, b: Any, num_groups: int, eps: float) -> Any:
     n, c = x.shape[:2]
-    return aten.native_group_norm(x, w, b, n, c, x[0, 0].numel(), num_groups, eps)
+    return aten.native_group_norm(x, w, b, n, c, math.prod(x.shape[2:]), num_groups, eps)
 
 
 add("aten::native_layer_norm.default", layer_norm, layer_norm_samples(), **NORM_TOL)
 add("aten::native_group_norm.default", group_norm, group_norm_samples(), **NORM_TOL)
+add("aten::native_group_norm.default", group_norm, group_norm_samples(st.just(0)),
+    name="native_group_norm[empty batch]")
 
 
 # instance_norm is decomposed onto the batch norms above (its composite kernel updates the
