@@ -89,6 +89,20 @@ add("aten::gather.default", lambda x, dim, index: torch.gather(x, dim, index), _
 
 
 @st.composite
+def _gather_empty_index(draw: Any) -> Sample:
+    """An index with a zero-size dim, of any rank: torch checks nothing against it."""
+    x = draw(tensors(draw(shapes(1, 3)), draw(ANY)))
+    ishape = list(draw(shapes(1, 3)))
+    ishape[draw(st.integers(0, len(ishape) - 1))] = 0
+    index = torch.zeros(ishape, dtype=torch.int64)
+    return Sample((x, draw(st.integers(-x.dim(), x.dim() - 1)), index))
+
+
+add("aten::gather.default", lambda x, dim, index: torch.gather(x, dim, index),
+    _gather_empty_index(), name="gather[empty index]")
+
+
+@st.composite
 def _index_select(draw: Any) -> Sample:
     shape = draw(shapes(1, 3))
     axis = draw(st.integers(-len(shape), len(shape) - 1))
