@@ -326,6 +326,8 @@ def aten_unique_dim_default(self: Value, dim: int, sorted: bool = True,
     if not self.type.is_static:
         raise NotImplementedError("unique_dim needs a static shape")
     d = normalize_dim(dim, self.type.rank)
+    if self.type.shape[d] == 0:  # no slices: the input itself, no inverse, no counts
+        return self, _empty(_I64), _empty(_I64)
     moved = transpose(ordered(self), move_axes_perm(self.type.rank, d, 1, 0))
     shape = static_shape(moved, "unique_dim")
     rows = coreai.reshape(moved, [shape[0], int(np.prod(shape[1:], dtype=np.int64))])
