@@ -229,8 +229,72 @@ def _eig_invariants(inputs: list[torch.Tensor], got: Sequence[np.ndarray],
     return ""
 
 
+def _orthonormal_problem(q: np.ndarray, what: str, atol: float) -> str:
+    """Whether the columns of ``q`` [..., m, k] are orthonormal (to ``atol`` per entry)."""
+    gram = np.conj(np.swapaxes(q, -1, -2)) @ q
+    err = float(np.abs(gram - np.eye(q.shape[-1])).max()) if gram.size else 0.0
+    return f"{what}: columns off orthonormal by {err:.3g}" if err > 10 * atol else ""
+
+
+def _eigh_invariants(inputs: list[torch.Tensor], got: Sequence[np.ndarray],
+                     want: Sequence[torch.Tensor], rtol: float, atol: float) -> str:
+    """linalg.eigh: eigenvalues by value; eigenvectors (a sign per column, any basis of a
+    repeated eigenvalue's space) by A V = V diag(w) and orthonormal columns."""
+    problem = compare(got, want, rtol, atol, values=False) or \
+        compare(got[:1], want[:1], rtol, atol, values=True)
+    if problem or len(got) < 2 or got[1].size == 0:
+        return problem
+    a = to_numpy(inputs[0]).astype(np.complex128)
+
+    def hermitian(lower: bool) -> np.ndarray:  # the matrix eigh reads from one triangle
+        t = np.tril(a) if lower else np.triu(a)
+        return t + np.conj(np.swapaxes(np.tril(a, -1) if lower else np.triu(a, 1), -1, -2))
+
+    def residual(m: np.ndarray, w: np.ndarray, v: np.ndarray) -> float:
+        return float(np.abs(m @ v - v * w[..., None, :]).max())
+
+    # the sample's UPLO is not passed here: use the triangle torch's own result decomposes
+    tw, tv = (to_numpy(t).astype(np.complex128) for t in want[:2])
+    m = min((hermitian(True), hermitian(False)), key=lambda h: residual(h, tw.real, tv))
+    w, v = np.asarray(got[0]).astype(np.float64), np.asarray(got[1]).astype(np.complex128)
+    err = residual(m, w, v)
+    bound = atol + rtol * a.shape[-1] * float(np.abs(a).max())
+    if err > bound:
+        return f"output 1: |A V - V diag(w)| = {err:.3g} > {bound:.3g}"
+    return _orthonormal_problem(v, "output 1", atol)
+
+
+def _svd_invariants(conjugate_v: bool) -> Any:
+    """svd (U, S, V) / linalg.svd (U, S, Vh): singular values by value; singular vectors (a
+    sign or phase per pair, any basis of a repeated value's spaces) by orthonormal columns and
+    A = U[..., :k] diag(S) Vh[..., :k, :]."""
+    def check(inputs: list[torch.Tensor], got: Sequence[np.ndarray],
+              want: Sequence[torch.Tensor], rtol: float, atol: float) -> str:
+        problem = compare(got, want, rtol, atol, values=False) or \
+            compare(got[1:2], want[1:2], rtol, atol, values=True)
+        if problem or got[0].size == 0 or got[2].size == 0:
+            return problem
+        a = to_numpy(inputs[0]).astype(np.complex128)
+        u, s = np.asarray(got[0]).astype(np.complex128), np.asarray(got[1]).astype(np.float64)
+        vh = np.asarray(got[2]).astype(np.complex128)
+        if conjugate_v:  # torch.svd returns V
+            vh = np.conj(np.swapaxes(vh, -1, -2))
+        k = s.shape[-1]
+        rebuilt = (u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :]
+        residual = float(np.abs(rebuilt - a).max())
+        bound = atol + rtol * k * float(np.abs(a).max())
+        if residual > bound:
+            return f"|U diag(S) Vh - A| = {residual:.3g} > {bound:.3g}"
+        return _orthonormal_problem(u, "output 0", atol) or \
+            _orthonormal_problem(np.conj(np.swapaxes(vh, -1, -2)), "output 2", atol)
+
+    return check
+
+
 # OpInfos whose outputs are not unique: compared by invariants instead of raw values.
-INVARIANTS = {"linalg.eig": _eig_invariants}
+INVARIANTS = {"linalg.eig": _eig_invariants, "linalg.eigh": _eigh_invariants,
+              "svd": _svd_invariants(conjugate_v=True),
+              "linalg.svd": _svd_invariants(conjugate_v=False)}
 
 
 def run_sample(op: Any, index: int, sample: Any, timeout: int) -> dict[str, Any]:

@@ -73,6 +73,30 @@ def test_eig_invariants_accept_any_phase_and_reject_wrong_vectors():
     assert "norms" in bench._eig_invariants([a], scaled, want, 1.3e-6, 1e-5)
 
 
+def test_svd_and_eigh_invariants_accept_any_signs_and_reject_wrong_vectors():
+    bench = _load_bench()
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 3, generator=g)
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    flips = torch.tensor([1.0, -1.0, -1.0])  # another valid sign per singular pair
+    flipped = [(u * flips).numpy(), s.numpy(), (vh * flips[:, None]).numpy()]
+    svd = bench.INVARIANTS["linalg.svd"]
+    assert svd([a], flipped, [u, s, vh], 1.3e-6, 1e-5) == ""
+    assert bench.compare(flipped, [u, s, vh], 1.3e-6, 1e-5, values=True) != ""
+    half_flipped = [(u * flips).numpy(), s.numpy(), vh.numpy()]  # U and Vh no longer pair up
+    assert "U diag(S) Vh" in svd([a], half_flipped, [u, s, vh], 1.3e-6, 1e-5)
+    torch_svd = bench.INVARIANTS["svd"]  # torch.svd returns V, not Vh
+    assert torch_svd([a], [u.numpy(), s.numpy(), vh.mT.numpy()], [u, s, vh.mT],
+                     1.3e-6, 1e-5) == ""
+
+    h = a.mT @ a  # symmetric
+    w, v = torch.linalg.eigh(h)
+    eigh = bench.INVARIANTS["linalg.eigh"]
+    assert eigh([h], [w.numpy(), (v * flips).numpy()], [w, v], 1.3e-6, 1e-5) == ""
+    assert "A V - V diag(w)" in eigh([h], [w.numpy(), v.numpy()[:, [1, 0, 2]]], [w, v],
+                                     1.3e-6, 1e-5)
+
+
 def test_float64_reference_is_recorded_with_its_reason(tmp_path):
     bench = _load_bench()
     out = tmp_path / "cases.json"
