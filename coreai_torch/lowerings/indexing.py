@@ -172,10 +172,10 @@ def _at_least_1d(*values: Value) -> list[Value]:
 @reg("aten::gather.default")
 def aten_gather_default(self: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    shape = index.type.shape
-    if 0 in shape and all(isinstance(d, int) for d in shape):
+    sizes = index.type.static_shape
+    if sizes is not None and 0 in sizes:
         # torch checks nothing against an empty index (not even its rank): an empty result
-        return coreai.constant(np.zeros(shape, self.type.element_type.numpy))
+        return coreai.constant(np.zeros(sizes, self.type.element_type.numpy))
     index = int64(index)
     scalar = index.type.rank == 0
     x, index = _at_least_1d(self, index)
