@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
+
 from coreai_core import CoreAIError, DType, Program, RuntimeInputError
 from coreai_core.runtime import to_array
 from coreai_torch._cli_io import (
@@ -68,7 +70,7 @@ def _convert(ep: Any, optimize: bool) -> Any:
 def _save(program: Program, out: Path) -> None:
     try:
         program.save(out)
-    except (OSError, CoreAIError) as e:  # e.g. a non-artifact folder in the way, a full disk
+    except (OSError, ValueError, CoreAIError) as e:  # a non-artifact folder in the way, ...
         raise CliError(f"{out}: cannot save the program ({one_line(str(e))})") from e
 
 
@@ -98,6 +100,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _to_torch(a: np.ndarray) -> Any:
+    """``a`` as a torch tensor (torch reads no ml_dtypes array: bfloat16 goes via float32)."""
+    import torch
+
+    wide = storable(a)
+    tensor = torch.from_numpy(np.ascontiguousarray(wide))
+    return tensor if wide is a else tensor.to(DType.of(a.dtype).torch)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from coreai_torch import verify
 
@@ -109,7 +120,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     program = load_program(args.program) if args.program else _convert(ep, True)
     inputs: Any
     if data is not None:
-        inputs = bind_inputs(program, args.entrypoint, data, args.inputs)
+        inputs = {name: _to_torch(a)
+                  for name, a in bind_inputs(program, args.entrypoint, data, args.inputs).items()}
     else:
         inputs = list(example or ())
         names = entry_graph(program, args.entrypoint).input_names

@@ -161,9 +161,8 @@ def test_outputs_named_like_savez_parameters_and_types_npz_lacks(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     program = Program()
     with program.graph("main", inputs={"x": TensorType((3,), "bfloat16")}) as g:
-        x = g["x"]
-        g.outputs({"file": coreai.cast(x, "float32"),
-                   "allow_pickle": coreai.broadcasting_add(x, x)})
+        g.outputs({"file": coreai.cast(g["x"], "float32"),
+                   "allow_pickle": coreai.broadcasting_add(g["x"], g["x"])})
     program.save(tmp_path / "prog")
     x = np.array([1.0, 2.5, -3.0], np.float32)  # exact in bfloat16
     np.savez(tmp_path / "in.npz", x=x)
@@ -489,4 +488,35 @@ def test_ctrl_c_signal(saved: dict[str, Any], tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == ExitCode.INTERRUPTED
     assert done.stderr == "coreai-torch run: interrupted\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_verify_a_bfloat16_model_from_float32_inputs(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2).to(torch.bfloat16)
+    x = torch.randn(3, 4).to(torch.bfloat16)
+    torch.export.save(torch.export.export(model, (x,)), str(tmp_path / "m.pt2"))
+    assert main(["convert", str(tmp_path / "m.pt2"), "-o", str(tmp_path / "prog")]) == 0
+    # nn.Linear names its input "input"; .npz has no bfloat16: float32, exact
+    np.savez(tmp_path / "in.npz", input=x.float().numpy())
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "m.pt2"), str(tmp_path / "prog"),
+                 "--inputs", str(tmp_path / "in.npz"), "--rtol", "1e-2", "--atol", "1e-2"]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_a_failing_run_exits_3_and_writes_nothing(saved: dict[str, Any], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(Program, "run", broken)
+    argv = ["run", saved["prog"], "--inputs", saved["inputs"], "--outputs", str(tmp_path / "r.npz")]
+    assert main(argv) == ExitCode.FAILED
+    assert error_line(capsys) == "coreai-torch run: error: RuntimeError: boom; second line"
+    assert main(["--traceback", *argv]) == ExitCode.FAILED  # for a bug report
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("error: RuntimeError: boom; second line\n")
     assert os.listdir(tmp_path) == []
