@@ -113,11 +113,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from coreai_torch import verify
 
     data = load_arrays(args.inputs) if args.inputs else None
+    given = load_program(args.program) if args.program else None
     ep = load_exported_program(args.model)
     example = ep.example_inputs[0] if getattr(ep, "example_inputs", None) else None
     if data is None and example is None:
         raise CliError(f"{args.model} holds no example inputs; pass --inputs inputs.npz")
-    program = load_program(args.program) if args.program else _convert(ep, True)
+    program = given if given is not None else _convert(ep, True)
     inputs: Any
     if data is not None:
         inputs = {name: _to_torch(a)
@@ -274,6 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bad_input(e: Exception) -> str:
+    """One line for a problem the user can fix: a file that cannot be used, bad inputs, ..."""
+    if isinstance(e, OSError) and e.strerror:  # e.g. a name too long for the file system
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    return one_line(str(e))
+
+
 def _failure(e: Exception) -> str:
     """One line for an error raised by the work itself (conversion, a kernel, ...)."""
     if isinstance(e, UnsupportedOpsError):
@@ -305,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except (CliError, RuntimeInputError) as e:  # the runtime checks inputs before running
-        _print_error(prefix, one_line(str(e)), args.traceback)
+    except (CliError, RuntimeInputError, OSError) as e:  # inputs are checked before running
+        _print_error(prefix, _bad_input(e), args.traceback)
         return ExitCode.BAD_INPUT
     except Exception as e:  # a clear one-line message instead of a traceback
         _print_error(prefix, _failure(e), args.traceback)

@@ -520,3 +520,15 @@ def test_a_failing_run_exits_3_and_writes_nothing(saved: dict[str, Any], tmp_pat
     err = capsys.readouterr().err
     assert err.startswith("Traceback") and err.endswith("error: RuntimeError: boom; second line\n")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_name_too_long_for_the_file_system(saved: dict[str, Any], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    name = str(tmp_path / ("a" * 5000 + ".npz"))
+    assert main(["run", saved["prog"], "--inputs", name,
+                 "--outputs", str(tmp_path / "r.npz")]) == ExitCode.BAD_INPUT
+    assert error_line(capsys).endswith(".npz: File name too long")
+    assert main(["run", saved["prog"], "--inputs", saved["inputs"],
+                 "--outputs", name]) == ExitCode.BAD_INPUT
+    assert error_line(capsys).endswith(".npz: File name too long")
+    assert os.listdir(tmp_path) == []
