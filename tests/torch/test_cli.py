@@ -143,7 +143,7 @@ def test_run_takes_an_npy_for_a_one_input_program(saved: dict[str, Any], tmp_pat
                                rtol=1e-5, atol=1e-6)
 
 
-def test_force_replaces_outputs_atomically(saved: dict[str, Any], tmp_path: Path) -> None:
+def test_force_replaces_existing_outputs(saved: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "r.npz"
     out.write_bytes(b"old")
     prog = tmp_path / "prog"
@@ -532,3 +532,19 @@ def test_a_name_too_long_for_the_file_system(saved: dict[str, Any], tmp_path: Pa
                  "--outputs", name]) == ExitCode.BAD_INPUT
     assert error_line(capsys).endswith(".npz: File name too long")
     assert os.listdir(tmp_path) == []
+
+
+def test_an_interrupted_replacement_keeps_the_old_outputs(
+        saved: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "r.npz"
+    out.write_bytes(b"old results")
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the new archive is half written
+
+    monkeypatch.setattr(np.lib.format, "write_array", interrupted)
+    assert main(["run", saved["prog"], "--inputs", saved["inputs"], "--outputs", str(out),
+                 "--force"]) == ExitCode.INTERRUPTED
+    assert error_line(capsys) == "coreai-torch run: interrupted"
+    assert out.read_bytes() == b"old results" and os.listdir(tmp_path) == ["r.npz"]
