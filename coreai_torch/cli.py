@@ -1,7 +1,7 @@
-"""The ``coreai-torch`` command line: convert, run, verify, inspect, ops, demo.
+"""The coreai-torch command line: convert, run, verify, inspect, ops, demo.
 
 Exit codes: 0 success; 1 the check failed (verify, demo: results differ; ops: no op matches);
-2 bad command line or files (nothing was run); 3 converting or running failed;
+2 bad command line, files or inputs (see the error line); 3 converting or running failed;
 130 interrupted (Ctrl-C).
 """
 
@@ -47,7 +47,7 @@ class ExitCode(enum.IntEnum):
 
     OK = 0
     CHECK_FAILED = 1  # verify/demo: results differ; ops: nothing matches the filter
-    BAD_INPUT = 2  # command line, files or inputs: fix them and retry; nothing was run
+    BAD_INPUT = 2  # command line, files or inputs: fix them and retry
     FAILED = 3  # conversion or execution raised (unsupported op, kernel error, a bug)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
