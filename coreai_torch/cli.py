@@ -1,58 +1,60 @@
-"""The ``coreai-torch`` command line: convert, run, verify, inspect, ops, demo."""
+"""The coreai-torch command line: convert, run, verify, inspect, ops, demo.
+
+Exit codes: 0 success; 1 the check failed (verify, demo: results differ; ops: no op matches);
+2 bad command line, files or inputs (see the error line); 3 converting or running failed;
+130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import argparse
+import enum
+import math
+import shutil
 import sys
 import time
+import traceback
 import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+
+from coreai_core import CoreAIError, DType, Program, RuntimeInputError
+from coreai_core.runtime import to_array
+from coreai_torch._cli_io import (
+    CliError,
+    bind_inputs,
+    entry_graph,
+    load_arrays,
+    load_exported_program,
+    load_program,
+    one_line,
+    output_path,
+    replacing,
+    storable,
+    write_npz,
+)
+from coreai_torch.errors import UnsupportedOpsError
+
+__all__ = ["CliError", "ExitCode", "build_parser", "main"]
+
+
+class ExitCode(enum.IntEnum):
+    """The exit codes of ``coreai-torch`` (documented in docs/cli.md)."""
+
+    OK = 0
+    CHECK_FAILED = 1  # verify/demo: results differ; ops: nothing matches the filter
+    BAD_INPUT = 2  # command line, files or inputs: fix them and retry
+    FAILED = 3  # conversion or execution raised (unsupported op, kernel error, a bug)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
 
 # torch.export prints this FutureWarning on every export from its own internals; a CLI user can
 # do nothing about it (pyproject's pytest filterwarnings silences the same message in tests)
 TORCH_EXPORT_NOISE = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
-
-
-class CliError(Exception):
-    """A user-facing error: printed without a traceback, exit code 2."""
-
-
-def _load_ep(path: str) -> Any:
-    import torch
-
-    p = Path(path)
-    if not p.is_file():
-        raise CliError(f"{path}: no such file (expected a torch.export.save .pt2 file)")
-    try:
-        return torch.export.load(str(p))
-    except Exception as e:  # torch raises many types for a bad archive
-        raise CliError(f"{path}: not a torch.export program ({type(e).__name__}: {e})") from e
-
-
-def _load_program(path: str) -> Any:
-    from coreai_core import load
-
-    if not Path(path).exists():
-        raise CliError(f"{path}: no such program (expected a folder written by `convert`)")
-    try:
-        return load(path)
-    except Exception as e:
-        raise CliError(f"{path}: cannot load program ({type(e).__name__}: {e})") from e
-
-
-def _load_npz(path: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise CliError(f"{path}: not a valid .npz file ({e})") from e
 
 
 def _convert(ep: Any, optimize: bool) -> Any:
@@ -65,48 +67,84 @@ def _convert(ep: Any, optimize: bool) -> Any:
     return program
 
 
+def _save(program: Program, out: Path) -> None:
+    try:
+        program.save(out)
+    except (OSError, ValueError, CoreAIError) as e:  # a non-artifact folder in the way, ...
+        raise CliError(f"{out}: cannot save the program ({one_line(str(e))})") from e
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
-    ep = _load_ep(args.model)
+    out = output_path(args.output, suffix=None, force=args.force, folder=True)
+    ep = load_exported_program(args.model)
     t0 = time.perf_counter()
     program = _convert(ep, not args.no_optimize)
-    program.save(args.output)
-    print(f"converted {args.model} -> {args.output} in {time.perf_counter() - t0:.2f}s "
+    _save(program, out)
+    print(f"converted {args.model} -> {out} in {time.perf_counter() - t0:.2f}s "
           f"({sum(len(g.ops) for g in program.graphs.values())} ops)")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    program = _load_program(args.program)
-    inputs = _load_npz(args.inputs)
+    out = output_path(args.outputs, suffix=".npz", force=args.force)
+    data = load_arrays(args.inputs)
+    program = load_program(args.program)
+    inputs = bind_inputs(program, args.entrypoint, data, args.inputs)
     outputs = program.run(inputs, entrypoint=args.entrypoint)
-    np.savez(args.outputs, **outputs)
+    stored = {name: storable(value) for name, value in outputs.items()}
+    write_npz(out, stored)
     for name, value in outputs.items():
-        print(f"{name}: {value.dtype}{list(value.shape)}")
-    return 0
+        note = "" if stored[name] is value else f" (stored as {stored[name].dtype})"
+        print(f"{name}: {DType.of(value.dtype)}{list(value.shape)}{note}")
+    print(f"outputs written to {out}")
+    return ExitCode.OK
+
+
+def _to_torch(a: np.ndarray) -> Any:
+    """``a`` as a torch tensor (torch reads no ml_dtypes array: bfloat16 goes via float32)."""
+    import torch
+
+    wide = storable(a)
+    tensor = torch.from_numpy(np.ascontiguousarray(wide))
+    return tensor if wide is a else tensor.to(DType.of(a.dtype).torch)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    import torch
-
     from coreai_torch import verify
 
-    ep = _load_ep(args.model)
-    program = _load_program(args.program) if args.program else _convert(ep, True)
-    if args.inputs:
-        data = _load_npz(args.inputs)
-        inputs = [torch.from_numpy(data[n]) for n in program.input_names]
+    data = load_arrays(args.inputs) if args.inputs else None
+    given = load_program(args.program) if args.program else None
+    ep = load_exported_program(args.model)
+    example = ep.example_inputs[0] if getattr(ep, "example_inputs", None) else None
+    if data is None and example is None:
+        raise CliError(f"{args.model} holds no example inputs; pass --inputs inputs.npz")
+    program = given if given is not None else _convert(ep, True)
+    inputs: Any
+    if data is not None:
+        inputs = {name: _to_torch(a)
+                  for name, a in bind_inputs(program, args.entrypoint, data, args.inputs).items()}
     else:
-        example = ep.example_inputs[0] if getattr(ep, "example_inputs", None) else None
-        if example is None:
-            raise CliError("the .pt2 file has no example inputs; pass --inputs inputs.npz")
-        inputs = list(example)
-    report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol)
+        inputs = list(example or ())
+        names = entry_graph(program, args.entrypoint).input_names
+        if len(inputs) != len(names):
+            raise CliError(f"{args.model} holds {len(inputs)} example inputs but the program "
+                           f"takes {names}; pass --inputs inputs.npz")
+        bind_inputs(program, args.entrypoint,
+                    {n: to_array(x) for n, x in zip(names, inputs, strict=True)},
+                    f"{args.model}'s example inputs")
+    report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol, entrypoint=args.entrypoint)
     print(report)
-    return 0 if report.passed else 1
+    return ExitCode.OK if report.passed else ExitCode.CHECK_FAILED
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    program = _load_program(args.program)
+    graph_out = None
+    if args.graph:
+        graph_out = output_path(args.graph, suffix=".svg", force=args.force)
+        if shutil.which("dot") is None:
+            raise CliError("--graph needs Graphviz's `dot` on PATH (e.g. `apt-get install "
+                           "graphviz`); without it, leave out --graph")
+    program = load_program(args.program)
     for name, g in program.graphs.items():
         print(f"entrypoint @{name}")
         for k, v in g.inputs.items():
@@ -119,24 +157,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  {sum(hist.values())} ops:")
         for op, n in hist.most_common():
             print(f"    {n:6d}  {op}")
-    nbytes = sum(t.numel * t.element_type.itemsize for t in program.weight_types.values())
+    nbytes = sum((t.numel or 0) * t.element_type.itemsize for t in program.weight_types.values())
     print(f"weights: {len(program.weights)} tensors, {nbytes / 1e6:.2f} MB")
-    if args.graph:
+    if graph_out is not None:
         from coreai_core.draw import render_svg
 
-        render_svg(program, args.graph)
-        print(f"graph drawn to {args.graph}")
-    return 0
+        with replacing(graph_out) as tmp:
+            render_svg(program, str(tmp))
+        print(f"graph drawn to {graph_out}")
+    return ExitCode.OK
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
     from coreai_torch import TorchConverter
 
-    names = TorchConverter().supported_ops()
-    for name in names:
-        if not args.filter or args.filter in name:
-            print(name)
-    return 0
+    names = [n for n in TorchConverter().supported_ops() if args.filter in n]
+    if not names:
+        print(f"coreai-torch ops: no supported op contains {args.filter!r}", file=sys.stderr)
+        return ExitCode.CHECK_FAILED
+    print("\n".join(names))
+    return ExitCode.OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -163,36 +203,71 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{report.iterations} iteration(s))")
     print(f"  run + verify        {t4 - t3:7.2f}s")
     print(result)
-    return 0 if result.passed else 1
+    return ExitCode.OK if result.passed else ExitCode.CHECK_FAILED
+
+
+class _UsageError(CliError):
+    """A malformed command line, reported for the (sub)command whose parser saw it."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        self.prog = prog
+        super().__init__(f"{message} (see `{prog} --help`)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised (one line, exit 2) instead of printed with usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self.prog, message)
+
+
+def _tolerance(text: str) -> float:
+    """A tolerance option: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="coreai-torch", description=__doc__)
+    parser = _Parser(prog="coreai-torch", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an error, also print the Python traceback (for bug reports)")
     sub = parser.add_subparsers(dest="command", required=True)
+    force_help = "replace the output if it exists (atomically)"
     p = sub.add_parser("convert", help="convert a torch.export .pt2 file to a Core AI program")
-    p.add_argument("model")
+    p.add_argument("model", help=".pt2 file written by torch.export.save")
     p.add_argument("-o", "--output", required=True, help="output program folder")
     p.add_argument("--no-optimize", action="store_true")
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_convert)
     p = sub.add_parser("run", help="run a converted program on inputs from an .npz file")
     p.add_argument("program")
-    p.add_argument("--inputs", required=True)
-    p.add_argument("--outputs", required=True)
+    p.add_argument("--inputs", required=True,
+                   help=".npz with one array per input name (.npy for a one-input program)")
+    p.add_argument("--outputs", required=True, help=".npz file to write the outputs to")
     p.add_argument("--entrypoint", default="main")
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("verify", help="compare a program (or a fresh conversion) with torch")
     p.add_argument("model", help=".pt2 file")
     p.add_argument("program", nargs="?", help="converted program folder (default: convert now)")
-    p.add_argument("--inputs", help=".npz with one array per program input")
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--inputs", help=".npz with one array per program input (.npy for one)")
+    p.add_argument("--rtol", type=_tolerance, default=1e-3)
+    p.add_argument("--atol", type=_tolerance, default=1e-4)
+    p.add_argument("--entrypoint", default="main")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("inspect", help="op histogram, inputs/outputs and weight bytes")
     p.add_argument("program")
     p.add_argument("--graph", help="draw the graph to this .svg (needs Graphviz's dot)")
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_inspect)
     p = sub.add_parser("ops", help="list the supported ops")
-    p.add_argument("--filter", default="")
+    p.add_argument("--filter", default="", help="only the ops whose name contains this")
     p.set_defaults(fn=cmd_ops)
     p = sub.add_parser("demo", help="export, convert, optimize, run and verify an example model")
     p.add_argument("--model", default="convnet", choices=["convnet", "transformer"])
@@ -200,18 +275,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bad_input(e: Exception) -> str:
+    """One line for a problem the user can fix: a file that cannot be used, bad inputs, ..."""
+    if isinstance(e, OSError) and e.strerror:  # e.g. a name too long for the file system
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    return one_line(str(e))
+
+
+def _failure(e: Exception) -> str:
+    """One line for an error raised by the work itself (conversion, a kernel, ...)."""
+    if isinstance(e, UnsupportedOpsError):
+        ops = ", ".join(f"{op.qualified_name} ({op.count}x, e.g. node {op.example_node!r}"
+                        + (f" at {op.source})" if op.source else ")") for op in e.ops)
+        return (f"{len(e.ops)} op(s) have no lowering: {ops}; register lowerings on a "
+                f"TorchConverter in Python (docs/custom-op-lowering.md)")
+    return f"{type(e).__name__}: {one_line(str(e))}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Every error is one line on stderr, ``coreai-torch <command>: error: ...``, with the
+    exit codes of :class:`ExitCode` (see docs/cli.md).
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageError as e:
+        print(f"{e.prog}: error: {e}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else ExitCode.BAD_INPUT
+    prefix = f"coreai-torch {args.command}"
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=TORCH_EXPORT_NOISE, category=FutureWarning)
-            return args.fn(args)
-    except CliError as e:
-        print(f"coreai-torch {args.command}: error: {e}", file=sys.stderr)
-        return 2
+            return int(args.fn(args))
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except (CliError, RuntimeInputError, OSError) as e:  # inputs are checked before running
+        _print_error(prefix, _bad_input(e), args.traceback)
+        return ExitCode.BAD_INPUT
     except Exception as e:  # a clear one-line message instead of a traceback
-        print(f"coreai-torch {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        _print_error(prefix, _failure(e), args.traceback)
+        return ExitCode.FAILED
+
+
+def _print_error(prefix: str, message: str, with_traceback: bool) -> None:
+    if with_traceback:
+        traceback.print_exc(file=sys.stderr)
+    print(f"{prefix}: error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from torch.export.graph_signature import InputKind
 
 from coreai_core import Program, Value
 from coreai_core.optimizer import InlineCompositesPass
-from coreai_core.runtime import run_graph_collect
+from coreai_core.runtime import run_graph_collect, to_array
 from coreai_torch._locations import describe
 from coreai_torch._table import qualified_name
 from coreai_torch.externalize import CALL_MODULE, external_program
@@ -151,13 +151,14 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
 
 
 def _inputs_for(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
+    # to_array keeps each input's dtype (bfloat16 included), as the program expects it
     names = program.graphs[entrypoint].input_names
     if isinstance(inputs, Mapping):
-        return {k: _to_numpy(v) for k, v in inputs.items()}
+        return {k: to_array(v) for k, v in inputs.items()}
     inputs = inputs if isinstance(inputs, (list, tuple)) else (inputs,)
     if len(inputs) != len(names):
         raise ValueError(f"got {len(inputs)} inputs, the program takes {names}")
-    return {n: _to_numpy(v) for n, v in zip(names, inputs, strict=True)}
+    return {n: to_array(v) for n, v in zip(names, inputs, strict=True)}
 
 
 def _torch_args(inputs: Any) -> tuple[Any, ...]:

@@ -1,11 +1,7 @@
-"""verify(), the first-divergence and NaN finders, pictures, and the CLI."""
+"""verify(), the first-divergence and NaN finders, pictures (the CLI: test_cli.py)."""
 
 from __future__ import annotations
 
-import re
-import warnings
-
-import numpy as np
 import pytest
 import torch
 
@@ -15,10 +11,8 @@ from coreai_torch import (
     TorchConverter,
     find_first_divergence,
     find_first_nonfinite,
-    get_decomp_table,
     verify,
 )
-from coreai_torch.cli import TORCH_EXPORT_NOISE, main
 from coreai_torch.examples import example
 from coreai_torch.utils import get_operand
 from tests.torch.harness import export
@@ -145,61 +139,6 @@ def test_pictures() -> None:
     assert 'label="features (' in collapsed and len(collapsed) < len(dot)
     mermaid = program.to_mermaid(collapse=1)
     assert mermaid.startswith("flowchart TD") and "features (" in mermaid
-
-
-def test_cli_convert_run_inspect_verify(tmp_path, capsys) -> None:
-    model, x, _ep = _setup()
-    pt2 = tmp_path / "model.pt2"
-    torch.export.save(torch.export.export(model, (x,)), str(pt2))
-    out = tmp_path / "prog"
-    assert main(["convert", str(pt2), "-o", str(out)]) == 0
-    np.savez(tmp_path / "in.npz", x=x.numpy())
-    assert main(["run", str(out), "--inputs", str(tmp_path / "in.npz"),
-                 "--outputs", str(tmp_path / "out.npz")]) == 0
-    with np.load(tmp_path / "out.npz") as got:
-        (value,) = [got[k] for k in got.files]
-    np.testing.assert_allclose(value, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
-    assert main(["inspect", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "input  x: tensor<4x6xf32>" in text and "weights: 4 tensors" in text
-    assert main(["verify", str(pt2), str(out), "--inputs", str(tmp_path / "in.npz")]) == 0
-    assert "PASS" in capsys.readouterr().out
-    assert main(["ops", "--filter", "aten::relu"]) == 0
-    assert "aten::relu.default" in capsys.readouterr().out
-
-
-def test_cli_bad_input_gives_clear_errors(tmp_path, capsys) -> None:
-    assert main(["convert", str(tmp_path / "missing.pt2"), "-o", str(tmp_path / "o")]) == 2
-    assert "no such file" in capsys.readouterr().err
-    bad = tmp_path / "bad.pt2"
-    bad.write_bytes(b"not a zip")
-    assert main(["convert", str(bad), "-o", str(tmp_path / "o")]) == 2
-    assert "not a torch.export program" in capsys.readouterr().err
-    assert main(["run", str(tmp_path / "nope"), "--inputs", "a.npz", "--outputs", "b.npz"]) == 2
-    with pytest.raises(SystemExit):
-        main(["frobnicate"])
-
-
-def test_cli_demo(capsys) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "PASS" in out and "convnet" in out
-
-
-def test_cli_hides_torch_exports_future_warning(tmp_path) -> None:
-    """torch.export's own FutureWarning is not shown to CLI users (demo, convert)."""
-    model, x, _ep = _setup()
-    pt2 = tmp_path / "model.pt2"
-    torch.export.save(torch.export.export(model, (x,)), str(pt2))
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")  # undo pytest's filter for this message
-        torch.export.export(model, (x,)).run_decompositions(get_decomp_table())
-        assert any(re.search(TORCH_EXPORT_NOISE, str(w.message)) for w in seen), \
-            "torch no longer warns: drop TORCH_EXPORT_NOISE from the CLI"
-        seen.clear()
-        assert main(["demo"]) == 0
-        assert main(["convert", str(pt2), "-o", str(tmp_path / "prog")]) == 0
-    assert [str(w.message) for w in seen if issubclass(w.category, FutureWarning)] == []
 
 
 def test_fx_names_survive_optimization() -> None:
