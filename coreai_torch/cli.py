@@ -90,6 +90,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     from coreai_torch import verify
 
+    if args.check_passes:
+        return verify_passes(args)
     ep = _load_ep(args.model)
     program = _load_program(args.program) if args.program else _convert(ep, True)
     if args.inputs:
@@ -103,6 +105,47 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol)
     print(report)
     return 0 if report.passed else 1
+
+
+def verify_passes(args: argparse.Namespace) -> int:
+    """``verify --check-passes``: optimize a fresh conversion with a check after every pass on
+    the inputs (``--inputs``, else the file's example inputs, else random ones); exit code 1
+    names the first bad pass, rewrite, op and location. Then verify the result with torch."""
+    import torch
+
+    from coreai_core.optimizer import Check, OptimizationMismatchError
+    from coreai_torch import verify
+
+    if args.program:
+        raise CliError("--check-passes checks the optimizer on a fresh conversion; "
+                       "drop the program folder argument")
+    ep = _load_ep(args.model)
+    program = _convert(ep, False)
+    names = program.input_names
+    given: dict[str, np.ndarray] | None = None
+    if args.inputs:
+        data = _load_npz(args.inputs)
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise CliError(f"{args.inputs}: no array for the program inputs {missing}")
+        given = {n: data[n] for n in names}
+    elif getattr(ep, "example_inputs", None):
+        given = {n: t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+                 for n, t in zip(names, ep.example_inputs[0], strict=True)}
+    try:
+        report = program.optimize(check=Check(inputs=given, rtol=args.rtol, atol=args.atol))
+    except OptimizationMismatchError as e:
+        print(e.report)
+        return 1
+    assert report.validation is not None  # a checked optimize always has one
+    print(report.validation)
+    if given is None:
+        print("no inputs to compare with torch (pass --inputs)")
+        return 0
+    result = verify(ep, program, [torch.from_numpy(given[n]) for n in names],
+                    rtol=args.rtol, atol=args.atol)
+    print(result)
+    return 0 if result.passed else 1
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -186,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help=".npz with one array per program input")
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--check-passes", action="store_true",
+                   help="optimize a fresh conversion with a check after every pass and name "
+                        "the first pass and rewrite that changes the results")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("inspect", help="op histogram, inputs/outputs and weight bytes")
     p.add_argument("program")

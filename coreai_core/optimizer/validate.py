@@ -67,8 +67,9 @@ _MARK = "__coreai_validate_culprit__"
 class Check:
     """How a checked ``optimize`` checks each pass.
 
-    - ``inputs``: the default entrypoint's inputs by name; None draws random inputs from the
-      input types (:func:`random_inputs`). Other entrypoints always run on random inputs.
+    - ``inputs``: the inputs of ``entrypoint`` (the default entrypoint when None) by name;
+      None draws random inputs from the input types (:func:`random_inputs`). Other
+      entrypoints run on random inputs.
     - ``rtol``, ``atol``: an output passes when its max abs error is at most
       ``atol + rtol * max|reference|`` (see ``compare_arrays``).
     - ``seed``: seeds the random inputs and the program's random ops.
@@ -84,6 +85,7 @@ class Check:
     dims: Mapping[str, int] = attrs.field(factory=dict)
     entrypoints: Sequence[str] | None = None
     bisect: bool = True
+    entrypoint: str | None = None
 
     @classmethod
     def of(cls, check: Check | bool | Mapping[str, Any]) -> Check:
@@ -236,7 +238,7 @@ class PassChecker:
         if unknown:
             raise KeyError(f"check: no entrypoint {unknown}; the program has "
                            f"{list(program.graphs)}")
-        default = _default_entrypoint(program)
+        default = check.entrypoint or _default_entrypoint(program)
         self.inputs = {
             n: (dict(check.inputs) if n == default and check.inputs is not None
                 else random_inputs(program, n, seed=check.seed, dims=check.dims))
