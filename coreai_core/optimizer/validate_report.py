@@ -187,13 +187,14 @@ class ValidationReport:
         for c in self.checks:
             worst = c.worst
             if not c.changed:
-                detail = "unchanged"
-            elif worst is None:
-                detail = "nothing to compare"
-            else:
-                detail = f"max abs {worst.max_abs:.3g}, max rel {worst.max_rel:.3g} ({worst.name})"
+                continue
+            detail = ("nothing to compare" if worst is None else
+                      f"max abs {worst.max_abs:.3g}, max rel {worst.max_rel:.3g} ({worst.name})")
             mark = "ok" if c.passed else "FAIL"
             lines.append(f"  {c.pass_name:<20} iteration {c.iteration}  {mark:<4}  {detail}")
+        unchanged = sum(1 for c in self.checks if not c.changed)
+        if unchanged:
+            lines.append(f"  ({unchanged} pass runs changed nothing: nothing to check)")
         if self.culprit is not None:
             lines.append(str(self.culprit))
         return "\n".join(lines)
