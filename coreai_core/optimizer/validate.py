@@ -1,8 +1,8 @@
 """Translation validation: the optimizer checked after each pass, and bisected to one rewrite.
 
-``program.optimize(check=...)`` runs the pipeline as usual and, after every pass run that
-changed the program, runs it on the check's inputs and compares every output and every state
-update with those of the unoptimized program (see
+``program.optimize(check=...)`` runs the pipeline as usual and, after every pass run (also
+one that reports no change), runs the program on the check's inputs and compares every output
+and every state update with those of the unoptimized program (see
 :func:`~coreai_core.optimizer.validate_report.compare_arrays` for the tolerance). The first
 pass run beyond tolerance is narrowed down to one rewrite: a :class:`RewritePass` is re-run
 on a copy of the program as it was before that run, stopped after ``k`` op visits by a
@@ -239,6 +239,9 @@ class PassChecker:
             raise KeyError(f"check: no entrypoint {unknown}; the program has "
                            f"{list(program.graphs)}")
         default = check.entrypoint or _default_entrypoint(program)
+        if check.inputs is not None and default not in names:
+            raise KeyError(f"check: the inputs are for entrypoint {default!r}, which is not "
+                           f"among the entrypoints checked, {names}")
         self.inputs = {
             n: (dict(check.inputs) if n == default and check.inputs is not None
                 else random_inputs(program, n, seed=check.seed, dims=check.dims))
@@ -294,13 +297,15 @@ class PassChecker:
         Raises :class:`OptimizationMismatchError` (after restoring the program to the
         snapshot taken before ``p``) when an output moved beyond tolerance.
         """
-        if not stats.changed and self.program.generation == self._generation:
-            self.checks.append(PassCheck(p.name, index, iteration, changed=False))
-            return
-        check = PassCheck(p.name, index, iteration, self._compare(self.program))
+        # Checked even when the pass reports no change (a wrong pass may edit silently), on a
+        # fresh run plan (one that forgot to invalidate() must not be run on a stale plan).
+        changed = stats.changed or self.program.generation != self._generation
+        self.program.invalidate()
+        check = PassCheck(p.name, index, iteration, self._compare(self.program), changed)
         self.checks.append(check)
         if check.passed:
-            self._snapshot = None
+            if changed:
+                self._snapshot = None
             return
         snapshot = self._snapshot
         assert snapshot is not None  # before() always runs first

@@ -80,7 +80,8 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, rtol: float, at
 
 @attrs.frozen
 class PassCheck:
-    """The check after one run of one pass: its place in the pipeline and every output."""
+    """The check after one run of one pass: its place in the pipeline, every output, and
+    whether the pass reported a change (``changed``)."""
 
     pass_name: str
     pass_index: int
@@ -186,15 +187,15 @@ class ValidationReport:
                  f"(rtol={self.rtol:g}, atol={self.atol:g}): {verdict}"]
         for c in self.checks:
             worst = c.worst
-            if not c.changed:
+            if not c.changed and c.passed:
                 continue
             detail = ("nothing to compare" if worst is None else
                       f"max abs {worst.max_abs:.3g}, max rel {worst.max_rel:.3g} ({worst.name})")
             mark = "ok" if c.passed else "FAIL"
             lines.append(f"  {c.pass_name:<20} iteration {c.iteration}  {mark:<4}  {detail}")
-        unchanged = sum(1 for c in self.checks if not c.changed)
+        unchanged = sum(1 for c in self.checks if not c.changed and c.passed)
         if unchanged:
-            lines.append(f"  ({unchanged} pass runs changed nothing: nothing to check)")
+            lines.append(f"  (and {unchanged} pass runs that reported no change: ok)")
         if self.culprit is not None:
             lines.append(str(self.culprit))
         return "\n".join(lines)

@@ -272,3 +272,29 @@ def test_copies_share_weight_arrays_but_not_graphs() -> None:
     assert q == p and q.weights["w"] is w and q.graphs["main"] is not p.graphs["main"]
     q.graphs["main"].ops.clear()
     assert p.graphs["main"].ops
+
+
+def test_a_visit_that_edits_a_weight_without_a_replacement_is_named() -> None:
+    p = Program()
+    p.add_weight("w", np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    with p.graph("main", inputs={"x": TensorType((3, 4), "float32")}) as g:
+        h = coreai.relu(coreai.add(g["x"], coreai.constant(WeightRef("w"))), loc=LOCS[0])
+        g.outputs({"y": coreai.exp(h, loc=LOCS[1])})
+
+    class ShiftWeightAtExp(RewritePass):
+        name = "shift_weight"
+
+        def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+            if op.name == "coreai.exp":
+                data = rw.program.weights["w"]
+                assert data is not None
+                rw.set_weight_data("w", data + np.float32(1))
+            return None
+
+    with pytest.raises(OptimizationMismatchError) as info:
+        p.optimize([ShiftWeightAtExp()], check=True)
+    culprit = info.value.report.culprit
+    assert culprit is not None and culprit.op == "coreai.exp"
+    assert culprit.location == str(LOCS[1]) and culprit.rewrite_index is None
+    assert culprit.visit_index == 4  # constant, add, relu, exp
+    assert "without returning a replacement" in str(culprit)
