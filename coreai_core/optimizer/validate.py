@@ -63,7 +63,7 @@ EXCERPT_WIDTH = 160
 _MARK = "__coreai_validate_culprit__"
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)  # holds arrays: compared by identity
 class Check:
     """How a checked ``optimize`` checks each pass.
 
@@ -236,12 +236,12 @@ class PassChecker:
                  else [k for k, g in program.graphs.items() if g.composite is None])
         unknown = [n for n in names if n not in program.graphs]
         if unknown:
-            raise KeyError(f"check: no entrypoint {unknown}; the program has "
-                           f"{list(program.graphs)}")
+            raise RuntimeInputError(f"check: no entrypoint {unknown}; the program has "
+                                    f"{list(program.graphs)}")
         default = check.entrypoint or _default_entrypoint(program)
         if check.inputs is not None and default not in names:
-            raise KeyError(f"check: the inputs are for entrypoint {default!r}, which is not "
-                           f"among the entrypoints checked, {names}")
+            raise RuntimeInputError(f"check: the inputs are for entrypoint {default!r}, which "
+                                    f"is not among the entrypoints checked, {names}")
         self.inputs = {
             n: (dict(check.inputs) if n == default and check.inputs is not None
                 else random_inputs(program, n, seed=check.seed, dims=check.dims))

@@ -298,3 +298,27 @@ def test_a_visit_that_edits_a_weight_without_a_replacement_is_named() -> None:
     assert culprit.location == str(LOCS[1]) and culprit.rewrite_index is None
     assert culprit.visit_index == 4  # constant, add, relu, exp
     assert "without returning a replacement" in str(culprit)
+
+
+def test_every_entrypoint_is_checked_and_a_misnamed_one_is_reported() -> None:
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((4,), "float32")}) as g:
+        g.outputs({"y": coreai.relu(g["x"])})
+    with p.graph("decode", inputs={"t": TensorType((2,), "float32")}) as g:
+        g.outputs({"z": coreai.relu(g["t"], loc=LOCS[4])})
+
+    class NegDecodeRelu(WrongThirdRewrite):
+        def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+            if op.name != "coreai.relu" or op.location != LOCS[4]:
+                return None
+            return rw.replacement(op, "coreai.neg", op.operands, {})
+
+    with pytest.raises(OptimizationMismatchError) as info:
+        p.optimize([NegDecodeRelu()], check={"x": np.ones(4, np.float32)})
+    culprit = info.value.report.culprit
+    assert culprit is not None and culprit.graph == "decode"
+    assert culprit.output.name == "@decode z" and culprit.rewrite_index == 1
+    with pytest.raises(RuntimeInputError, match="no entrypoint"):
+        p.optimize(check=Check(entrypoints=["prefill"]))
+    with pytest.raises(RuntimeInputError, match="not among the entrypoints checked"):
+        p.optimize(check=Check(inputs={"x": np.ones(4, np.float32)}, entrypoints=["decode"]))
