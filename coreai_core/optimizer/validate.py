@@ -21,8 +21,8 @@ same on a copy and returns the report instead of raising.
 
 Limits: the check proves the passes on the inputs it ran, not on all inputs. A program with
 random ops runs with a fixed seed; a pass that removes a dead random op shifts the stream of
-draws and is reported. Copies share weight arrays with the original (passes replace a
-weight's data, never write into it; see ``Rewriter.set_weight_data``).
+draws and is reported. Copies share weight arrays with the original: passes put new data
+in a new array, never write into a weight's array.
 """
 
 from __future__ import annotations
