@@ -90,10 +90,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     from coreai_torch import verify
 
-    if args.check_passes:
-        return verify_passes(args)
     ep = _load_ep(args.model)
-    program = _load_program(args.program) if args.program else _convert(ep, True)
+    if args.check_passes and args.program:
+        raise CliError("--check-passes checks the optimizer on a fresh conversion; drop the "
+                       "program folder argument")
+    program = _load_program(args.program) if args.program else _convert(ep, not args.check_passes)
     if args.inputs:
         data = _load_npz(args.inputs)
         inputs = [torch.from_numpy(data[n]) for n in program.input_names]
@@ -102,50 +103,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if example is None:
             raise CliError("the .pt2 file has no example inputs; pass --inputs inputs.npz")
         inputs = list(example)
+    if args.check_passes and not optimize_checked(program, inputs, args.rtol, args.atol):
+        return 1
     report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol)
     print(report)
     return 0 if report.passed else 1
 
 
-def verify_passes(args: argparse.Namespace) -> int:
-    """``verify --check-passes``: optimize a fresh conversion with a check after every pass on
-    the inputs (``--inputs``, else the file's example inputs, else random ones); exit code 1
-    names the first bad pass, rewrite, op and location. Then verify the result with torch."""
-    import torch
-
+def optimize_checked(program: Any, inputs: Any, rtol: float, atol: float) -> bool:
+    """``verify --check-passes``: optimize ``program`` in place with a check after every pass
+    on ``inputs`` (tensors or arrays in input order, or a dict by name) and print the report.
+    False when a pass changed the results: the report names the pass, rewrite, op, location."""
     from coreai_core.optimizer import Check, OptimizationMismatchError
-    from coreai_torch import verify
+    from coreai_core.runtime import to_array
 
-    if args.program:
-        raise CliError("--check-passes checks the optimizer on a fresh conversion; "
-                       "drop the program folder argument")
-    ep = _load_ep(args.model)
-    program = _convert(ep, False)
-    names = program.input_names
-    given: dict[str, np.ndarray] | None = None
-    if args.inputs:
-        data = _load_npz(args.inputs)
-        missing = [n for n in names if n not in data]
-        if missing:
-            raise CliError(f"{args.inputs}: no array for the program inputs {missing}")
-        given = {n: data[n] for n in names}
-    elif getattr(ep, "example_inputs", None):
-        given = {n: t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-                 for n, t in zip(names, ep.example_inputs[0], strict=True)}
+    if not isinstance(inputs, dict):
+        inputs = dict(zip(program.input_names, inputs, strict=True))
+    arrays = {name: to_array(x) for name, x in inputs.items()}
     try:
-        report = program.optimize(check=Check(inputs=given, rtol=args.rtol, atol=args.atol))
+        report = program.optimize(check=Check(inputs=arrays, rtol=rtol, atol=atol))
     except OptimizationMismatchError as e:
         print(e.report)
-        return 1
-    assert report.validation is not None  # a checked optimize always has one
+        return False
     print(report.validation)
-    if given is None:
-        print("no inputs to compare with torch (pass --inputs)")
-        return 0
-    result = verify(ep, program, [torch.from_numpy(given[n]) for n in names],
-                    rtol=args.rtol, atol=args.atol)
-    print(result)
-    return 0 if result.passed else 1
+    return True
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -195,7 +195,7 @@ class ValidationReport:
             lines.append(f"  {c.pass_name:<20} iteration {c.iteration}  {mark:<4}  {detail}")
         unchanged = sum(1 for c in self.checks if not c.changed and c.passed)
         if unchanged:
-            lines.append(f"  (and {unchanged} pass runs that reported no change: ok)")
+            lines.append(f"  (and {unchanged} pass run(s) that reported no change: ok)")
         if self.culprit is not None:
             lines.append(str(self.culprit))
         return "\n".join(lines)
