@@ -94,7 +94,8 @@ def test_cli_verify_check_passes(tmp_path, capsys, monkeypatch: pytest.MonkeyPat
     out = capsys.readouterr().out
     assert "optimizer check on the given inputs" in out and "fold_affine" in out
     assert out.count("PASS") == 2  # the pass check, then torch
-    assert main(["verify", str(pt2), str(tmp_path), "--check-passes"]) == 2
+    assert main(["convert", str(pt2), "-o", str(tmp_path / "prog")]) == 0
+    assert main(["verify", str(pt2), str(tmp_path / "prog"), "--check-passes"]) == 2
     assert "drop the program folder" in capsys.readouterr().err
     monkeypatch.setattr(CanonicalizePass, "visit", wrong_tanh(CanonicalizePass.visit))
     assert main(["verify", str(pt2), "--check-passes"]) == 1
