@@ -80,8 +80,9 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, rtol: float, at
 
 @attrs.frozen
 class PassCheck:
-    """The check after one run of one pass: its place in the pipeline, every output, and
-    whether the pass reported a change (``changed``)."""
+    """The check after one run of one pass: its place in the pipeline (``pass_index`` from
+    0, ``iteration`` of the fixed-point loop from 1), every output, and whether the pass
+    reported a change (``changed``)."""
 
     pass_name: str
     pass_index: int
