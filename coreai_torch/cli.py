@@ -110,18 +110,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def optimize_checked(program: Any, inputs: Any, rtol: float, atol: float) -> bool:
+def optimize_checked(program: Any, inputs: Any, rtol: float, atol: float,
+                     entrypoint: str = "main") -> bool:
     """``verify --check-passes``: optimize ``program`` in place with a check after every pass
-    on ``inputs`` (tensors or arrays in input order, or a dict by name) and print the report.
-    False when a pass changed the results: the report names the pass, rewrite, op, location."""
+    on ``inputs`` of ``entrypoint`` (tensors or arrays in input order, or a dict by name) and
+    print the report. False when a pass changed the results: the report names the pass,
+    rewrite, op and location."""
     from coreai_core.optimizer import Check, OptimizationMismatchError
     from coreai_core.runtime import to_array
 
     if not isinstance(inputs, dict):
-        inputs = dict(zip(program.input_names, inputs, strict=True))
+        inputs = dict(zip(program.graphs[entrypoint].input_names, inputs, strict=True))
     arrays = {name: to_array(x) for name, x in inputs.items()}
+    check = Check(inputs=arrays, rtol=rtol, atol=atol, entrypoint=entrypoint)
     try:
-        report = program.optimize(check=Check(inputs=arrays, rtol=rtol, atol=atol))
+        report = program.optimize(check=check)
     except OptimizationMismatchError as e:
         print(e.report)
         return False
