@@ -27,7 +27,7 @@ from coreai_core import draw, serialization
 from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
 from coreai_core._text_parser import parse_into
-from coreai_core.optimizer import OptimizeReport, Pass, optimize
+from coreai_core.optimizer import Check, OptimizeReport, Pass, optimize
 from coreai_core.runtime import Seed, default_runtime, run_program
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
@@ -86,9 +86,16 @@ class Program(ProgramData):
         each headed by its stats: see ``Runtime.explain_plan``."""
         return default_runtime().explain_plan(self, entrypoint)
 
-    def optimize(self, passes: Sequence[str | Pass] | None = None) -> OptimizeReport:
-        """Run the optimizer pipeline in place and return its per-pass report."""
-        return optimize(self, passes)
+    def optimize(self, passes: Sequence[str | Pass] | None = None, *,
+                 check: Check | bool | Mapping[str, Any] | None = None) -> OptimizeReport:
+        """Run the optimizer pipeline in place and return its per-pass report.
+
+        ``check`` (``True`` for random inputs, a dict of inputs, or a ``Check``) compares the
+        results after every pass with the unoptimized program's and raises
+        ``OptimizationMismatchError`` naming the first pass, rewrite, op and location that
+        changed them (see :mod:`coreai_core.optimizer.validate`).
+        """
+        return optimize(self, passes, check=check)
 
     def verify(self) -> None:
         """Raise :class:`VerificationError` if any op does not satisfy its definition."""

@@ -12,6 +12,7 @@ from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
 from coreai_torch.externalize import ExternalizeSpec
 from coreai_torch.verify import (
+    find_first_bad_rewrite,
     find_first_divergence,
     find_first_nonfinite,
     verify,
@@ -20,5 +21,6 @@ from coreai_torch.verify import (
 __all__ = [
     "ConversionError", "ExternalizeSpec", "LoweringError", "TorchConverter",
     "UnsupportedOpsError", "compression",
-    "find_first_divergence", "find_first_nonfinite", "get_decomp_table", "verify",
+    "find_first_bad_rewrite", "find_first_divergence", "find_first_nonfinite",
+    "get_decomp_table", "verify",
 ]

@@ -113,12 +113,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from coreai_torch import verify
 
     data = load_arrays(args.inputs) if args.inputs else None
+    if args.check_passes and args.program:
+        raise CliError("--check-passes checks the optimizer on a fresh conversion; drop the "
+                       "program folder argument")
     given = load_program(args.program) if args.program else None
     ep = load_exported_program(args.model)
     example = ep.example_inputs[0] if getattr(ep, "example_inputs", None) else None
     if data is None and example is None:
         raise CliError(f"{args.model} holds no example inputs; pass --inputs inputs.npz")
-    program = given if given is not None else _convert(ep, True)
+    program = given if given is not None else _convert(ep, not args.check_passes)
     inputs: Any
     if data is not None:
         inputs = {name: _to_torch(a)
@@ -132,9 +135,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
         bind_inputs(program, args.entrypoint,
                     {n: to_array(x) for n, x in zip(names, inputs, strict=True)},
                     f"{args.model}'s example inputs")
+    if args.check_passes and not optimize_checked(program, inputs, args.rtol, args.atol,
+                                                  args.entrypoint):
+        return ExitCode.CHECK_FAILED
     report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol, entrypoint=args.entrypoint)
     print(report)
     return ExitCode.OK if report.passed else ExitCode.CHECK_FAILED
+
+
+def optimize_checked(program: Any, inputs: Any, rtol: float, atol: float,
+                     entrypoint: str = "main") -> bool:
+    """``verify --check-passes``: optimize ``program`` in place with a check after every pass
+    on ``inputs`` of ``entrypoint`` (tensors or arrays in input order, or a dict by name) and
+    print the report. False when a pass changed the results: the report names the pass,
+    rewrite, op and location."""
+    from coreai_core.optimizer import Check, OptimizationMismatchError
+    from coreai_core.runtime import to_array
+
+    if not isinstance(inputs, dict):
+        inputs = dict(zip(program.graphs[entrypoint].input_names, inputs, strict=True))
+    arrays = {name: to_array(x) for name, x in inputs.items()}
+    check = Check(inputs=arrays, rtol=rtol, atol=atol, entrypoint=entrypoint)
+    try:
+        report = program.optimize(check=check)
+    except OptimizationMismatchError as e:
+        print(e.report)
+        return False
+    print(report.validation)
+    return True
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -260,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=_tolerance, default=1e-3)
     p.add_argument("--atol", type=_tolerance, default=1e-4)
     p.add_argument("--entrypoint", default="main")
+    p.add_argument("--check-passes", action="store_true",
+                   help="optimize a fresh conversion with a check after every pass and name "
+                        "the first pass and rewrite that changes the results")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("inspect", help="op histogram, inputs/outputs and weight bytes")
     p.add_argument("program")

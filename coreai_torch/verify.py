@@ -5,12 +5,14 @@
   results remember their FX node name, also after ``optimize()``) and reports the first one
   beyond tolerance, with its FX node, target and source line.
 - :func:`find_first_nonfinite` reports the first op whose result holds NaN or Inf.
+- :func:`find_first_bad_rewrite` runs the optimizer on a copy with a check after each pass
+  and names the first pass and rewrite that changed the results (translation validation).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,15 +23,21 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from coreai_core import Program, Value
-from coreai_core.optimizer import InlineCompositesPass
+from coreai_core.optimizer import (
+    Check,
+    InlineCompositesPass,
+    Pass,
+    ValidationReport,
+    validate_optimization,
+)
 from coreai_core.runtime import run_graph_collect, to_array
 from coreai_torch._locations import describe
 from coreai_torch._table import qualified_name
 from coreai_torch.externalize import CALL_MODULE, external_program
 
 __all__ = [
-    "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_divergence",
-    "find_first_nonfinite", "verify",
+    "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_bad_rewrite",
+    "find_first_divergence", "find_first_nonfinite", "verify",
 ]
 
 
@@ -357,6 +365,24 @@ def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
             cmp.max_abs, cmp.max_rel, cmp.passed))
     return DivergenceReport(rows, rtol, atol, torch_values=len(expected),
                             runtime_named=len(by_name))
+
+
+def find_first_bad_rewrite(program: Program, inputs: Any = None,
+                           passes: Sequence[str | Pass] | None = None, *, rtol: float = 1e-4,
+                           atol: float = 1e-5, entrypoint: str = "main", seed: int = 0,
+                           ) -> ValidationReport:
+    """Optimize a copy of ``program`` with a check after every pass; report the first pass
+    and rewrite that changed the results (``report.culprit``), or that none did.
+
+    ``inputs`` are the entrypoint's inputs as for :func:`verify` (tensors, arrays, a tuple or
+    a dict), or None for random inputs drawn from the input types. ``passes`` defaults to the
+    default pipeline. Run it on the program the converter returned, before ``optimize()``:
+    ``program`` itself is not changed. See :mod:`coreai_core.optimizer.validate`.
+    """
+    given = None if inputs is None else _inputs_for(program, inputs, entrypoint)
+    check = Check(inputs=given, rtol=rtol, atol=atol, seed=seed, entrypoints=[entrypoint],
+                  entrypoint=entrypoint)
+    return validate_optimization(program, passes, check)
 
 
 @attrs.frozen

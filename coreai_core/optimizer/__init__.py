@@ -18,6 +18,12 @@ default pipeline) dissolves them into their callers, all or all but those named 
 No pass changes a value's type, and results stay equal up to float rounding. The returned
 :class:`OptimizeReport` prints a per-pass table (ops removed, added, rewritten; weights).
 
+Translation validation: ``optimize(p, check=True)`` (or a dict of inputs, or a
+:class:`Check`) runs the program after every pass and compares it with the unoptimized one;
+the first pass run that changes the results is bisected to one rewrite and reported with its op,
+location and error (:class:`OptimizationMismatchError`); :func:`validate_optimization` returns
+that report without changing the program. See :mod:`coreai_core.optimizer.validate`.
+
 Custom pipelines: pass names or instances, e.g. ``optimize(p, ["cse", "dce"])`` or
 ``optimize(p, [*default_passes(), MyPass()])``; a pass is any object with a ``name`` and a
 ``run(program) -> PassStats`` method (see :class:`Pass`).
@@ -32,18 +38,35 @@ from coreai_core.optimizer._manager import (
     optimize,
     pass_names,
     resolve_pass,
+    validate_optimization,
 )
-from coreai_core.optimizer._rewrite import PassContext, PassStats, RewritePass, Rewriter
+from coreai_core.optimizer._rewrite import (
+    PassContext,
+    PassStats,
+    RewriteObserver,
+    RewritePass,
+    Rewriter,
+)
 from coreai_core.optimizer.canonicalize import CanonicalizePass
 from coreai_core.optimizer.constant_folding import ConstantFoldingPass
 from coreai_core.optimizer.cse import CSEPass
 from coreai_core.optimizer.dce import DCEPass
 from coreai_core.optimizer.fold_affine import FoldAffinePass
 from coreai_core.optimizer.inline_composites import InlineCompositesPass
+from coreai_core.optimizer.validate import Check, copy_program, random_inputs
+from coreai_core.optimizer.validate_report import (
+    Culprit,
+    OptimizationMismatchError,
+    OutputDiff,
+    PassCheck,
+    ValidationReport,
+)
 
 __all__ = [
-    "CSEPass", "CanonicalizePass", "ConstantFoldingPass", "DCEPass", "FoldAffinePass",
-    "InlineCompositesPass",
-    "OptimizeReport", "Pass", "PassContext", "PassManager", "PassRecord", "PassStats",
-    "RewritePass", "Rewriter", "default_passes", "optimize", "pass_names", "resolve_pass",
+    "CSEPass", "CanonicalizePass", "Check", "ConstantFoldingPass", "Culprit", "DCEPass",
+    "FoldAffinePass", "InlineCompositesPass", "OptimizationMismatchError", "OptimizeReport",
+    "OutputDiff", "Pass", "PassCheck", "PassContext", "PassManager", "PassRecord", "PassStats",
+    "RewriteObserver", "RewritePass", "Rewriter", "ValidationReport", "copy_program",
+    "default_passes", "optimize", "pass_names", "random_inputs", "resolve_pass",
+    "validate_optimization",
 ]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -15,8 +15,13 @@ from coreai_core.optimizer.constant_folding import ConstantFoldingPass
 from coreai_core.optimizer.cse import CSEPass
 from coreai_core.optimizer.dce import DCEPass
 from coreai_core.optimizer.fold_affine import FoldAffinePass
+from coreai_core.optimizer.validate import Check, PassChecker, copy_program
+from coreai_core.optimizer.validate_report import OptimizationMismatchError, ValidationReport
 
 DEFAULT_MAX_ITERATIONS = 8
+
+# What ``check=`` accepts: see :class:`coreai_core.optimizer.validate.Check`.
+CheckArg = Check | bool | Mapping[str, Any] | None
 
 
 @runtime_checkable
@@ -79,6 +84,7 @@ class OptimizeReport:
     converged: bool = False
     ops_before: int = 0
     ops_after: int = 0
+    validation: ValidationReport | None = None
 
     @property
     def totals(self) -> PassStats:
@@ -126,6 +132,9 @@ class OptimizeReport:
         state = "converged" if self.converged else "stopped at the iteration cap"
         lines.append(f"ops {self.ops_before} -> {self.ops_after} in {self.iterations} "
                      f"iteration(s), {state}")
+        if self.validation is not None:
+            lines.append(f"checked after each of the {len(self.validation.checks)} pass "
+                         f"runs, on {self.validation.inputs}: PASS")
         return "\n".join(lines)
 
 
@@ -145,34 +154,71 @@ class PassManager:
                                    else [resolve_pass(p) for p in passes])
         self.max_iterations = max_iterations
 
-    def run(self, program: ProgramData) -> OptimizeReport:
-        """Optimize ``program`` in place and return the report."""
+    def run(self, program: ProgramData, check: CheckArg = None) -> OptimizeReport:
+        """Optimize ``program`` in place and return the report.
+
+        With ``check`` (not None or False), the program is checked after each pass run (see
+        :mod:`coreai_core.optimizer.validate`): on a mismatch it is restored to what it was
+        before that run and :class:`OptimizationMismatchError` is raised.
+        """
         passes = [resolve_pass(p) for p in self.passes]
+        checker = None if check is None or check is False else PassChecker(program,
+                                                                            Check.of(check))
         report = OptimizeReport([PassRecord(p.name) for p in passes],
                                 ops_before=count_ops(program))
         for _ in range(self.max_iterations):
             report.iterations += 1
             changed = False
-            for p, record in zip(passes, report.records):
+            for index, (p, record) in enumerate(zip(passes, report.records)):
+                if checker is not None:
+                    checker.before(p)
                 start = time.perf_counter()
                 stats = p.run(program)
                 record.seconds += time.perf_counter() - start
                 record.runs += 1
                 record.stats += stats
                 changed = changed or stats.changed
+                if checker is not None:
+                    checker.after(p, index, report.iterations, stats)
             if not changed:
                 report.converged = True
                 break
         report.ops_after = count_ops(program)
+        if checker is not None:
+            report.validation = checker.report()
         return report
 
 
 def optimize(program: ProgramData, passes: Sequence[str | Pass] | None = None, *,
-             max_iterations: int = DEFAULT_MAX_ITERATIONS) -> OptimizeReport:
+             max_iterations: int = DEFAULT_MAX_ITERATIONS, check: CheckArg = None,
+             ) -> OptimizeReport:
     """Optimize ``program`` in place with ``passes`` (names or instances; default pipeline
     when None), repeating them until nothing changes, and return the per-pass report.
 
+    ``check`` checks the results after every pass run: ``True`` on random inputs, a dict of
+    inputs, or a :class:`~coreai_core.optimizer.validate.Check`. A pass run that changes them
+    beyond tolerance raises :class:`OptimizationMismatchError` naming the pass, the rewrite,
+    the op and its location; the program is left as it was before that run.
+
     >>> report = program.optimize()                    # doctest: +SKIP
     >>> program.optimize(["canonicalize", "dce"])      # doctest: +SKIP
+    >>> program.optimize(check=True)                   # doctest: +SKIP
     """
-    return PassManager(passes, max_iterations=max_iterations).run(program)
+    return PassManager(passes, max_iterations=max_iterations).run(program, check)
+
+
+def validate_optimization(program: ProgramData, passes: Sequence[str | Pass] | None = None,
+                          check: Check | bool | Mapping[str, Any] = True, *,
+                          max_iterations: int = DEFAULT_MAX_ITERATIONS) -> ValidationReport:
+    """Run a checked :func:`optimize` on a copy of ``program`` and return the report.
+
+    ``program`` is not changed. ``report.passed`` tells whether every pass run kept the
+    results; otherwise ``report.culprit`` names the first pass, rewrite, op and location.
+    """
+    work = copy_program(program)
+    try:
+        report = PassManager(passes, max_iterations=max_iterations).run(work, check)
+    except OptimizationMismatchError as e:
+        return e.report
+    assert report.validation is not None  # a checked run always has one
+    return report.validation

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -142,11 +142,25 @@ def weight_hint(name: str, suffix: str) -> str:
     return f"{name}.{suffix}"
 
 
+class RewriteObserver(Protocol):
+    """Watches the rewrites of one pass run (translation validation bisects with it).
+
+    ``visiting(op)`` is asked before each op is visited: False leaves the op unvisited (a
+    budget that stops a pass after a number of visits); ``rewrote(op, new)`` hears of each
+    replacement a visit returned.
+    """
+
+    def visiting(self, op: Operation) -> bool: ...
+
+    def rewrote(self, op: Operation, new: list[Value]) -> None: ...
+
+
 class PassContext:
     """Program-wide bookkeeping of one pass run: statistics and weight reference counts."""
 
-    def __init__(self, program: ProgramData) -> None:
+    def __init__(self, program: ProgramData, observer: RewriteObserver | None = None) -> None:
         self.program = program
+        self.observer = observer
         self.stats = PassStats()
         self.refs = weight_refs(program)
         self.released: set[str] = set()
@@ -284,10 +298,14 @@ class Rewriter:
             for op in g.ops:
                 if self._subst and any(id(v) in self._subst for v in op.operands):
                     self._remap(op)
-                new = visit(op, self)
+                observer = self.ctx.observer
+                new = visit(op, self) if observer is None or observer.visiting(op) else None
                 self._out.append(op)
                 if new is not None:
-                    self._replace(op, [new] if isinstance(new, Value) else list(new))
+                    new = [new] if isinstance(new, Value) else list(new)
+                    if observer is not None:
+                        observer.rewrote(op, new)
+                    self._replace(op, new)
         g.ops = self._out
         g.output_values = {k: self._resolve_use(v) for k, v in g.output_values.items()}
         g.state_outputs = {k: self._resolve_use(v) for k, v in g.state_outputs.items()}
@@ -408,9 +426,10 @@ class RewritePass:
 
     name = "rewrite"
 
-    def run(self, program: ProgramData) -> PassStats:
-        """Sweep every graph (regions included) and return what changed."""
-        ctx = PassContext(program)
+    def run(self, program: ProgramData, observer: RewriteObserver | None = None) -> PassStats:
+        """Sweep every graph (regions included) and return what changed; ``observer`` (see
+        :class:`RewriteObserver`) may watch and stop the rewrites."""
+        ctx = PassContext(program, observer)
         self.begin(ctx)
         for g in all_graphs(program):
             Rewriter(ctx, g).sweep(self.visit)
