@@ -37,6 +37,7 @@ REVISION_NAME = re.compile(r"rev-[0-9a-f]{16}")
 # A manifest lists two files; anything much larger is not one.
 MAX_MANIFEST_BYTES = 1 << 20
 _CHUNK = 1 << 20
+_ATTEMPTS = 5
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -137,7 +138,8 @@ def check_revision(root: Path, manifest: Manifest) -> Path:
             raise ArtifactError(f"{manifest.revision}: not a folder (a symlink?)")
         present = sorted(os.listdir(folder))
     except FileNotFoundError:
-        raise _RevisionMissing(manifest.revision) from None
+        raise ArtifactError(f"{manifest.revision}: the folder named by {MANIFEST} is "
+                            "missing") from None
     except OSError as e:
         raise ArtifactError(f"{manifest.revision}: cannot read: {e.strerror or e}") from None
     for name in present:
@@ -159,19 +161,10 @@ def check_revision(root: Path, manifest: Manifest) -> Path:
                 raise ArtifactError(f"{rel}: SHA-256 checksum does not match {MANIFEST} "
                                     "(file modified)")
         except FileNotFoundError:
-            if name in present:
-                raise _RevisionMissing(manifest.revision) from None
             raise ArtifactError(f"{rel}: file is missing") from None
         except OSError as e:
             raise ArtifactError(f"{rel}: cannot read: {e.strerror or e}") from None
     return folder
-
-
-class _RevisionMissing(ArtifactError):
-    """The revision named by the manifest vanished (a concurrent save replaced it)."""
-
-    def __init__(self, revision: str) -> None:
-        super().__init__(f"{revision}: the folder named by {MANIFEST} is missing")
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -226,17 +219,25 @@ def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
         raise ArtifactError(f"{_short(str(path))}: not a coreai artifact "
                             f"({e.strerror or e})") from None
     manifest = read_manifest(root)
-    for _ in range(3):  # a concurrent save may replace the revision while it is read
+    for _ in range(_ATTEMPTS):
         try:
-            folder = check_revision(root, manifest)
+            text, weights = _read_revision(root, manifest)
             break
-        except _RevisionMissing:
+        except ArtifactError:
+            # a concurrent save replaced the revision while it was read: read the new one
             again = read_manifest(root)
             if again == manifest:
                 raise
             manifest = again
     else:
-        raise ArtifactError(f"{path}: replaced by concurrent saves while loading; try again")
+        raise ArtifactError(f"{path}: replaced by {_ATTEMPTS} concurrent saves while it was "
+                            "loaded; load it again")
+    assemble(program, text, weights)
+
+
+def _read_revision(root: Path, manifest: Manifest) -> tuple[str, dict[str, np.ndarray]]:
+    """The checked text and weights of the revision ``manifest`` names."""
+    folder = check_revision(root, manifest)
     try:
         text = (folder / PROGRAM_FILE).read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
@@ -244,4 +245,4 @@ def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
     except OSError as e:
         raise ArtifactError(f"{PROGRAM_FILE}: cannot read: {e.strerror or e}") from None
     stored, metadata = read_stored(folder / WEIGHTS_FILE, WEIGHTS_FILE)
-    assemble(program, text, decode(stored, metadata, WEIGHTS_FILE))
+    return text, decode(stored, metadata, WEIGHTS_FILE)

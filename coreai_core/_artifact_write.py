@@ -79,8 +79,10 @@ def save(program: ProgramData, path: str | os.PathLike[str]) -> Path:
             if created:
                 _ignore_errors(fs.remove_dir, target)
             raise
-        fs.fsync_dir(target)
-        _clean(target, revision, old)
+        try:
+            fs.fsync_dir(target)  # the switch is durable
+        finally:
+            _clean(target, revision, old)
     return target
 
 

@@ -90,10 +90,16 @@ def locked_dir(path: Path) -> Iterator[bool]:
     while True:
         try:
             make_dir(path)
-            fsync_dir(path.parent)
             created = True
         except FileExistsError:
             pass
+        if created:
+            try:
+                fsync_dir(path.parent)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    remove_dir(path)
+                raise
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:  # removed by a failed concurrent first save: try again

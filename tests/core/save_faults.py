@@ -1,0 +1,92 @@
+"""Programs and fault injection for the atomic-save tests (tests/core/test_save_atomic.py).
+
+Every disk-changing step of a save goes through :mod:`coreai_core._durable_fs`;
+:func:`inject` replaces each such function with one that counts calls and, at a chosen call,
+raises or kills the process. Run as a script, this module saves program ``a``, ``b`` or ``c``
+to a path with a kill at a chosen step, or in a loop (the concurrent-save test).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from coreai_core import Program, TensorType, WeightRef
+from coreai_core import _durable_fs as fs
+from coreai_core.dialects import coreai
+
+# the disk-changing steps (locked_dir is made of make_dir and fsync_dir)
+STEPS = tuple(name for name in fs.__all__ if name != "locked_dir")
+
+
+def program(variant: str) -> Program:
+    """A program with weights of several stored forms (bfloat16, int4 packed, complex as
+    pairs, large elided and small inline), an unbound weight and state; ``variant`` picks the
+    weights' values so that the variants differ."""
+    rng = np.random.default_rng({"a": 0, "b": 1, "c": 2}[variant])
+    p = Program()
+    p.add_weight("unbound", None, TensorType((2,), "float32"))
+    with p.graph("main", inputs={"x": TensorType((4, 8), "float32")},
+                 state={"step": np.zeros((1,), np.float32)}) as g:
+        w = coreai.constant(rng.standard_normal((8, 8)).astype(np.float32), name="w")
+        bf = coreai.constant(rng.standard_normal((3, 5)).astype(ml_dtypes.bfloat16), name="bf")
+        i4 = coreai.constant(rng.integers(-8, 8, (3, 5)).astype(ml_dtypes.int4), name="i4")
+        cx = coreai.constant((rng.standard_normal(3) + 1j).astype(np.complex64), name="cx")
+        small = coreai.constant(rng.standard_normal(2).astype(np.float32), name="small")
+        free = coreai.constant(WeightRef("unbound"))
+        y = coreai.batch_matmul(g["x"], w)
+        step = coreai.broadcasting_add(g["step"], 1.0)
+        g.outputs({"y": y, "bf": bf, "i4": i4, "cx": cx, "small": small, "free": free},
+                  state={"step": step})
+    return p
+
+
+@contextmanager
+def inject(at: int | None, fault: Callable[[str], None]) -> Iterator[list[str]]:
+    """Count the steps taken in the block (their names, in order, in the yielded list);
+    call ``fault(name)`` instead of step number ``at`` (0-based)."""
+    taken: list[str] = []
+    saved = {name: getattr(fs, name) for name in STEPS}
+
+    def wrap(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            taken.append(name)
+            if len(taken) - 1 == at:
+                fault(name)
+            return real(*args, **kwargs)
+        return step
+
+    for name, real in saved.items():
+        setattr(fs, name, wrap(name, real))
+    try:
+        yield taken
+    finally:
+        for name, real in saved.items():
+            setattr(fs, name, real)
+
+
+def _kill(name: str) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(argv: list[str]) -> None:
+    """``save_faults.py kill PATH VARIANT STEP`` or ``save_faults.py loop PATH VARIANT N``."""
+    mode, path, variant, n = argv[0], argv[1], argv[2], int(argv[3])
+    p = program(variant)
+    if mode == "kill":
+        with inject(n, _kill):
+            p.save(path)
+    else:
+        for _ in range(n):
+            p.save(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
