@@ -3,11 +3,12 @@
 Every disk-changing step of a save goes through :mod:`coreai_core._durable_fs`;
 :func:`inject` replaces each such function with one that counts calls and, at a chosen call,
 raises or kills the process. Run as a script, this module saves program ``a``, ``b`` or ``c``
-to a path with a kill at a chosen step, or in a loop (the concurrent-save test).
+with a kill at each step in turn, or in a loop (the concurrent-save test).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -76,16 +77,33 @@ def _kill(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main(argv: list[str]) -> None:
-    """``save_faults.py kill PATH VARIANT STEP`` or ``save_faults.py loop PATH VARIANT N``."""
-    mode, path, variant, n = argv[0], argv[1], argv[2], int(argv[3])
+def kill_each(variant: str, paths: list[str]) -> list[int]:
+    """Save ``program(variant)`` to ``paths[i]`` in a forked process killed before step
+    ``i``; return the processes' wait statuses (forking spares each one the imports)."""
     p = program(variant)
-    if mode == "kill":
-        with inject(n, _kill):
-            p.save(path)
+    statuses = []
+    for at, path in enumerate(paths):
+        pid = os.fork()
+        if pid == 0:  # the child: save, killed at step ``at``
+            try:
+                with inject(at, _kill):
+                    p.save(path)
+            finally:
+                os._exit(0)
+        statuses.append(os.waitpid(pid, 0)[1])
+    return statuses
+
+
+def main(argv: list[str]) -> None:
+    """``save_faults.py kill-each VARIANT PATH...`` (prints the wait statuses as JSON) or
+    ``save_faults.py loop VARIANT N PATH``."""
+    mode, variant = argv[0], argv[1]
+    if mode == "kill-each":
+        print(json.dumps(kill_each(variant, argv[2:])))
     else:
-        for _ in range(n):
-            p.save(path)
+        p = program(variant)
+        for _ in range(int(argv[2])):
+            p.save(argv[3])
 
 
 if __name__ == "__main__":
