@@ -152,7 +152,8 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
         what = f"{name}: tensor {key!r}"
         if not isinstance(info, dict):
             raise ArtifactError(f"{what}: entry must be an object")
-        dtype = _CODES.get(info.get("dtype"))  # type: ignore[arg-type]
+        code = info.get("dtype")
+        dtype = _CODES.get(code) if isinstance(code, str) else None
         if dtype is None:
             raise ArtifactError(f"{what}: unsupported dtype {info.get('dtype')!r} (supported: "
                                 f"{', '.join(_CODES)})")
