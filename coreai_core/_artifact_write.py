@@ -36,7 +36,8 @@ from coreai_core._artifact_read import (
     raw_manifest,
     writer,
 )
-from coreai_core._ir import ProgramData, structure
+from coreai_core._dtypes import DType
+from coreai_core._ir import ProgramData, TensorType, structure
 from coreai_core._safetensors_io import ELEMENT_TYPES_KEY, stored_form, tensor_specs
 from coreai_core.errors import ArtifactError
 from coreai_core.text import print_program
@@ -114,9 +115,12 @@ def _layout(program: ProgramData) -> Any:
     """``program``'s structure with weight data left out (``assemble`` compares the data
     printed inline; the stored data is the program's own)."""
     view = ProgramData()
-    view.graphs, view.weight_types = program.graphs, program.weight_types
-    view.initial_state = program.initial_state
-    view.weights = dict.fromkeys(program.weights)
+    view.graphs, view.initial_state = program.graphs, program.initial_state
+    view.weight_types = dict(program.weight_types)
+    for name, data in program.weights.items():  # as the printer declares them
+        if name not in view.weight_types and data is not None:
+            view.weight_types[name] = TensorType(np.shape(data), DType.of(np.asarray(data).dtype))
+    view.weights = dict.fromkeys(view.weight_types)
     return structure(view)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from coreai_core import ArtifactError, Program, TensorType, load
+from coreai_core import serialization as ser
 from coreai_core.dialects import coreai
 from tests.core.save_faults import inject, program
 
@@ -163,6 +164,26 @@ def test_a_folder_that_is_not_an_artifact_is_refused_and_untouched(tmp_path: Pat
     with pytest.raises(FileExistsError, match="symlink"):
         A.save(tmp_path / "link")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "link", "proj"]
+
+
+def test_a_loaded_program_saved_over_its_own_artifact(tmp_path: Path) -> None:
+    """The loaded weights are memory-mapped from the revision the save replaces (and
+    removes): the save reads them before the switch, the program keeps working after it."""
+    big = np.arange(ser.MMAP_BYTES // 2, dtype=np.float32)  # larger than MMAP_BYTES
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((1,), "float32")}) as g:
+        w = coreai.constant(big, name="big")
+        g.outputs({"y": coreai.broadcasting_add(g["x"], coreai.reduce_sum(w, axes=(0,)))})
+    path = tmp_path / "m.coreai"
+    p.save(path)
+    loaded = load(path)
+    assert isinstance(loaded.weights["big"], np.memmap)
+    loaded.save(path)
+    x = {"x": np.zeros(1, np.float32)}
+    np.testing.assert_array_equal(loaded.run(x)["y"], p.run(x)["y"])
+    again = load(path)
+    assert again == p
+    assert listing(path) == clean_listing(path)
 
 
 def test_an_empty_folder_becomes_an_artifact(tmp_path: Path) -> None:
