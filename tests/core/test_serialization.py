@@ -449,3 +449,33 @@ def test_malformed_safetensors_is_rejected(tmp_path: Path, corrupt: str) -> None
     (tmp_path / "w.safetensors").write_bytes(blob)
     with pytest.raises(ArtifactError, match=r"w\.safetensors"):
         unbound_program().bind_weights(tmp_path / "w.safetensors")
+
+
+def test_every_stored_form_reads_back_with_safetensors_alone(tmp_path: Path) -> None:
+    """A reader with only safetensors and numpy recovers each weight: native types as they
+    are, complex as (real, imag) pairs, 4-bit types two per byte (low nibble first), with
+    the real type and shape in the metadata."""
+    from safetensors import safe_open
+
+    from tests.core.save_faults import program
+
+    p = program("a")
+    p.save(tmp_path / "m")
+    with safe_open(revision(tmp_path / "m") / "weights.safetensors", framework="np") as f:
+        stored = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
+        real = json.loads(f.metadata()["coreai.element_types"])
+    assert real == {"cx": {"dtype": "complex64", "shape": [3]},
+                    "i4": {"dtype": "int4", "shape": [3, 5]}}
+    assert sorted(stored) == ["bf", "cx", "i4", "small", "w"]
+    for name in ("w", "small", "bf"):
+        assert stored[name].dtype == p.weights[name].dtype
+        np.testing.assert_array_equal(stored[name], p.weights[name])
+    cx = p.weights["cx"]
+    assert stored["cx"].dtype == np.float32 and stored["cx"].shape == (3, 2)
+    np.testing.assert_array_equal(stored["cx"][:, 0], cx.real)
+    np.testing.assert_array_equal(stored["cx"][:, 1], cx.imag)
+    codes = p.weights["i4"].astype(np.int8).reshape(-1) & 0x0F  # 15 two's-complement nibbles
+    assert stored["i4"].dtype == np.uint8 and stored["i4"].shape == (8,)
+    np.testing.assert_array_equal(stored["i4"] & 0x0F, codes[0::2])
+    np.testing.assert_array_equal(stored["i4"][:7] >> 4, codes[1::2])
+    assert stored["i4"][7] >> 4 == 0  # the padding nibble of an odd count
