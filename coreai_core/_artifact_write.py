@@ -38,7 +38,7 @@ from coreai_core._artifact_read import (
 )
 from coreai_core._dtypes import DType
 from coreai_core._ir import ProgramData, TensorType, structure
-from coreai_core._safetensors_io import ELEMENT_TYPES_KEY, stored_form, tensor_specs
+from coreai_core._safetensors_io import ELEMENT_TYPES_KEY, decode, stored_form, tensor_specs
 from coreai_core.errors import ArtifactError
 from coreai_core.text import print_program
 
@@ -91,24 +91,24 @@ def _prepare(program: ProgramData, target: Path) -> _Payload:
     """The text and stored weights, after checking that loading them gives ``program``
     back: whatever save accepts, load loads."""
     text = print_program(program)
-    weights = {k: np.asarray(v) for k, v in program.weights.items() if v is not None}
+    stored: dict[str, np.ndarray] = {}
+    real: dict[str, Any] = {}
+    for name, data in program.weights.items():
+        if data is not None:
+            stored[name], entry = stored_form(np.asarray(data))
+            if entry is not None:
+                real[name] = entry
+    metadata = {ELEMENT_TYPES_KEY: json.dumps(real, sort_keys=True)}
     loaded = ProgramData()
-    try:
-        assemble(loaded, text, weights)
+    try:  # exactly what load does with these bytes
+        assemble(loaded, text, decode(stored, metadata, WEIGHTS_FILE))
     except ArtifactError as e:
         raise ArtifactError(f"cannot save {target}: the saved program would not load back: "
                             f"{e}. Nothing was written.") from None
     if _layout(loaded) != _layout(program):
         raise ArtifactError(f"cannot save {target}: the text form does not reproduce the "
                             "program (please report this as a bug). Nothing was written.")
-    stored: dict[str, np.ndarray] = {}
-    real: dict[str, Any] = {}
-    for name, arr in weights.items():
-        stored[name], entry = stored_form(arr)
-        if entry is not None:
-            real[name] = entry
-    return _Payload(text.encode("utf-8"), stored,
-                    {ELEMENT_TYPES_KEY: json.dumps(real, sort_keys=True)})
+    return _Payload(text.encode("utf-8"), stored, metadata)
 
 
 def _layout(program: ProgramData) -> Any:

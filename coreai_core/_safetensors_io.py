@@ -62,7 +62,8 @@ def stored_form(data: np.ndarray) -> tuple[np.ndarray, dict[str, Any] | None]:
     if dtype.is_complex:
         pairs = np.ascontiguousarray(data).view(dtype.real_dtype.numpy)
         return pairs.reshape((*data.shape, 2)), real
-    return np.ascontiguousarray(data), None
+    # not np.ascontiguousarray: it turns a 0-d array into a 1-d one
+    return np.require(data, requirements="C"), None
 
 
 def from_stored(stored: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:

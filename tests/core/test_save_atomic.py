@@ -9,15 +9,18 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from coreai_core import ArtifactError, Program, TensorType, load
 from coreai_core import serialization as ser
 from coreai_core.dialects import coreai
 from tests.core.save_faults import inject, program
+from tests.core.strategies import programs
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B = program("a"), program("b")
@@ -271,3 +274,12 @@ def test_a_format_1_artifact_asks_to_be_saved_again_and_is_replaced(tmp_path: Pa
     # format 1's files are gone, the user's file (and so its folder) is kept
     assert sorted(p for p in listing(path) if not p.startswith("rev-")) == [
         "manifest.json", "weights", "weights/mine.npy"]
+
+
+@settings(max_examples=30)
+@given(p=programs(dynamic=True))
+def test_random_programs_save_and_load_back_equal(p: Program) -> None:
+    """save's check that the artifact loads back never rejects a valid program."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p.save(Path(tmp) / "m")
+        assert load(Path(tmp) / "m") == p

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from coreai_core import ArtifactError, Program, TensorType, WeightRef, load
+from coreai_core import ArtifactError, DType, Program, TensorType, WeightRef, load
 from coreai_core import _artifact_read as ser_read
 from coreai_core import serialization as ser
 from coreai_core.dialects import coreai
@@ -479,3 +479,25 @@ def test_every_stored_form_reads_back_with_safetensors_alone(tmp_path: Path) -> 
     np.testing.assert_array_equal(stored["i4"] & 0x0F, codes[0::2])
     np.testing.assert_array_equal(stored["i4"][:7] >> 4, codes[1::2])
     assert stored["i4"][7] >> 4 == 0  # the padding nibble of an odd count
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (2, 3, 5)], ids=str)
+@pytest.mark.parametrize("dtype", list(DType), ids=str)
+def test_every_element_type_and_shape_round_trips(tmp_path: Path, dtype: DType,
+                                                  shape: tuple) -> None:
+    rng = np.random.default_rng(0)
+    n = int(np.prod(shape))
+    if dtype.is_complex:
+        data = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype.numpy)
+    elif dtype.is_float or dtype in (DType.int4, DType.uint4, DType.float4_e2m1fn):
+        data = rng.integers(-6, 7, n).astype(np.float32).astype(dtype.numpy)
+    else:
+        data = rng.integers(0, 2, n).astype(dtype.numpy)
+    data = data.reshape(shape)
+    p = Program()
+    with p.graph("main") as g:
+        g.outputs({"w": coreai.constant(data, name="w")})
+    p.save(tmp_path / "m")
+    got = load(tmp_path / "m").weights["w"]
+    assert got.dtype == data.dtype and got.shape == data.shape
+    assert got.tobytes() == data.tobytes()
