@@ -45,6 +45,9 @@ from coreai_core.text import print_program
 __all__ = ["save"]
 
 MANIFEST_TMP = re.compile(r"manifest\.json\.tmp-[0-9a-f]{16}")
+# the temporary file the safetensors library writes a file through (then renames it), left
+# inside a revision folder if the process dies during the write
+_SAFETENSORS_TMP = re.compile(r"\.tmp[0-9A-Za-z]{6}")
 # the files of a format-1 artifact (removed once a format-2 manifest replaces its manifest)
 _LEGACY_FILE = re.compile(r"program\.coreai|(weights|state)/\d+\.npy")
 
@@ -166,7 +169,7 @@ def _is_leftover(path: Path) -> bool:
     try:
         info = os.lstat(path)
         if REVISION_NAME.fullmatch(path.name) and stat.S_ISDIR(info.st_mode):
-            return set(os.listdir(path)) <= set(REVISION_FILES)
+            return all(_is_revision_file(name) for name in os.listdir(path))
         return bool(MANIFEST_TMP.fullmatch(path.name)) and stat.S_ISREG(info.st_mode)
     except OSError:
         return False
@@ -236,10 +239,18 @@ def _clean(target: Path, keep: str, old: dict[str, Any] | None) -> None:
                 _ignore_errors(fs.remove_dir, target / folder)  # kept if a user file is in it
 
 
+def _is_revision_file(name: str) -> bool:
+    return name in REVISION_FILES or bool(_SAFETENSORS_TMP.fullmatch(name))
+
+
 def _remove_revision(folder: Path) -> None:
     """Remove a revision's files; the folder goes only if nothing else is in it."""
-    for name in REVISION_FILES:
-        if stat.S_ISREG(_mode(folder / name)):
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        names = []
+    for name in names:
+        if _is_revision_file(name) and stat.S_ISREG(_mode(folder / name)):
             _ignore_errors(fs.remove_file, folder / name)
     _ignore_errors(fs.remove_dir, folder)
 

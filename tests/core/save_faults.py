@@ -12,8 +12,11 @@ import json
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -94,11 +97,38 @@ def kill_each(variant: str, paths: list[str]) -> list[int]:
     return statuses
 
 
+def kill_mid_write(path: str) -> None:
+    """Save a 64 MiB weight to ``path`` and die while the safetensors library is writing it
+    (its temporary file exists, the weights file does not yet)."""
+    p = Program()
+    with p.graph("main") as g:
+        g.outputs({"w": coreai.constant(np.ones(1 << 24, np.float32), name="w")})
+    real = fs.write_safetensors
+
+    def write_and_die(target: Path, *args: Any) -> None:
+        def watch() -> None:
+            while True:
+                names = os.listdir(target.parent)
+                if any(n.startswith(".tmp") for n in names):
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if target.name in names:  # finished before a poll saw it: exit, say so
+                    os._exit(3)
+
+        threading.Thread(target=watch, daemon=True).start()
+        real(target, *args)
+        time.sleep(60)  # the watcher ends the process
+
+    fs.write_safetensors = write_and_die  # type: ignore[assignment]
+    p.save(path)
+
+
 def main(argv: list[str]) -> None:
-    """``save_faults.py kill-each VARIANT PATH...`` (prints the wait statuses as JSON) or
-    ``save_faults.py loop VARIANT N PATH``."""
+    """``save_faults.py kill-each VARIANT PATH...`` (prints the wait statuses as JSON),
+    ``save_faults.py kill-mid-write PATH`` or ``save_faults.py loop VARIANT N PATH``."""
     mode, variant = argv[0], argv[1]
-    if mode == "kill-each":
+    if mode == "kill-mid-write":
+        kill_mid_write(variant)
+    elif mode == "kill-each":
         print(json.dumps(kill_each(variant, argv[2:])))
     else:
         p = program(variant)

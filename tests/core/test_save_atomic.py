@@ -125,6 +125,28 @@ def test_a_kill_at_any_step_leaves_the_old_or_the_new_artifact(
         assert load(path) == program("c")
 
 
+@pytest.mark.parametrize("over_old", [True, False], ids=["over-old", "fresh"])
+def test_a_kill_while_the_weights_are_written(tmp_path: Path, over_old: bool) -> None:
+    """safetensors writes through a temporary file in the revision folder: killed then, the
+    file is left behind, and the next save recognizes it as its own."""
+    path = tmp_path / "m.coreai"
+    if over_old:
+        A.save(path)
+    for _ in range(3):  # the write may finish before the watcher sees the temporary file
+        code = subprocess.run([sys.executable, "-m", "tests.core.save_faults",
+                               "kill-mid-write", str(path)], cwd=ROOT, timeout=300).returncode
+        if code != 3:
+            break
+    assert code == -signal.SIGKILL
+    left = [p.name for p in path.glob("rev-*/.tmp*")]
+    assert len(left) == 1, listing(path)
+    if over_old:
+        assert load(path) == A
+    B.save(path)
+    assert listing(path) == clean_listing(path)
+    assert load(path) == B
+
+
 def test_concurrent_saves_never_corrupt_the_artifact(tmp_path: Path) -> None:
     path = tmp_path / "m.coreai"
     A.save(path)
