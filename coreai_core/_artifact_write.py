@@ -93,6 +93,15 @@ def save(program: ProgramData, path: str | os.PathLike[str]) -> Path:
 def _prepare(program: ProgramData, target: Path) -> _Payload:
     """The text and stored weights, after checking that loading them gives ``program``
     back: whatever save accepts, load loads."""
+    try:
+        return _checked_payload(program, target)
+    except RecursionError:
+        raise ArtifactError(f"cannot save {target}: the program's regions are nested too "
+                            "deeply to write as text (the text form allows 48 levels). "
+                            "Nothing was written.") from None
+
+
+def _checked_payload(program: ProgramData, target: Path) -> _Payload:
     text = print_program(program)
     stored: dict[str, np.ndarray] = {}
     real: dict[str, Any] = {}

@@ -275,6 +275,17 @@ def test_a_program_the_parser_would_reject_is_not_saved(
     assert load(path) == accepted
 
 
+def test_a_program_nested_deeper_than_the_printer_recurses_is_not_saved(
+        tmp_path: Path) -> None:
+    path = tmp_path / "m.coreai"
+    A.save(path)
+    with pytest.raises(ArtifactError, match=r"cannot save .*m\.coreai: the program's regions "
+                                            r"are nested too deeply to write as text"):
+        _nested_ifs(300).save(path)
+    assert load(path) == A
+    assert listing(path) == clean_listing(path)
+
+
 def _format_1_artifact(path: Path) -> None:
     """A folder as format 1 wrote it (manifest.json, program.coreai, weights/<i>.npy)."""
     (path / "weights").mkdir(parents=True)
