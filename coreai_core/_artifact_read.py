@@ -24,8 +24,8 @@ from coreai_core.errors import ArtifactError, CoreAIError
 from coreai_core.verifier import verify
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PROGRAM_FILE", "REVISION_FILES",
-           "REVISION_NAME", "WEIGHTS_FILE", "Manifest", "assemble", "check_revision", "digest",
-           "load_into", "raw_manifest", "read_manifest", "writer"]
+           "REVISION_NAME", "WEIGHTS_FILE", "Manifest", "artifact_root", "assemble",
+           "check_revision", "digest", "load_into", "raw_manifest", "read_manifest", "writer"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 2
@@ -88,22 +88,19 @@ def raw_manifest(root: Path) -> Any:
     return load_json(data, MANIFEST)
 
 
-def read_manifest(root: Path) -> Manifest:
-    """The manifest of the artifact folder ``root``, checked field by field."""
-    raw = raw_manifest(root)
+def read_manifest(root: Path, raw: Any = None) -> Manifest:
+    """The format-2 manifest of the artifact folder ``root`` (``raw``: its JSON value, if
+    read already), checked field by field."""
+    if raw is None:
+        raw = raw_manifest(root)
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ArtifactError(f"{MANIFEST}: not a {FORMAT} manifest")
     version, wrote = raw.get("version"), raw.get("writer")
-    if version == 1:
-        raise ArtifactError(
-            f"{root} is in artifact format 1 (weights as .npy files), written by coreai-torch "
-            f"0.1.0 or earlier; this {writer()} reads format {FORMAT_VERSION} (weights in "
-            "safetensors). Save the program again: convert the model with this version and "
-            "call program.save(path) (saving over the old artifact is safe)")
     if version != FORMAT_VERSION:
         by = f" by {wrote}" if isinstance(wrote, str) else ""
         raise ArtifactError(f"{MANIFEST}: artifact format {version!r}{by}; this {writer()} "
-                            f"reads format {FORMAT_VERSION}: use the version that wrote it")
+                            f"reads formats 1 and {FORMAT_VERSION}: use the version that "
+                            "wrote it")
     revision = raw.get("revision")
     if not isinstance(revision, str) or not REVISION_NAME.fullmatch(revision):
         raise ArtifactError(f"{MANIFEST}: 'revision' must be a folder name like "
@@ -207,9 +204,8 @@ def assemble(program: ProgramData, text: str, weights: dict[str, np.ndarray]) ->
     program.invalidate()
 
 
-def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
-    """Load the artifact folder ``path`` into the empty ``program``, checking it completely
-    first. Raises :class:`ArtifactError` naming the file for anything malformed."""
+def artifact_root(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a folder, or an ArtifactError saying why it is not an artifact."""
     root = Path(path)
     try:
         if not root.is_dir():
@@ -218,7 +214,14 @@ def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
     except OSError as e:  # e.g. a name too long for the filesystem
         raise ArtifactError(f"{_short(str(path))}: not a coreai artifact "
                             f"({e.strerror or e})") from None
-    manifest = read_manifest(root)
+    return root
+
+
+def load_into(program: ProgramData, root: Path, raw: Any) -> None:
+    """Load the format-2 artifact folder ``root`` (``raw``: its manifest's JSON value) into
+    the empty ``program``, checking it completely first. Raises :class:`ArtifactError`
+    naming the file for anything malformed."""
+    manifest = read_manifest(root, raw)
     for _ in range(_ATTEMPTS):
         try:
             text, weights = _read_revision(root, manifest)
@@ -230,7 +233,7 @@ def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
                 raise
             manifest = again
     else:
-        raise ArtifactError(f"{path}: replaced by {_ATTEMPTS} concurrent saves while it was "
+        raise ArtifactError(f"{root}: replaced by {_ATTEMPTS} concurrent saves while it was "
                             "loaded; load it again")
     assemble(program, text, weights)
 

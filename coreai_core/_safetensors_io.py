@@ -31,7 +31,7 @@ from coreai_core.packing import pack_nibbles, unpack_nibbles
 
 __all__ = ["ELEMENT_TYPES_KEY", "MAX_HEADER_BYTES", "MMAP_BYTES", "TensorInfo", "decode",
            "expected_storage", "from_stored", "load_json", "read_header", "read_safetensors",
-           "read_stored", "real_types", "stored_form", "tensor_specs", "tensor_view"]
+           "read_stored", "real_types", "shape_of", "stored_form", "tensor_specs", "tensor_view"]
 
 # safetensors' dtype codes of the element types it stores natively
 _CODES = {
@@ -104,7 +104,8 @@ class TensorInfo:
     end: int
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
+def shape_of(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a shape if it is a JSON list of dimensions numpy can hold, else None."""
     if not isinstance(value, list) or not all(
             type(d) is int and 0 <= d <= _MAX_DIM for d in value):
         return None
@@ -158,7 +159,7 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
         if dtype is None:
             raise ArtifactError(f"{what}: unsupported dtype {info.get('dtype')!r} (supported: "
                                 f"{', '.join(_CODES)})")
-        shape, offsets = _shape(info.get("shape")), info.get("data_offsets")
+        shape, offsets = shape_of(info.get("shape")), info.get("data_offsets")
         if shape is None:
             raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
                                 f"{info.get('shape')!r}")
@@ -240,7 +241,7 @@ def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType,
             dtype = DType.of(entry.get("dtype"))
         except (TypeError, ValueError):
             raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
-        shape = _shape(entry.get("shape"))
+        shape = shape_of(entry.get("shape"))
         if shape is None:
             raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
                                 f"{entry.get('shape')!r}")

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core._artifact_read import FORMAT, FORMAT_VERSION, load_into
+from coreai_core import _artifact_read as current
+from coreai_core._artifact_read import FORMAT, FORMAT_VERSION
+from coreai_core._artifact_v1 import load_v1
 from coreai_core._artifact_write import save
 from coreai_core._dtypes import DType
 from coreai_core._ir import ProgramData
@@ -34,6 +36,21 @@ from coreai_core._safetensors_io import MMAP_BYTES, read_safetensors
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
            "read_safetensors", "save"]
+
+
+def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
+    """Load the artifact folder ``path`` (format 2, or format 1 of coreai-torch 0.1.0) into
+    the empty ``program`` (``coreai_core.load`` makes it), checking it completely first.
+
+    Raises :class:`ArtifactError` naming the file for a missing, extra, truncated, modified
+    or malformed file, a symlink, or a manifest of an unknown format.
+    """
+    root = current.artifact_root(path)
+    raw = current.raw_manifest(root)
+    if isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("version") == 1:
+        load_v1(program, root, raw)
+    else:
+        current.load_into(program, root, raw)
 
 
 # ============================================================================== binding

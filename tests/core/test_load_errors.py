@@ -230,3 +230,120 @@ def test_fuzzed_safetensors_headers_load_or_raise_artifact_errors(
     _loads_or_artifact_error(path)
     with contextlib.suppress(ArtifactError):
         read_safetensors(weights_file(path))
+
+
+# -- format 1 (the old loader's raw errors were found on this format) ----------------------------
+
+FORMAT_1 = Path(__file__).parent / "golden" / "format1_artifact"
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Path:
+    shutil.copytree(FORMAT_1, tmp_path / "old")
+    return tmp_path / "old"
+
+
+def edit_v1(path: Path, edit: Any) -> None:
+    m = manifest(path)
+    edit(m)
+    for rel in m["files"]:  # keep the checksums right where the files exist
+        f = path / rel
+        if isinstance(rel, str) and len(rel) < 200 and f.is_file():
+            m["files"][rel] = {"sha256": artifact.digest(f), "size": f.stat().st_size}
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_format_1_a_weight_s_file_given_as_a_list(old: Path) -> None:
+    edit_v1(old, lambda m: m["weights"]["w"].update(file=["weights/1.npy"]))
+    with pytest.raises(ArtifactError, match=r"weight 'w': file .* is not listed"):
+        load(old)
+
+
+def test_format_1_a_5000_character_file_name(old: Path) -> None:
+    name = "weights/" + "1" * 5000 + ".npy"
+
+    def edit(m: dict) -> None:
+        m["files"][name] = {"sha256": "0" * 64, "size": 1}
+        m["weights"]["w"]["file"] = name
+
+    edit_v1(old, edit)
+    with pytest.raises(ArtifactError, match="is not a file of format 1"):
+        load(old)
+
+
+@pytest.mark.parametrize("bad", ["../outside.npy", "/etc/passwd", "weights/../../x.npy",
+                                 "weights//1.npy", "./program.coreai"])
+def test_format_1_paths_escaping_the_folder(old: Path, bad: str) -> None:
+    def edit(m: dict) -> None:
+        m["files"][bad] = {"sha256": "0" * 64, "size": 1}
+
+    edit_v1(old, edit)
+    with pytest.raises(ArtifactError, match="is not a file of format 1"):
+        load(old)
+
+
+def test_format_1_a_npy_header_declaring_10_to_the_12_elements(old: Path) -> None:
+    f = old / "weights" / "1.npy"
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }"
+    header += " " * (63 - len(header) % 64) + "\n"
+    f.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+                  + b"\0" * 64)
+    edit_v1(old, lambda m: m["weights"]["w"].update(shape=[10**6, 10**6]))
+    with pytest.raises(ArtifactError, match=r"weights/1\.npy: 64 bytes of data for float32"
+                                            r"\[1000000, 1000000\] \(4000000000000 bytes\)"):
+        load(old)
+
+
+def test_format_1_an_int4_shape_of_2_to_the_63(old: Path) -> None:
+    edit_v1(old, lambda m: m["weights"]["i4"].update(shape=[2**63]))
+    with pytest.raises(ArtifactError, match="weight 'i4': shape must be a list"):
+        load(old)
+    edit_v1(old, lambda m: m["weights"]["i4"].update(shape=[2**62]))
+    with pytest.raises(ArtifactError, match=r"weights/3\.npy: holds uint8\[8\], expected uint8"
+                                            r"\[2305843009213693952\]"):
+        load(old)
+
+
+def test_format_1_a_pickled_array_is_never_unpickled(old: Path) -> None:
+    np.save(old / "weights" / "1.npy", np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    edit_v1(old, lambda m: m["weights"]["w"].update(dtype="float32"))
+    with pytest.raises(ArtifactError, match=r"weights/1\.npy: holds object\[1\]"):
+        load(old)
+
+
+def test_format_1_a_manifest_nested_100_000_deep(old: Path) -> None:
+    (old / "manifest.json").write_text('{"format": "coreai-artifact", "version": 1, '
+                                       f'"files": {nested(100_000)}}}')
+    with pytest.raises(ArtifactError, match=r"manifest\.json is nested too deeply"):
+        load(old)
+
+
+def test_format_1_a_weight_made_unbound_in_the_manifest(old: Path) -> None:
+    """Found by the fuzzer below: with its file dropped from the entry, a weight the text
+    elides would load unbound; the file is still listed, so the edit shows."""
+    edit_v1(old, lambda m: m["weights"]["w"].update(file=None))
+    with pytest.raises(ArtifactError, match=r"lists \['weights/1\.npy'\], but no weight or "
+                                            "state uses them"):
+        load(old)
+
+
+def test_format_1_a_tampered_file(old: Path) -> None:
+    f = old / "weights" / "1.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 1
+    f.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match=r"weights/1\.npy: SHA-256 checksum"):
+        load(old)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzzed_format_1_manifests_load_or_raise_artifact_errors(tmp_path: Path,
+                                                                 data: st.DataObject) -> None:
+    m = manifest(FORMAT_1)
+    where = data.draw(st.sampled_from(_paths(m)))
+    path = tmp_path / "fuzz"
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(FORMAT_1, path)
+    (path / "manifest.json").write_text(json.dumps(_replace(m, where, data.draw(JSON))))
+    _loads_or_artifact_error(path)

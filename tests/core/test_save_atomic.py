@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -286,24 +287,18 @@ def test_a_program_nested_deeper_than_the_printer_recurses_is_not_saved(
     assert listing(path) == clean_listing(path)
 
 
-def _format_1_artifact(path: Path) -> None:
-    """A folder as format 1 wrote it (manifest.json, program.coreai, weights/<i>.npy)."""
-    (path / "weights").mkdir(parents=True)
-    (path / "program.coreai").write_text("coreai.program {\n}")
-    np.save(path / "weights" / "0.npy", np.zeros(3, np.float32))
-    (path / "manifest.json").write_text(json.dumps({
-        "format": "coreai-artifact", "version": 1, "program": "program.coreai",
-        "files": {"program.coreai": {}, "weights/0.npy": {}}, "weights": {}, "state": {}}))
+FORMAT_1 = Path(__file__).parent / "golden" / "format1_artifact"
 
 
-def test_a_format_1_artifact_asks_to_be_saved_again_and_is_replaced(tmp_path: Path) -> None:
+def test_a_format_1_artifact_loads_and_is_replaced_by_format_2(tmp_path: Path) -> None:
+    """``golden/format1_artifact`` was written by coreai-torch 0.1.0 (format 1: .npy
+    weights) from ``program("a")``."""
+    assert load(FORMAT_1) == A
     path = tmp_path / "old.coreai"
-    _format_1_artifact(path)
+    shutil.copytree(FORMAT_1, path)
     (path / "weights" / "mine.npy").write_bytes(b"user")
-    with pytest.raises(ArtifactError, match=r"artifact format 1 .* Save the program again"):
-        load(path)
-    A.save(path)
-    assert load(path) == A
+    B.save(path)
+    assert load(path) == B
     # format 1's files are gone, the user's file (and so its folder) is kept
     assert sorted(p for p in listing(path) if not p.startswith("rev-")) == [
         "manifest.json", "weights", "weights/mine.npy"]

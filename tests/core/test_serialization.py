@@ -313,7 +313,7 @@ def test_malformed_manifest_is_rejected(artifact: Path, content: str) -> None:
 def test_newer_format_names_its_writer(artifact: Path) -> None:
     _edit_manifest(artifact, lambda m: m.update(version=3, writer="coreai-torch 9.0"))
     with pytest.raises(ArtifactError, match=r"artifact format 3 by coreai-torch 9\.0; this "
-                                            r"coreai-torch .* reads format 2"):
+                                            r"coreai-torch .* reads formats 1 and 2"):
         load(artifact)
 
 
