@@ -210,7 +210,7 @@ def artifact_root(path: str | os.PathLike[str]) -> Path:
     try:
         if not root.is_dir():
             what = "does not exist" if not root.exists() else "is not a folder"
-            raise ArtifactError(f"{path}: not a coreai artifact ({what})")
+            raise ArtifactError(f"{_short(str(path))}: not a coreai artifact ({what})")
     except OSError as e:  # e.g. a name too long for the filesystem
         raise ArtifactError(f"{_short(str(path))}: not a coreai artifact "
                             f"({e.strerror or e})") from None
