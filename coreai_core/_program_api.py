@@ -118,7 +118,8 @@ class Program(ProgramData):
         return draw.to_mermaid(self, entrypoint, collapse=collapse)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Save as a directory artifact (text form + weights as .npy + checksums)."""
+        """Save as an artifact folder, atomically (text form + weights in safetensors +
+        checksums; see docs/saving.md)."""
         serialization.save(self, path)
 
     def bind_weights(self, source: Any, *, strict: bool = True) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -14,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coreai_core import ArtifactError, DType, Program, TensorType, TypeRuleError, load, parse
+from coreai_core._artifact_read import digest
 from coreai_core.dialects import coreai
 from coreai_core.packing import pack_bits, pack_nibbles, unpack_bits, unpack_nibbles
-from coreai_core.serialization import _digest
 
 FOUR_BIT = (DType.int4, DType.uint4, DType.float4_e2m1fn)
 SIZES = st.one_of(st.integers(0, 20), st.just(47))
@@ -198,14 +199,21 @@ def _compressed_program(rng: np.random.Generator) -> Program:
     return p
 
 
+def _weights_file(root) -> Path:
+    return root / json.loads((root / "manifest.json").read_text())["revision"] / \
+        "weights.safetensors"
+
+
 def test_save_stores_four_bit_weights_packed_and_load_restores_them(tmp_path) -> None:
+    from safetensors import safe_open
+
     rng = np.random.default_rng(1)
     p = _compressed_program(rng)
     p.save(tmp_path / "m")
-    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    entry = manifest["weights"]["w.data"]
-    assert entry["dtype"] == "int4" and entry["shape"] == [47, 64]
-    stored = np.load(tmp_path / "m" / entry["file"], allow_pickle=False)
+    with safe_open(_weights_file(tmp_path / "m"), framework="np") as f:
+        stored = f.get_tensor("w.data")
+        real = json.loads(f.metadata()["coreai.element_types"])
+    assert real["w.data"] == {"dtype": "int4", "shape": [47, 64]}
     assert stored.dtype == np.uint8 and stored.shape == (47 * 32,)
     np.testing.assert_array_equal(stored, pack_nibbles(p.weights["w.data"]))
     loaded = load(tmp_path / "m")
@@ -218,17 +226,23 @@ def test_save_stores_four_bit_weights_packed_and_load_restores_them(tmp_path) ->
 
 
 def test_load_rejects_a_packed_file_with_a_stray_padding_nibble(tmp_path) -> None:
+    from safetensors.numpy import load_file, save_file
+
     p = Program()
     with p.graph("main") as g:
         g.outputs({"w": coreai.constant(np.arange(-8, 7).astype(ml_dtypes.int4), name="w")})
     root = tmp_path / "m"
     p.save(root)
+    weights = _weights_file(root)
+    with open(weights, "rb") as f:
+        metadata = json.loads(f.read(int.from_bytes(f.read(8), "little")))["__metadata__"]
+    stored = dict(load_file(weights))
+    stored["w"] = stored["w"].copy()
+    stored["w"][-1] |= 0xF0  # the high nibble of the last byte pads the odd element count
+    save_file(stored, weights, metadata=metadata)
     manifest = json.loads((root / "manifest.json").read_text())
-    rel = manifest["weights"]["w"]["file"]
-    stored = np.load(root / rel)
-    stored[-1] |= 0xF0  # the high nibble of the last byte pads the odd element count
-    np.save(root / rel, stored)
-    manifest["files"][rel] = {"sha256": _digest(root / rel), "size": (root / rel).stat().st_size}
+    manifest["files"]["weights.safetensors"] = {"sha256": digest(weights),
+                                                "size": weights.stat().st_size}
     (root / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="padding nibble"):
         load(root)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from coreai_core import ArtifactError, Program, TensorType, WeightRef, load
+from coreai_core import ArtifactError, DType, Program, TensorType, WeightRef, load
+from coreai_core import _artifact_read as ser_read
 from coreai_core import serialization as ser
 from coreai_core.dialects import coreai
 
@@ -72,21 +73,52 @@ def test_round_trip_is_equal_and_runs_identically(artifact: Path) -> None:
             np.testing.assert_array_equal(a[k], b[k])
 
 
-def test_manifest_records_files_dtypes_and_bfloat16_bits(artifact: Path) -> None:
+def revision(artifact: Path) -> Path:
+    """The current revision folder of an artifact."""
+    return artifact / json.loads((artifact / "manifest.json").read_text())["revision"]
+
+
+def rechecksum(artifact: Path) -> None:
+    """Make the manifest agree with the files again after a test edited one (so that only
+    the loader's other checks stand between the edit and a loaded program)."""
+    path = artifact / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for name in manifest["files"]:
+        f = artifact / manifest["revision"] / name
+        manifest["files"][name] = {"sha256": ser_read.digest(f), "size": f.stat().st_size}
+    path.write_text(json.dumps(manifest))
+
+
+def test_artifact_layout_and_manifest(artifact: Path) -> None:
     manifest = json.loads((artifact / "manifest.json").read_text())
     assert manifest["format"] == ser.FORMAT and manifest["version"] == ser.FORMAT_VERSION
-    bf = manifest["weights"]["bf"]
-    assert bf["dtype"] == "bfloat16" and bf["shape"] == [5, 7]
-    raw = np.load(artifact / bf["file"], allow_pickle=False)
-    assert raw.dtype == np.uint16  # npy has no bfloat16: its raw bits are stored
-    assert manifest["weights"]["unbound.w"]["file"] is None
-    on_disk = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*")
-                     if p.is_file())
-    assert on_disk == sorted([*manifest["files"], "manifest.json"])
-    for rel, entry in manifest["files"].items():
-        assert (artifact / rel).stat().st_size == entry["size"]
-    text = (artifact / "program.coreai").read_text()
+    assert manifest["writer"].startswith("coreai-torch ")
+    rev = revision(artifact)
+    assert sorted(p.name for p in artifact.iterdir()) == sorted(["manifest.json", rev.name])
+    assert sorted(p.name for p in rev.iterdir()) == ["program.coreai", "weights.safetensors"]
+    for name, entry in manifest["files"].items():
+        assert (rev / name).stat().st_size == entry["size"]
+        assert ser_read.digest(rev / name) == entry["sha256"]
+    text = (rev / "program.coreai").read_text()
     assert "weight @bf : tensor<5x7xbf16>\n" in text  # large data is elided from the text
+
+
+def test_weights_file_is_plain_safetensors(artifact: Path) -> None:
+    """Any safetensors reader gets every bound weight by name (bfloat16 as BF16)."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    p = make_program()
+    read = load_file(revision(artifact) / "weights.safetensors")
+    bound = {k: v for k, v in p.weights.items() if v is not None}
+    assert sorted(read) == sorted(bound)
+    for name, data in bound.items():
+        assert read[name].dtype == data.dtype and read[name].shape == data.shape
+        np.testing.assert_array_equal(read[name], data)
+    with safe_open(revision(artifact) / "weights.safetensors", framework="pt") as f:
+        bf = f.get_tensor("bf")
+    assert bf.dtype == torch.bfloat16
+    assert bf.view(torch.int16).numpy().tobytes() == p.weights["bf"].tobytes()
 
 
 def test_save_replaces_an_artifact_but_not_other_folders(tmp_path: Path) -> None:
@@ -119,9 +151,72 @@ def test_large_weights_are_memory_mapped(tmp_path: Path) -> None:
 
 # -- tampering -----------------------------------------------------------------------------------
 
-def _weight_file(artifact: Path, name: str = "layer.w") -> Path:
-    manifest = json.loads((artifact / "manifest.json").read_text())
-    return artifact / manifest["weights"][name]["file"]
+def _weights_file(artifact: Path) -> Path:
+    return revision(artifact) / "weights.safetensors"
+
+
+def test_flipped_byte_is_rejected(artifact: Path) -> None:
+    f = _weights_file(artifact)
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0x01
+    f.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match=r"rev-\w+/weights\.safetensors: SHA-256 checksum"):
+        load(artifact)
+
+
+def test_flipped_byte_in_text_is_rejected(artifact: Path) -> None:
+    f = revision(artifact) / "program.coreai"
+    f.write_text(f.read_text().replace("tensor<3x4xf32>", "tensor<4x3xf32>", 1))
+    with pytest.raises(ArtifactError, match=r"program\.coreai"):
+        load(artifact)
+
+
+def test_truncated_file_is_rejected(artifact: Path) -> None:
+    f = _weights_file(artifact)
+    f.write_bytes(f.read_bytes()[:-8])
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: size .*\(truncated"):
+        load(artifact)
+
+
+def test_missing_file_is_rejected(artifact: Path) -> None:
+    _weights_file(artifact).unlink()
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: file is missing"):
+        load(artifact)
+
+
+def test_extra_file_in_the_revision_is_rejected(artifact: Path) -> None:
+    (revision(artifact) / "99.npy").write_bytes(b"x")
+    with pytest.raises(ArtifactError, match=r"99\.npy: file is not listed"):
+        load(artifact)
+
+
+def test_user_files_next_to_the_manifest_are_ignored(artifact: Path) -> None:
+    (artifact / "README.md").write_text("my model")
+    (artifact / "notes").mkdir()
+    assert load(artifact) == make_program()
+
+
+def test_missing_manifest_is_rejected(artifact: Path) -> None:
+    (artifact / "manifest.json").unlink()
+    with pytest.raises(ArtifactError, match=r"manifest\.json is missing"):
+        load(artifact)
+
+
+@pytest.mark.parametrize("bad", ["../outside", "/etc", "rev-0/../..", ".", "weights"])
+def test_revisions_escaping_the_folder_are_rejected(artifact: Path, bad: str) -> None:
+    _edit_manifest(artifact, lambda m: m.update(revision=bad))
+    with pytest.raises(ArtifactError, match="'revision' must be a folder name"):
+        load(artifact)
+
+
+@pytest.mark.parametrize("bad", ["../x.safetensors", "weights.npy", "program.coreai/x"])
+def test_files_other_than_the_format_s_are_rejected(artifact: Path, bad: str) -> None:
+    def edit(m):
+        m["files"][bad] = m["files"].pop("weights.safetensors")
+
+    _edit_manifest(artifact, edit)
+    with pytest.raises(ArtifactError, match="'files' must list exactly"):
+        load(artifact)
 
 
 def _edit_manifest(artifact: Path, edit) -> None:
@@ -131,123 +226,79 @@ def _edit_manifest(artifact: Path, edit) -> None:
     path.write_text(json.dumps(manifest))
 
 
-def test_flipped_byte_is_rejected(artifact: Path) -> None:
-    f = _weight_file(artifact)
-    data = bytearray(f.read_bytes())
-    data[-1] ^= 0x01
-    f.write_bytes(bytes(data))
-    with pytest.raises(ArtifactError, match=rf"{f.name}: SHA-256 checksum"):
-        load(artifact)
-
-
-def test_flipped_byte_in_text_is_rejected(artifact: Path) -> None:
-    f = artifact / "program.coreai"
-    f.write_text(f.read_text().replace("tensor<3x4xf32>", "tensor<4x3xf32>", 1))
-    with pytest.raises(ArtifactError, match=r"program\.coreai"):
-        load(artifact)
-
-
-def test_truncated_file_is_rejected(artifact: Path) -> None:
-    f = _weight_file(artifact, "idx")
-    f.write_bytes(f.read_bytes()[:-8])
-    with pytest.raises(ArtifactError, match=r"weights/\d+\.npy: size .*\(truncated"):
-        load(artifact)
-
-
-def test_missing_file_is_rejected(artifact: Path) -> None:
-    f = _weight_file(artifact, "half")
-    f.unlink()
-    with pytest.raises(ArtifactError, match=rf"weights/{f.name}: file is missing"):
-        load(artifact)
-
-
-def test_extra_file_is_rejected(artifact: Path) -> None:
-    (artifact / "weights" / "99.npy").write_bytes(b"x")
-    with pytest.raises(ArtifactError, match=r"weights/99\.npy: file is not listed"):
-        load(artifact)
-
-
-def test_missing_manifest_is_rejected(artifact: Path) -> None:
-    (artifact / "manifest.json").unlink()
-    with pytest.raises(ArtifactError, match=r"manifest\.json is missing"):
-        load(artifact)
-
-
-@pytest.mark.parametrize("bad", ["../outside.npy", "/etc/passwd", "weights/../../x.npy",
-                                 "weights//0.npy", "./program.coreai"])
-def test_manifest_paths_escaping_the_folder_are_rejected(artifact: Path, bad: str) -> None:
-    def edit(m):
-        m["files"][bad] = {"sha256": "0" * 64, "size": 1}
-        m["weights"]["layer.w"]["file"] = bad
-
-    _edit_manifest(artifact, edit)
-    with pytest.raises(ArtifactError, match="escapes the artifact folder"):
-        load(artifact)
-
-
-def test_symlink_escaping_the_folder_is_rejected(artifact: Path, tmp_path: Path) -> None:
-    f = _weight_file(artifact)
-    outside = tmp_path / "outside.npy"
+def test_symlinked_file_is_rejected(artifact: Path, tmp_path: Path) -> None:
+    f = _weights_file(artifact)
+    outside = tmp_path / "outside.safetensors"
     outside.write_bytes(f.read_bytes())
     f.unlink()
     os.symlink(outside, f)
-    with pytest.raises(ArtifactError, match=rf"{f.name}.*outside the artifact folder"):
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: file is a symlink"):
         load(artifact)
 
 
-def test_symlink_inside_the_folder_is_rejected(artifact: Path) -> None:
-    f = _weight_file(artifact)
-    copy = artifact / "weights" / "copy.npy"
-    os.replace(f, copy)
-    os.symlink(copy, f)
-    with pytest.raises(ArtifactError, match="symlink"):
+def test_symlinked_revision_is_rejected(artifact: Path, tmp_path: Path) -> None:
+    rev = revision(artifact)
+    os.replace(rev, tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", rev)
+    with pytest.raises(ArtifactError, match="not a folder"):
         load(artifact)
 
 
-def test_wrong_dtype_in_manifest_is_rejected(artifact: Path) -> None:
-    _edit_manifest(artifact, lambda m: m["weights"]["layer.w"].update(dtype="float16"))
-    with pytest.raises(ArtifactError, match=r"holds float32\[3, 4\], but weight 'layer.w' is "
-                                            r"float16\[3, 4\]"):
+def _rewrite_weights(artifact: Path, arrays: dict, metadata: dict | None = None) -> None:
+    from safetensors.numpy import save_file
+
+    save_file(arrays, _weights_file(artifact), metadata=metadata)
+    rechecksum(artifact)
+
+
+def _stored(artifact: Path) -> dict:
+    from safetensors.numpy import load_file
+
+    return dict(load_file(_weights_file(artifact)))
+
+
+def test_weight_of_another_dtype_than_declared_is_rejected(artifact: Path) -> None:
+    arrays = _stored(artifact)
+    arrays["layer.w"] = arrays["layer.w"].astype(np.float16)
+    _rewrite_weights(artifact, arrays)
+    with pytest.raises(ArtifactError, match=r"weight 'layer.w': weights\.safetensors holds "
+                                            r"float16\[3, 4\], program\.coreai declares "
+                                            r"tensor<3x4xf32>"):
         load(artifact)
 
 
-def test_wrong_shape_in_manifest_and_text_is_rejected(artifact: Path) -> None:
-    _edit_manifest(artifact, lambda m: m["weights"]["layer.w"].update(shape=[4, 3]))
-    with pytest.raises(ArtifactError, match=r"layer\.w"):
+def test_weight_the_text_does_not_declare_is_rejected(artifact: Path) -> None:
+    arrays = _stored(artifact)
+    arrays["stray"] = np.zeros(3, np.float32)
+    _rewrite_weights(artifact, arrays)
+    with pytest.raises(ArtifactError, match=r"holds weights program\.coreai does not declare: "
+                                            r"\['stray'\]"):
         load(artifact)
 
 
-def test_manifest_and_text_disagreeing_on_weights_is_rejected(artifact: Path) -> None:
-    _edit_manifest(artifact, lambda m: m["weights"].pop("unbound.w"))
-    with pytest.raises(ArtifactError, match=r"disagree on the weights: missing from the "
-                                            r"manifest \['unbound.w'\]"):
+def test_inline_weight_missing_from_the_weights_file_is_rejected(artifact: Path) -> None:
+    arrays = _stored(artifact)
+    del arrays["small"]  # printed inline in the text
+    _rewrite_weights(artifact, arrays)
+    with pytest.raises(ArtifactError, match=r"weight 'small': program\.coreai gives its data, "
+                                            r"but weights\.safetensors does not hold it"):
         load(artifact)
 
 
-def test_state_differing_from_text_is_rejected(artifact: Path) -> None:
-    manifest = json.loads((artifact / "manifest.json").read_text())
-    f = artifact / manifest["state"]["acc"]["file"]
-    np.save(f, np.zeros((3, 4), np.float32), allow_pickle=False)
-
-    def edit(m):
-        m["files"][manifest["state"]["acc"]["file"]] = {"sha256": ser._digest(f),
-                                                        "size": f.stat().st_size}
-
-    _edit_manifest(artifact, edit)
-    with pytest.raises(ArtifactError, match="state 'acc'"):
+def test_inline_weight_differing_from_the_weights_file_is_rejected(artifact: Path) -> None:
+    arrays = _stored(artifact)
+    arrays["small"] = arrays["small"] + 1
+    _rewrite_weights(artifact, arrays)
+    with pytest.raises(ArtifactError, match=r"weight 'small': the data in program\.coreai "
+                                            r"differs from weights\.safetensors"):
         load(artifact)
 
 
-def test_pickled_object_array_is_never_unpickled(artifact: Path) -> None:
-    f = _weight_file(artifact)
-    np.save(f, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
-
-    def edit(m):
-        rel = f.relative_to(artifact).as_posix()
-        m["files"][rel] = {"sha256": ser._digest(f), "size": f.stat().st_size}
-
-    _edit_manifest(artifact, edit)  # a consistent manifest: only allow_pickle=False protects
-    with pytest.raises(ArtifactError, match=r"not a valid \.npy file"):
+def test_weights_file_that_is_not_safetensors_is_rejected(artifact: Path) -> None:
+    with open(_weights_file(artifact), "wb") as f:  # a pickle-bearing .npy under the name
+        np.save(f, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    rechecksum(artifact)
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: header length"):
         load(artifact)
 
 
@@ -259,10 +310,19 @@ def test_malformed_manifest_is_rejected(artifact: Path, content: str) -> None:
         load(artifact)
 
 
+def test_newer_format_names_its_writer(artifact: Path) -> None:
+    _edit_manifest(artifact, lambda m: m.update(version=3, writer="coreai-torch 9.0"))
+    with pytest.raises(ArtifactError, match=r"artifact format 3 by coreai-torch 9\.0; this "
+                                            r"coreai-torch .* reads formats 1 and 2"):
+        load(artifact)
+
+
 def test_not_a_directory(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(ArtifactError, match="not a coreai artifact"):
         load(tmp_path / "f")
+    with pytest.raises(ArtifactError, match="does not exist"):
+        load(tmp_path / "nothing")
 
 
 # -- bind_weights --------------------------------------------------------------------------------
@@ -389,3 +449,55 @@ def test_malformed_safetensors_is_rejected(tmp_path: Path, corrupt: str) -> None
     (tmp_path / "w.safetensors").write_bytes(blob)
     with pytest.raises(ArtifactError, match=r"w\.safetensors"):
         unbound_program().bind_weights(tmp_path / "w.safetensors")
+
+
+def test_every_stored_form_reads_back_with_safetensors_alone(tmp_path: Path) -> None:
+    """A reader with only safetensors and numpy recovers each weight: native types as they
+    are, complex as (real, imag) pairs, 4-bit types two per byte (low nibble first), with
+    the real type and shape in the metadata."""
+    from safetensors import safe_open
+
+    from tests.core.save_faults import program
+
+    p = program("a")
+    p.save(tmp_path / "m")
+    with safe_open(revision(tmp_path / "m") / "weights.safetensors", framework="np") as f:
+        stored = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
+        real = json.loads(f.metadata()["coreai.element_types"])
+    assert real == {"cx": {"dtype": "complex64", "shape": [3]},
+                    "i4": {"dtype": "int4", "shape": [3, 5]}}
+    assert sorted(stored) == ["bf", "cx", "i4", "small", "w"]
+    for name in ("w", "small", "bf"):
+        assert stored[name].dtype == p.weights[name].dtype
+        np.testing.assert_array_equal(stored[name], p.weights[name])
+    cx = p.weights["cx"]
+    assert stored["cx"].dtype == np.float32 and stored["cx"].shape == (3, 2)
+    np.testing.assert_array_equal(stored["cx"][:, 0], cx.real)
+    np.testing.assert_array_equal(stored["cx"][:, 1], cx.imag)
+    codes = p.weights["i4"].astype(np.int8).reshape(-1) & 0x0F  # 15 two's-complement nibbles
+    assert stored["i4"].dtype == np.uint8 and stored["i4"].shape == (8,)
+    np.testing.assert_array_equal(stored["i4"] & 0x0F, codes[0::2])
+    np.testing.assert_array_equal(stored["i4"][:7] >> 4, codes[1::2])
+    assert stored["i4"][7] >> 4 == 0  # the padding nibble of an odd count
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (2, 3, 5)], ids=str)
+@pytest.mark.parametrize("dtype", list(DType), ids=str)
+def test_every_element_type_and_shape_round_trips(tmp_path: Path, dtype: DType,
+                                                  shape: tuple) -> None:
+    rng = np.random.default_rng(0)
+    n = int(np.prod(shape))
+    if dtype.is_complex:
+        data = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype.numpy)
+    elif dtype.is_float or dtype in (DType.int4, DType.uint4, DType.float4_e2m1fn):
+        data = rng.integers(-6, 7, n).astype(np.float32).astype(dtype.numpy)
+    else:
+        data = rng.integers(0, 2, n).astype(dtype.numpy)
+    data = data.reshape(shape)
+    p = Program()
+    with p.graph("main") as g:
+        g.outputs({"w": coreai.constant(data, name="w")})
+    p.save(tmp_path / "m")
+    got = load(tmp_path / "m").weights["w"]
+    assert got.dtype == data.dtype and got.shape == data.shape
+    assert got.tobytes() == data.tobytes()
