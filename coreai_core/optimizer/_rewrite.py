@@ -278,6 +278,14 @@ class Rewriter:
             return op.attributes["value"].name
         return None
 
+    def origin_weight_name(self, v: Value) -> str | None:
+        """The weight behind ``v``, or the original weight it was derived from in this pass
+        run (:meth:`derived_constant`): the name new weights are named after."""
+        name = self.weight_name(v)
+        while name is not None and name in self.ctx.derived_from:
+            name = self.ctx.derived_from[name]
+        return name
+
     def use_count(self, v: Value) -> int:
         """How many uses ``v`` has: as an operand, a graph output, and -- while the sweep
         runs -- through values already replaced by ``v`` whose users it has not reached yet
@@ -378,7 +386,8 @@ class Rewriter:
         source_name = self.weight_name(source)
         if source_name is None:
             return self.constant(data, "folded", location)
-        new = self.constant(data, f"{source_name}.folded", location, weight=True)
+        hint = f"{self.origin_weight_name(source)}.folded"
+        new = self.constant(data, hint, location, weight=True)
         new_name = self.weight_name(new)
         if new_name is not None:
             self.ctx.derived_from[new_name] = source_name

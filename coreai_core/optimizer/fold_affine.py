@@ -198,7 +198,7 @@ class FoldAffinePass(RewritePass):
                 operands[2] = rw.derived_constant(operands[2], (bias + v).astype(dtype),
                                                   producer.location)
             else:
-                hint = weight_hint(rw.weight_name(operands[1]) or "folded", "bias")
+                hint = weight_hint(rw.origin_weight_name(operands[1]) or "folded", "bias")
                 operands.append(rw.constant(v.astype(dtype), hint, producer.location))
             return rw.replacement(op, producer.name, operands, dict(producer.attributes))
         return self._merge(op, producer, t, rw, scale=False)
