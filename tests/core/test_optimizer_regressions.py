@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 import torch
 
-from coreai_core import Program, TensorType, Value, parse
+from coreai_core import Operation, Program, TensorType, Value, parse
 from coreai_core.dialects import coreai
+from coreai_core.optimizer import RewritePass, Rewriter
 from coreai_torch import TorchConverter, get_decomp_table
 
 
@@ -186,3 +189,49 @@ def test_mobilenet_v3_blocks_match_torch_after_optimize() -> None:
     optimized = next(iter(program.run(feed).values()))
     np.testing.assert_allclose(optimized, expected, rtol=1e-5, atol=1e-5)
     assert _count(program, "coreai.conv") == convs  # no conv copied by a fold
+
+
+class _CopyingShiftFold(RewritePass):
+    """A deliberately careless rule: folds ``conv(x, W) + t`` into a new conv without asking
+    whether the conv has other readers (what fold_affine once did)."""
+
+    name = "copying_shift_fold"
+
+    def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+        if op.name != "coreai.broadcasting_add":
+            return None
+        conv = rw.producer(op.operands[0], "coreai.conv")
+        t = rw.const(op.operands[1])
+        if conv is None or t is None or len(conv.operands) != 2:
+            return None
+        bias = rw.constant(np.broadcast_to(t.reshape(-1), (conv.result.type.shape[1],)))
+        return rw.replacement(op, "coreai.conv", [*conv.operands, bias], dict(conv.attributes))
+
+
+def _conv_plus_shift(readers: int) -> Program:
+    rng = np.random.default_rng(5)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 2, 4, 4), "float32")}) as g:
+        y = coreai.conv(g["x"], coreai.constant(_random(rng, 3, 2, 1, 1)))
+        out = {"shifted": coreai.broadcasting_add(y, coreai.constant(_random(rng, 3, 1, 1)))}
+        if readers == 2:
+            out["relu"] = coreai.relu(y)
+        g.outputs(out)
+    return program
+
+
+def test_the_rewriter_refuses_a_rewrite_that_copies_a_heavy_op() -> None:
+    # The framework's own guard, whatever the rule checks: with a second reader the new conv
+    # would run next to the old one, so the rewrite is dropped; with one reader it replaces it.
+    x = {"x": _random(np.random.default_rng(6), 1, 2, 4, 4)}
+    for readers, rewritten in ((2, 0), (1, 1)):
+        program = _conv_plus_shift(readers)
+        before = program.run(x)
+        stats = _CopyingShiftFold().run(program)
+        program.verify()
+        assert stats.rewritten == rewritten
+        assert _count(program, "coreai.conv") == 1
+        assert _count(program, "coreai.broadcasting_add") == 1 - rewritten
+        after = program.run(x)
+        for k in before:
+            np.testing.assert_allclose(after[k], before[k], rtol=1e-5, atol=1e-6, err_msg=k)
