@@ -235,3 +235,23 @@ def test_the_rewriter_refuses_a_rewrite_that_copies_a_heavy_op() -> None:
         after = program.run(x)
         for k in before:
             np.testing.assert_allclose(after[k], before[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_a_user_keeping_a_constant_operand_still_takes_the_other_replacements() -> None:
+    # reshape(x * 1, get_shape(z)) has a dynamic type; folding get_shape to a constant would
+    # make it static, so the reshape keeps its shape operand. Its data operand still moves to
+    # x (a type never depends on a computed value's data), so ``x * 1`` dies. (The whole
+    # remap used to be refused, keeping the multiply forever.)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2, 3), "float32"),
+                                       "z": TensorType((3, 2), "float32")}) as g:
+        data = coreai.broadcasting_mul(g["x"], 1.0)
+        g.outputs({"y": coreai.reshape(data, coreai.get_shape(g["z"]))})
+    rng = np.random.default_rng(7)
+    feed = {"x": _random(rng, 2, 3), "z": _random(rng, 3, 2)}
+    before = program.run(feed)
+    program.optimize(["canonicalize"])
+    program.verify()
+    assert [op.name for op in program.graphs["main"].ops] == ["coreai.get_shape",
+                                                              "coreai.reshape"]
+    np.testing.assert_array_equal(program.run(feed)["y"], before["y"])
