@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coreai_core import Composite, Dim, Program, TensorType, Value, parse
+from coreai_core import Composite, Dim, Program, TensorType, Value, WeightRef, parse
 from coreai_core.dialects import coreai
 from coreai_core.optimizer import InlineCompositesPass, Pass, default_passes, pass_names
 from coreai_core.optimizer._rewrite import all_graphs, is_heavy
@@ -32,18 +32,19 @@ COMPOSITE = "hard_swish_affine"
 class Drawer:
     """What one step needs: hypothesis draws for structure, a seeded rng for data."""
 
-    def __init__(self, draw: Any, rng: np.random.Generator) -> None:
+    def __init__(self, draw: Any, rng: np.random.Generator, dtype: str) -> None:
         self.draw = draw
         self.rng = rng
+        self.dtype = np.dtype(dtype)
         self.weights: dict[tuple[int, ...], Value] = {}  # conv weights, to share by shape
 
     def data(self, *shape: int, scale: float = 1.0) -> np.ndarray:
-        return (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        return (self.rng.standard_normal(shape) * scale).astype(self.dtype)
 
     def factor(self, shape: tuple[int, ...]) -> np.ndarray:
         # magnitudes in [0.5, 1.5] with random signs: no scale near zero or infinity
         sign = np.where(self.rng.random(shape) < 0.2, -1.0, 1.0)
-        return (sign * (self.rng.random(shape) + 0.5)).astype(np.float32)
+        return (sign * (self.rng.random(shape) + 0.5)).astype(self.dtype)
 
     def vector_shape(self, v: Value) -> tuple[int, ...]:
         """Per-channel (axis 1), per-last-axis, scalar, or full: all the shapes a batch norm
@@ -66,7 +67,10 @@ def _conv(d: Drawer, v: Value, pool: list[Value], channels: list[int] = CHANNELS
     weight = d.weights.get(shape)
     # named like a model's parameters: program weights, whatever their size
     name = f"conv{len(pool)}"
-    if weight is None or not d.draw(st.booleans()):  # else one weight read by two convs
+    share = d.draw(st.sampled_from(["no", "value", "weight"])) if weight is not None else "no"
+    if weight is not None and share == "weight":  # a second constant op, the same weight
+        weight = coreai.constant(WeightRef(weight.owner.attributes["value"].name))
+    elif share == "no":  # ("value": the same constant value, read by two convs)
         weight = coreai.constant(d.data(*shape, scale=(shape[1] * k * k) ** -0.5),
                                  name=f"{name}.weight")
         d.weights[shape] = weight
@@ -163,9 +167,9 @@ STEPS: dict[str, Callable[[Drawer, Value, list[Value]], Value]] = {
 }
 
 
-def _define_composite(program: Program) -> None:
+def _define_composite(program: Program, dtype: str) -> None:
     dims = tuple(Dim(n) for n in "nchw")
-    with program.graph(COMPOSITE, inputs={"x": TensorType(dims, F)},
+    with program.graph(COMPOSITE, inputs={"x": TensorType(dims, dtype)},
                        composite=Composite(COMPOSITE)) as g:
         g.outputs({"y": _hard_swish(coreai.broadcasting_add(
             coreai.broadcasting_mul(g["x"], 0.5), 1.0))})
@@ -176,13 +180,14 @@ def conv_programs(draw: Any, steps: tuple[str, ...] = tuple(STEPS),
                   ) -> tuple[Program, dict[str, np.ndarray]]:
     """A random program of ``steps`` (names in :data:`STEPS`) and inputs for it."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    d = Drawer(draw, rng)
+    dtype = draw(st.sampled_from([F, "float16"]))
+    d = Drawer(draw, rng, dtype)
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 5)), draw(st.integers(1, 4)),
              draw(st.integers(1, 5)))
     chosen = draw(st.lists(st.sampled_from(steps), min_size=1, max_size=10))
     program = Program()
-    _define_composite(program)
-    with program.graph("main", inputs={"x": TensorType(shape, F)}) as g:
+    _define_composite(program, dtype)
+    with program.graph("main", inputs={"x": TensorType(shape, dtype)}) as g:
         v = g["x"]
         pool: list[Value] = [v]
         for step in chosen:
@@ -192,7 +197,7 @@ def conv_programs(draw: Any, steps: tuple[str, ...] = tuple(STEPS),
         extra = draw(st.lists(st.sampled_from(pool[1:]), max_size=2, unique_by=id)) \
             if len(pool) > 1 else []
         g.outputs({"y": v, **{f"o{i}": u for i, u in enumerate(extra) if u is not v}})
-    return program, {"x": rng.standard_normal(shape).astype(np.float32)}
+    return program, {"x": rng.standard_normal(shape).astype(dtype)}
 
 
 def heavy_ops(program: Program) -> int:
@@ -203,22 +208,27 @@ def copy_of(program: Program) -> Program:
     return parse(str(program), weights={k: np.array(v) for k, v in program.weights.items()})
 
 
+# Reassociation error allowed, relative to the magnitude of a result (see assert_same_results)
+TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float16): 5e-2}
+
+
 def assert_same_results(after: dict[str, np.ndarray], before: dict[str, np.ndarray]) -> None:
-    """Equal up to float32 reassociation.
+    """Equal up to float reassociation.
 
     Weights are scaled by 1/sqrt(fan-in), so values stay of order 1. A fold reorders the
-    float32 rounding of each product and sum (conv(x, W) * s vs conv(x, W * s), (a + b) + c vs
-    a + (b + c)): a few ulps (6e-8 each) per op over at most ~20 chained ops and ~50-term
-    sums, i.e. below 1e-5 of the values' magnitude. 1e-4 of that magnitude leaves margin,
-    while a wrong fold (a shift lost, a scale applied twice) is off by the constants
-    themselves (>= 0.5 for scales, ~1 for shifts).
+    rounding of each product and sum (conv(x, W) * s vs conv(x, W * s), (a + b) + c vs
+    a + (b + c)) and rounds folded weights once more: a few ulps per op over at most ~30
+    chained ops. In float32 (ulp 6e-8 of the magnitude) that stays below 1e-5 of the values'
+    magnitude, so 1e-4 leaves margin; in float16 (ulp 1e-3) below 2e-2, so 5e-2. A wrong fold
+    (a shift lost, a scale applied twice) is off by the constants themselves (>= 0.5).
     """
     assert list(after) == list(before)
     for k, want in before.items():
         got = after[k]
         assert got.dtype == want.dtype and got.shape == want.shape, k
-        scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale, err_msg=k)
+        tol = TOLERANCE[want.dtype]
+        scale = max(1.0, float(np.max(np.abs(want.astype(np.float64)), initial=0.0)))
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=k)
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {
