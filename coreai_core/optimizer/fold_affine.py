@@ -22,7 +22,9 @@ Assumptions, each checked before a fold (a fold whose check fails is skipped):
 - **Channel axis.** ``s`` and ``t`` vary only along the channel axis (axis 1 of a conv
   result, the last axis of a matmul result whose right operand is a constant matrix) and are
   broadcast against it without changing its type (same shape, same dtype).
-- **Dtype.** Only float results are folded; ``s`` is finite (and non-zero for a division).
+- **Dtype.** Only float16, bfloat16, float32 and float64 results are folded (in 8- and 4-bit
+  floats, rounding the scaled weights to so few bits would change the results noticeably);
+  ``s`` is finite (and non-zero for a division).
 
 New weights are computed in float64 and rounded once into new constants (weights are never
 edited in place); a weight whose old data nothing reads any more passes its name on.
@@ -34,9 +36,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, weight_hint
 
+FOLDED_DTYPES = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
 SCALES = {"coreai.mul": "mul", "coreai.broadcasting_mul": "mul", "coreai.divide": "div",
           "coreai.broadcasting_divide": "div"}
 SHIFTS = {"coreai.add": "add", "coreai.broadcasting_add": "add", "coreai.sub": "sub",
@@ -59,9 +63,10 @@ def channel_vector(c: np.ndarray, rank: int, axis: int, size: int) -> np.ndarray
 
 def _affine_operands(op: Operation, rw: Rewriter) -> tuple[Value, np.ndarray, str] | None:
     """(y, constant, kind) for ``y * c``, ``c * y``, ``y / c``, ``y + c``, ``c + y``, ``y - c``
-    with a float result of ``y``'s type (``c`` does not broadcast ``y``) and ``y`` computed."""
+    with a result of ``y``'s type in :data:`FOLDED_DTYPES` (``c`` does not broadcast ``y``) and
+    ``y`` computed."""
     kind = SCALES.get(op.name) or SHIFTS.get(op.name)
-    if kind is None or len(op.results) != 1 or not op.result.type.element_type.is_float:
+    if kind is None or len(op.results) != 1 or op.result.type.element_type not in FOLDED_DTYPES:
         return None
     a, b = op.operands
     pairs = [(a, b), (b, a)] if op.name in COMMUTATIVE else [(a, b)]

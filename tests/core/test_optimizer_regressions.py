@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -255,3 +256,26 @@ def test_a_user_keeping_a_constant_operand_still_takes_the_other_replacements() 
     assert [op.name for op in program.graphs["main"].ops] == ["coreai.get_shape",
                                                               "coreai.reshape"]
     np.testing.assert_array_equal(program.run(feed)["y"], before["y"])
+
+
+@pytest.mark.parametrize(("dtype", "folds"), [("bfloat16", True), ("float8_e4m3fn", False)])
+def test_affine_folds_only_where_the_scaled_weights_keep_their_precision(
+        dtype: str, folds: bool) -> None:
+    # a 3-bit mantissa would round W * s far more than it rounds (x @ W) * s
+    np_dtype = np.dtype(getattr(ml_dtypes, dtype))
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((3, 4)).astype(np_dtype)
+    s = (rng.random(4) + 0.5).astype(np_dtype)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2, 3), dtype)}) as g:
+        y = coreai.batch_matmul(g["x"], coreai.constant(w))
+        g.outputs({"y": coreai.broadcasting_mul(y, coreai.constant(s))})
+    x = rng.standard_normal((2, 3)).astype(np_dtype)
+    assert program.optimize(["fold_affine"]).changed == folds
+    program.verify()
+    if folds:
+        assert _count(program, "coreai.broadcasting_mul") == 0
+        want = x.astype(np.float64) @ w.astype(np.float64) * s.astype(np.float64)
+        # bfloat16 keeps 8 significant bits: W * s and the product are each rounded once
+        np.testing.assert_allclose(program.run({"x": x})["y"].astype(np.float64), want,
+                                   rtol=3e-2, atol=3e-2)
