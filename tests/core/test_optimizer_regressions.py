@@ -279,3 +279,16 @@ def test_affine_folds_only_where_the_scaled_weights_keep_their_precision(
         # bfloat16 keeps 8 significant bits: W * s and the product are each rounded once
         np.testing.assert_allclose(program.run({"x": x})["y"].astype(np.float64), want,
                                    rtol=3e-2, atol=3e-2)
+
+
+def test_affine_skips_folds_whose_weights_would_overflow() -> None:
+    # (x @ W) / 1e-6 in float16 is finite for a small x, but W / 1e-6 overflows to inf
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 2), "float16")}) as g:
+        y = coreai.batch_matmul(g["x"], coreai.constant(np.ones((2, 2), np.float16)))
+        g.outputs({"y": coreai.broadcasting_divide(y, coreai.constant(np.float16(1e-6)))})
+    x = {"x": np.array([[1e-4, 2e-4]], np.float16)}
+    before = program.run(x)["y"]
+    assert np.all(np.isfinite(before))
+    assert not program.optimize(["fold_affine"]).changed
+    np.testing.assert_array_equal(program.run(x)["y"], before)
