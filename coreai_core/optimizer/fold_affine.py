@@ -24,7 +24,8 @@ Assumptions, each checked before a fold (a fold whose check fails is skipped):
   broadcast against it without changing its type (same shape, same dtype).
 - **Dtype.** Only float16, bfloat16, float32 and float64 results are folded (in 8- and 4-bit
   floats, rounding the scaled weights to so few bits would change the results noticeably);
-  ``s`` is finite (and non-zero for a division).
+  ``s`` is finite (and non-zero for a division), and so is every new weight, bias and merged
+  constant in its dtype (a fold that overflows is refused).
 
 New weights are computed in float64 and rounded once into new constants (weights are never
 edited in place); a weight whose old data nothing reads any more passes its name on.
