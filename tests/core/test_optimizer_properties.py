@@ -4,10 +4,10 @@ Hypothesis draws programs built with the public builders from the patterns the p
 and the shapes that once broke them: convs (shared weights, depthwise, with and without bias),
 batch-norm-like per-channel scales and shifts (also along the wrong axis), matmuls with
 constant weights, relu and hard-swish (a value read twice), splits and sorts (multi-result
-ops), concats, residual adds, values that are also graph outputs, and a composite call. Each
-pass alone, the pair that once corrupted MobileNetV3 and the default pipeline run on a copy;
-the copy must verify, compute what the original computes and hold no more heavy ops (convs,
-matmuls, calls) than it.
+ops), concats, residual adds, values that are also graph outputs, a composite call, in float32
+or float16. Each pass alone, the pair that once corrupted MobileNetV3 and the default pipeline
+run on a copy; the copy must verify, compute what the original computes and hold no more
+heavy ops (convs, matmuls, calls) than it.
 """
 
 from __future__ import annotations
@@ -180,7 +180,8 @@ def conv_programs(draw: Any, steps: tuple[str, ...] = tuple(STEPS),
                   ) -> tuple[Program, dict[str, np.ndarray]]:
     """A random program of ``steps`` (names in :data:`STEPS`) and inputs for it."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    dtype = draw(st.sampled_from([F, "float16"]))
+    # mostly float32, whose tight tolerance catches a wrong fold; float16 for the dtype checks
+    dtype = draw(st.sampled_from([F, F, F, "float16"]))
     d = Drawer(draw, rng, dtype)
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 5)), draw(st.integers(1, 4)),
              draw(st.integers(1, 5)))
