@@ -326,3 +326,15 @@ def test_use_counts_include_the_readers_the_sweep_has_not_reached() -> None:
     visits = [(name, count, raw) for name, count, raw in recorder.seen
               if name != "coreai.constant"]
     assert visits == [("coreai.broadcasting_add", 2, 1), ("coreai.broadcasting_mul", 2, 2)]
+
+
+def test_complex_times_one_is_not_dropped() -> None:
+    # (inf + 0j) * (1 + 0j) is inf + nan j in numpy and torch: x * 1 -> x would change it
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2,), "complex64")}) as g:
+        g.outputs({"y": coreai.broadcasting_mul(g["x"], coreai.constant(
+            np.ones(2, np.complex64)))})
+    x = {"x": np.array([np.inf + 0j, 1 + 2j], np.complex64)}
+    want = x["x"] * np.ones(2, np.complex64)
+    assert not program.optimize(["canonicalize"]).changed
+    np.testing.assert_array_equal(program.run(x)["y"], want)
