@@ -335,6 +335,7 @@ def test_complex_times_one_is_not_dropped() -> None:
         g.outputs({"y": coreai.broadcasting_mul(g["x"], coreai.constant(
             np.ones(2, np.complex64)))})
     x = {"x": np.array([np.inf + 0j, 1 + 2j], np.complex64)}
-    want = x["x"] * np.ones(2, np.complex64)
+    with np.errstate(invalid="ignore"):  # the nan is the point
+        want = x["x"] * np.ones(2, np.complex64)
     assert not program.optimize(["canonicalize"]).changed
     np.testing.assert_array_equal(program.run(x)["y"], want)
