@@ -339,3 +339,11 @@ def test_complex_times_one_is_not_dropped() -> None:
         want = x["x"] * np.ones(2, np.complex64)
     assert not program.optimize(["canonicalize"]).changed
     np.testing.assert_array_equal(program.run(x)["y"], want)
+
+
+def test_reverse_of_an_axis_a_scalar_lacks_is_left_to_the_runtime() -> None:
+    # the type rule lets it through; canonicalize indexed the missing axis (IndexError)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((), "float32")}) as g:
+        g.outputs({"y": coreai.reverse(g["x"], axes=[0])})
+    assert not program.optimize(["canonicalize"]).changed
