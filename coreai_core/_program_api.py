@@ -26,7 +26,7 @@ import numpy as np
 from coreai_core import draw, serialization
 from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
-from coreai_core._text_parser import parse_into
+from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.optimizer import OptimizeReport, Pass, optimize
 from coreai_core.runtime import Seed, default_runtime, run_program
 from coreai_core.text import print_program
@@ -119,10 +119,16 @@ class Program(ProgramData):
         serialization.bind_weights(self, source, strict=strict)
 
 
-def parse(text: str, weights: Mapping[str, Any] | None = None) -> Program:
-    """Parse the text form back into a Program (``weights`` binds elided weight data)."""
+def parse(text: str, weights: Mapping[str, Any] | None = None, *,
+          max_bytes: int | None = DEFAULT_MAX_BYTES) -> Program:
+    """Parse the text form back into a Program (``weights`` binds elided weight data).
+
+    ``max_bytes`` (default ``coreai_core.text.DEFAULT_MAX_BYTES``, 1 GiB) bounds the bytes of
+    tensor data the text may make the parser allocate in total; None removes the bound. See
+    :func:`coreai_core._text_parser.parse_into`.
+    """
     program = Program()
-    parse_into(program, text, weights)
+    parse_into(program, text, weights, max_bytes=max_bytes)
     return program
 
 
