@@ -8,6 +8,7 @@ quadratic scanner gives about 100). Run: ``python benchmarks/bench_parse.py``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -58,10 +59,8 @@ CASES: dict[str, Callable[[int], str]] = {
 
 def parse_time(text: str) -> float:
     def run() -> None:
-        try:
+        with contextlib.suppress(ParseError):
             parse(text)
-        except ParseError:
-            pass
 
     return median_time(run, repeat=3, clock=time.process_time)
 

@@ -130,10 +130,9 @@ class TorchConverter:
                             "mutated buffers/inputs"),
         }
         for arg, (names, expected, what) in counts.items():
-            if names is not None:
-                if len(names) != expected:
-                    raise ValueError(f"{arg} has {len(names)} names but the program has "
-                                     f"{expected} {what}")
+            if names is not None and len(names) != expected:
+                raise ValueError(f"{arg} has {len(names)} names but the program has "
+                                 f"{expected} {what}")
         self._staged[entrypoint_name] = Staged(exported_program, input_names, output_names,
                                                state_names)
         return self

@@ -19,7 +19,6 @@ from coreai_core._shapes import (
 )
 from coreai_core.errors import TypeRuleError
 
-
 # Accepted ranges of the window attributes (as torch): checked before any type rule runs.
 Strides = Annotated[Ints | None, Range(lo=1)]
 Dilation = Annotated[Ints | None, Range(lo=1)]

@@ -90,6 +90,7 @@ def test_a_huge_splat_weight_allocates_nothing() -> None:
     peak = _peak_bytes(lambda: box.setdefault("p", parse(text)))
     assert peak < 1 << 20
     w = box["p"].weights["w"]
+    assert w is not None
     assert w.shape == (268435456,) and w.dtype == np.float64
     assert not w.flags.writeable  # a read-only broadcast view of the one element
     assert w[0] == 1.0 and w[-1] == 1.0 and w[123_456_789] == 1.0

@@ -33,6 +33,8 @@ class Linear(torch.nn.Module):
 class Counter(torch.nn.Module):
     """A module with a mutated buffer (state) named like the input would be by default."""
 
+    count: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("count", torch.zeros(2))
@@ -141,9 +143,9 @@ def test_entrypoints_as_a_string(ep: Any) -> None:
     converter = TorchConverter().add_exported_program(ep)
     with pytest.raises(TypeError, match=r"entrypoints must be a list of names, got the string "
                                         r"'main'; write entrypoints=\['main'\]"):
-        converter.to_coreai(entrypoints="main")  # type: ignore[arg-type]
+        converter.to_coreai(entrypoints="main")
     with pytest.raises(TypeError, match="got the string 'main'"):
-        converter.clear("main")  # type: ignore[arg-type]
+        converter.clear("main")
     assert converter.to_coreai(entrypoints=["main"]).entrypoints == ["main"]
 
 
@@ -213,7 +215,7 @@ def test_input_and_state_names_must_differ() -> None:
     program.run({"a": np.ones(2, np.float32)})
     out = program.run({"a": np.ones(2, np.float32)})
     np.testing.assert_array_equal(program.state["total"], [2, 2])
-    np.testing.assert_array_equal(list(out.values())[0], [4, 4])
+    np.testing.assert_array_equal(next(iter(out.values())), [4, 4])
 
 
 def test_register_torch_lowering_misuse() -> None:
