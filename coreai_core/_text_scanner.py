@@ -54,10 +54,11 @@ _DENSE_TOKEN = re.compile(r"\[|\]|,|\((?:[^()]++|\([^()]*+\))*+\)|[^\s\[\],]++|\
                           re.ASCII)
 # each part stops at a space or comma; the imaginary part gives back only the closing ')'
 _COMPLEX_TOKEN = re.compile(r"\(\s*+([^\s,]++)\s*+,\s*+([^\s,]+)\s*+\)", re.ASCII)
-_ELEMENT = re.compile(r"[a-z]+\d*(?:E\d+M\d+(?:FN)?)?", re.ASCII)  # f8E4M3FN
+_ELEMENT = re.compile(r"[a-z]++\d*+(?:E\d++M\d++(?:FN)?+)?+", re.ASCII)  # f8E4M3FN
 _FROM_SHORT = {v: k for k, v in SHORT_NAME.items()}
 _TOKEN = re.compile(r"[^\s,(){}\[\]<>:=%@\"]++", re.ASCII)  # an offending token, for messages
 _MAX_ARRAY_RANK = 64  # numpy's limit
+_MAX_MESSAGE = 1000  # characters of an error message
 
 
 class _Dense:
@@ -104,6 +105,9 @@ class Scanner:
 
     # -- scanning -------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> ParseError:
+        if len(message) > _MAX_MESSAGE:  # it quotes a name from the text: keep both ends
+            message = (f"{message[:_MAX_MESSAGE // 2]} [... {len(message):,} characters "
+                       f"in all ...] {message[-_MAX_MESSAGE // 4:]}")
         pos = self.pos if pos is None else pos
         line = self.text.count("\n", 0, pos) + 1
         column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1

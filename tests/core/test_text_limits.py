@@ -241,3 +241,14 @@ def test_splat_views_run_optimize_and_stay_untouched() -> None:
     np.testing.assert_array_equal(p.weights["w"], w)
     np.testing.assert_array_equal(p.initial_state["s"], np.ones(32, np.float32))
     assert parse(p.to_text(full=True)) == p
+
+
+def test_error_messages_stay_short_for_huge_names() -> None:
+    name = "a" * 1_000_000
+    text = ("coreai.program { graph @g(%x: tensor<f32>) { %0 = coreai.neg(%" + name
+            + ") : tensor<f32>\n coreai.output(%0) } }")
+    with pytest.raises(ParseError) as info:
+        parse(text)
+    assert info.value.message.startswith("undefined value %aaaa")
+    assert "1,000,017 characters in all" in info.value.message
+    assert len(str(info.value)) < 2000
