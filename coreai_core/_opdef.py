@@ -189,7 +189,7 @@ class OpDef:
                 t = "|".join(repr(c) for c in p.choices) if p.kind == "choice" else p.kind
                 t = t or "graph"  # regions have no attribute kind
                 default = f" = {p.default!r}" if p.has_default else ""
-                accepted = f" ({'each ' if p.kind.endswith('s') else ''}{p.range})" \
+                accepted = f" ({'each ' if p.kind in ('ints', 'floats') else ''}{p.range})" \
                     if p.range is not None else ""
                 parts.append(f"{p.name}: {t}{'?' if p.optional else ''}{accepted}{default}")
         return f"{self.name}({', '.join(parts)})"

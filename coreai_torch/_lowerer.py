@@ -104,27 +104,35 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(a.data_ptr() == b.data_ptr() or torch.equal(a, b))
 
 
+class _GraphIndex:
+    """The results of ``graph.ops[:seen]``."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.values: set[Value] = set()  # Values compare by identity
+        self.seen = 0
+
+
 class DefinedValues:
     """Which Values each graph being built defines (its inputs and its ops' results), to check
     that a lowering returns Values of the graph it lowers into. Each graph's ops are indexed
     incrementally, so checking every node's results stays linear in the graph's size."""
 
     def __init__(self) -> None:
-        self._by_graph: dict[int, tuple[Graph, set[int], list[int]]] = {}
+        self._by_graph: dict[int, _GraphIndex] = {}  # by id: graphs compare by structure
 
     def __contains__(self, item: tuple[Graph, Value]) -> bool:
         graph, value = item
-        if value.owner is None:  # an input: defined by its name
-            return any(d.get(value.name or "") is value
-                       for d in (graph.inputs, graph.state_inputs))
-        entry = self._by_graph.get(id(graph))
-        if entry is None or entry[0] is not graph or entry[2][0] > len(graph.ops):
-            entry = self._by_graph[id(graph)] = (graph, set(), [0])
-        _, ids, seen = entry
-        for op in graph.ops[seen[0]:]:
-            ids.update(id(r) for r in op.results)
-        seen[0] = len(graph.ops)
-        return id(value) in ids
+        if value.owner is None:  # an input (a rare result: only identity-like lowerings)
+            return any(v is value for d in (graph.inputs, graph.state_inputs)
+                       for v in d.values())
+        index = self._by_graph.get(id(graph))
+        if index is None or index.graph is not graph or index.seen > len(graph.ops):
+            index = self._by_graph[id(graph)] = _GraphIndex(graph)
+        for op in graph.ops[index.seen:]:
+            index.values.update(op.results)
+        index.seen = len(graph.ops)
+        return value in index.values
 
 
 class GraphLowerer:
