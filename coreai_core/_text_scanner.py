@@ -84,7 +84,8 @@ class Scanner:
 
     def __init__(self, text: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         if max_bytes is not None and (isinstance(max_bytes, bool)
-                                      or not isinstance(max_bytes, int) or max_bytes < 0):
+                                      or not isinstance(max_bytes, int | np.integer)
+                                      or max_bytes < 0):
             raise TypeError(f"max_bytes must be a non-negative int or None, got {max_bytes!r}")
         self.text = text
         self.pos = 0
