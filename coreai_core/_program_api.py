@@ -124,8 +124,10 @@ def parse(text: str, weights: Mapping[str, Any] | None = None, *,
     """Parse the text form back into a Program (``weights`` binds elided weight data).
 
     ``max_bytes`` (default ``coreai_core.text.DEFAULT_MAX_BYTES``, 1 GiB) bounds the bytes of
-    tensor data the text may make the parser allocate in total; None removes the bound. See
-    :func:`coreai_core._text_parser.parse_into`.
+    tensor data the text may make the parser allocate, in total over its dense literals, checked
+    before allocating (a :class:`ParseError` saying how to raise it); None removes the bound.
+    Large splats ``dense<v>`` cost nothing (read-only broadcast views); ``weights`` data is not
+    counted. See docs/saving.md, "Limits on untrusted text".
     """
     program = Program()
     parse_into(program, text, weights, max_bytes=max_bytes)
