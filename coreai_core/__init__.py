@@ -2,7 +2,7 @@
 
 from coreai_core._dtypes import DType, promote_types
 from coreai_core._ir import Composite, Dim, Graph, Location, Operation, TensorType, Value, WeightRef
-from coreai_core._opdef import Floats, Ints, defop
+from coreai_core._opdef import Floats, Ints, Range, defop
 from coreai_core._program_api import Program, load, parse
 from coreai_core._shapes import broadcast_shapes
 from coreai_core.errors import (
@@ -18,7 +18,8 @@ from coreai_core.errors import (
 __all__ = [
     "ArtifactError", "Composite", "CoreAIError", "DType", "Dim", "Floats", "Graph", "Ints",
     "Location", "MissingKernelError", "defop",
-    "Operation", "ParseError", "Program", "RuntimeInputError", "TensorType", "TypeRuleError",
+    "Operation", "ParseError", "Program", "Range", "RuntimeInputError", "TensorType",
+    "TypeRuleError",
     "Value", "VerificationError", "WeightRef", "broadcast_shapes", "load", "parse",
     "promote_types",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 
 from coreai_core._ir import ProgramData
 from coreai_core._safetensors_io import decode, load_json, read_stored
-from coreai_core._text_parser import parse_into
+from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
 from coreai_core.verifier import verify
 
@@ -170,14 +170,16 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
         np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
 
-def assemble(program: ProgramData, text: str, weights: dict[str, np.ndarray]) -> None:
+def assemble(program: ProgramData, text: str, weights: dict[str, np.ndarray], *,
+             max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
     """Parse ``text`` into the empty ``program``, bind ``weights`` (every bound weight, by
     name), verify it and check that weights printed inline equal their stored data.
+    ``max_bytes`` bounds what the text may make the parser allocate (see ``parse``).
 
     :func:`load_into` runs this on the files, :func:`save` on what it is about to write.
     """
     try:
-        parse_into(program, text, weights=weights)
+        parse_into(program, text, weights=weights, max_bytes=max_bytes)
         verify(program)
     except CoreAIError as e:
         raise ArtifactError(f"{PROGRAM_FILE}: {e}") from None
@@ -217,7 +219,8 @@ def artifact_root(path: str | os.PathLike[str]) -> Path:
     return root
 
 
-def load_into(program: ProgramData, root: Path, raw: Any) -> None:
+def load_into(program: ProgramData, root: Path, raw: Any, *,
+              max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
     """Load the format-2 artifact folder ``root`` (``raw``: its manifest's JSON value) into
     the empty ``program``, checking it completely first. Raises :class:`ArtifactError`
     naming the file for anything malformed."""
@@ -235,7 +238,7 @@ def load_into(program: ProgramData, root: Path, raw: Any) -> None:
     else:
         raise ArtifactError(f"{root}: replaced by {_ATTEMPTS} concurrent saves while it was "
                             "loaded; load it again")
-    assemble(program, text, weights)
+    assemble(program, text, weights, max_bytes=max_bytes)
 
 
 def _read_revision(root: Path, manifest: Manifest) -> tuple[str, dict[str, np.ndarray]]:

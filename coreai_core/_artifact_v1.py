@@ -21,6 +21,7 @@ from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
 from coreai_core._safetensors_io import MMAP_BYTES, shape_of
+from coreai_core._text_parser import DEFAULT_MAX_BYTES
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import unpack_nibbles
 
@@ -125,7 +126,8 @@ def _weight(files: dict[str, Path], name: str, entry: Any) -> np.ndarray | None:
     return arr.view(dtype.numpy) if dtype in _BITS else arr
 
 
-def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any]) -> None:
+def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any], *,
+            max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
     """Load the format-1 artifact ``root`` (its parsed ``manifest``) into ``program``.
 
     State lives in the text (format 1's state files are checked, not needed).
@@ -155,4 +157,4 @@ def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any]) -> None:
         raise ArtifactError(f"{PROGRAM_FILE}: not UTF-8 text ({e})") from None
     except OSError as e:
         raise ArtifactError(f"{PROGRAM_FILE}: cannot read: {e.strerror or e}") from None
-    assemble(program, text, weights)
+    assemble(program, text, weights, max_bytes=max_bytes)

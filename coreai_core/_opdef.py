@@ -4,7 +4,11 @@ The rule's signature *is* the builder's signature. Parameters annotated ``Value`
 ``Value | None``, or ``Sequence[Value]``) are operands; ``Graph`` parameters are regions; every
 other parameter is an attribute whose annotation says how to normalize it (``Ints``,
 ``Floats``, ``int``, ``float``, ``bool``, ``str``, ``DType``, ``Literal[...]``, ``Array``).
-The builder, the verifier, the printer and the parser all read this definition.
+A numeric attribute may carry its accepted range as ``Annotated`` metadata,
+``strides: Annotated[Ints | None, Range(lo=1)]``: every path that makes an op (builder,
+parser, passes through ``build_operation``, verifier) checks it before the type rule runs, so
+a rule never sees a stride of 0. The builder, the verifier, the printer and the parser all read
+this definition.
 
 Typing: a builder accepts more than its rule receives (a Python number or array where the rule
 takes a Value, a list where it takes ``Ints``, a dtype name where it takes ``DType``) and adds
@@ -21,7 +25,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast, overload
+from typing import Annotated, Any, Literal, Protocol, TypeAlias, TypeVar, cast, overload
 
 import attrs
 import numpy as np
@@ -78,6 +82,26 @@ _BUILDERS: dict[str, Builder[Any]] = {}  # op name -> its builder function
 
 
 @attrs.frozen
+class Range:
+    """The accepted values of a numeric attribute (each entry of an ``Ints``/``Floats`` one):
+    ``lo <= x <= hi`` (a None bound is open) and ``x != 0`` when ``nonzero``. Declared as
+    ``Annotated`` metadata on the type rule's parameter."""
+
+    lo: float | None = None
+    hi: float | None = None
+    nonzero: bool = False
+
+    def admits(self, x: float) -> bool:
+        return ((self.lo is None or x >= self.lo) and (self.hi is None or x <= self.hi)
+                and not (self.nonzero and x == 0))
+
+    def __str__(self) -> str:
+        parts = [f">= {self.lo}" if self.lo is not None else "",
+                 f"<= {self.hi}" if self.hi is not None else "", "!= 0" if self.nonzero else ""]
+        return " and ".join(p for p in parts if p)
+
+
+@attrs.frozen
 class Param:
     name: str
     role: str  # "operand", "optional", "variadic", "region", "attr"
@@ -85,6 +109,7 @@ class Param:
     optional: bool = False  # attribute may be None
     choices: tuple[str, ...] = ()
     default: Any = inspect.Parameter.empty
+    range: Range | None = None  # accepted values of an int/ints/float/floats attribute
 
     @property
     def has_default(self) -> bool:
@@ -136,11 +161,19 @@ class OpDef:
         return out
 
     def infer(self, operands: dict[str, Any], attributes: dict[str, Any]) -> list[TensorType]:
-        """Run the type rule; always returns the list of result types."""
+        """Check the attributes' ranges, run the type rule; always returns the list of result
+        types."""
+        self.check_attributes(attributes)
         result = self.rule(**operands, **attributes)
         if isinstance(result, TensorType):
             return [result]
         return list(result)
+
+    def check_attributes(self, attributes: dict[str, Any]) -> None:
+        """Raise TypeRuleError if a normalized attribute lies outside its declared range."""
+        for p in self.attributes:
+            if p.range is not None and p.name in attributes:
+                check_range(p, attributes[p.name], self.name)
 
     def signature_text(self) -> str:
         """``name(operands, attrs) -> results`` as documented in docs/dialect.md."""
@@ -156,11 +189,28 @@ class OpDef:
                 t = "|".join(repr(c) for c in p.choices) if p.kind == "choice" else p.kind
                 t = t or "graph"  # regions have no attribute kind
                 default = f" = {p.default!r}" if p.has_default else ""
-                parts.append(f"{p.name}: {t}{'?' if p.optional else ''}{default}")
+                accepted = f" ({'each ' if p.kind in ('ints', 'floats') else ''}{p.range})" \
+                    if p.range is not None else ""
+                parts.append(f"{p.name}: {t}{'?' if p.optional else ''}{accepted}{default}")
         return f"{self.name}({', '.join(parts)})"
 
 
 def _classify(name: str, hint: Any, default: Any) -> Param:
+    accepted = None
+    if typing.get_origin(hint) is Annotated:
+        ranges = [m for m in hint.__metadata__ if isinstance(m, Range)]
+        if len(ranges) != 1 or len(hint.__metadata__) != 1:
+            raise TypeError(f"parameter {name!r}: Annotated takes exactly one Range")
+        accepted, hint = ranges[0], hint.__origin__
+    param = _classify_plain(name, hint, default)
+    if accepted is None:
+        return param
+    if param.kind not in ("int", "ints", "float", "floats"):
+        raise TypeError(f"parameter {name!r}: a Range applies to numeric attributes only")
+    return attrs.evolve(param, range=accepted)
+
+
+def _classify_plain(name: str, hint: Any, default: Any) -> Param:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     optional = False
@@ -192,7 +242,7 @@ def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> _Define:
         op_name = name or "coreai." + rule.__name__.rstrip("_")
         if op_name in OPS:
             raise ValueError(f"op {op_name!r} is already defined by {OPS[op_name].rule}")
-        hints = typing.get_type_hints(rule, include_extras=False)
+        hints = typing.get_type_hints(rule, include_extras=True)
         sig = inspect.signature(rule)
         params = tuple(_classify(p.name, hints[p.name], p.default) for p in sig.parameters.values())
         opdef = OpDef(op_name, rule, params, frozenset(traits), sig,
@@ -271,16 +321,29 @@ def normalize_attr(p: Param, value: Any, op: str) -> Any:
             out = [bool(items[0])]
         else:  # pragma: no cover - _classify admits no other kind
             raise AssertionError(p.kind)
-        if p.kind in ("ints", "floats"):
-            return tuple(out)
-        if len(out) != 1:
+        if p.kind not in ("ints", "floats") and len(out) != 1:
             raise TypeError
-        return out[0]
+        result = tuple(out) if p.kind in ("ints", "floats") else out[0]
+        if p.range is not None:
+            check_range(p, result, op)
+        return result
     except (TypeError, ValueError, OverflowError) as e:
         if isinstance(e, TypeRuleError):
             raise
         raise TypeRuleError(f"attribute {p.name!r} expects {p.kind}, got {value!r}",
                             op=op) from None
+
+
+def check_range(p: Param, value: Any, op: str) -> None:
+    """Raise TypeRuleError naming ``op``, the attribute and its range if ``value`` (normalized;
+    None for an absent optional attribute) has an entry outside ``p.range``."""
+    if p.range is None or value is None:
+        return
+    items = value if isinstance(value, tuple) else (value,)
+    if not all(p.range.admits(x) for x in items):
+        must = "must have every entry" if isinstance(value, tuple) else "must be"
+        shown = list(value) if isinstance(value, tuple) else value
+        raise TypeRuleError(f"attribute {p.name!r} {must} {p.range}, got {shown}", op=op)
 
 
 # -- builders ------------------------------------------------------------------------------------
@@ -391,13 +454,16 @@ def _make_builder(opdef: OpDef) -> Builder[Any]:
         region_inputs = [v.type for p in opdef.operands if p.role == "variadic"
                          for v in operands[p.name]]
         attributes: dict[str, Any] = {}
+        location = loc if loc is not None else ip.location
         for p in opdef.attributes:
             v = raw[p.name]
             if p.role == "region":
                 attributes[p.name] = _build_region(v, region_inputs, opdef.name, p.name)
-            else:
+                continue
+            try:
                 attributes[p.name] = normalize_attr(p, v, opdef.name)
-        location = loc if loc is not None else ip.location
+            except TypeRuleError as e:
+                raise e.located(opdef.name, location) from None
         try:
             result_types = opdef.infer(operands, attributes)
         except TypeRuleError as e:

@@ -26,7 +26,7 @@ import numpy as np
 from coreai_core import draw, serialization
 from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
-from coreai_core._text_parser import parse_into
+from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.optimizer import Check, OptimizeReport, Pass, optimize
 from coreai_core.runtime import Seed, default_runtime, run_program
 from coreai_core.text import print_program
@@ -127,15 +127,29 @@ class Program(ProgramData):
         serialization.bind_weights(self, source, strict=strict)
 
 
-def parse(text: str, weights: Mapping[str, Any] | None = None) -> Program:
-    """Parse the text form back into a Program (``weights`` binds elided weight data)."""
+def parse(text: str, weights: Mapping[str, Any] | None = None, *,
+          max_bytes: int | None = DEFAULT_MAX_BYTES) -> Program:
+    """Parse the text form back into a Program (``weights`` binds elided weight data).
+
+    ``max_bytes`` (default ``coreai_core.text.DEFAULT_MAX_BYTES``, 1 GiB) bounds the bytes of
+    tensor data the text may make the parser allocate, in total over its dense literals, checked
+    before allocating (a :class:`ParseError` saying how to raise it); None removes the bound.
+    Large splats ``dense<v>`` cost nothing (read-only broadcast views); ``weights`` data is not
+    counted. See docs/saving.md, "Limits on untrusted text".
+    """
     program = Program()
-    parse_into(program, text, weights)
+    parse_into(program, text, weights, max_bytes=max_bytes)
     return program
 
 
-def load(path: str | os.PathLike[str]) -> Program:
-    """Load a program saved with ``Program.save`` (never unpickles; verifies checksums)."""
+def load(path: str | os.PathLike[str], *,
+         max_bytes: int | None = DEFAULT_MAX_BYTES) -> Program:
+    """Load a program saved with ``Program.save`` (never unpickles; verifies checksums).
+
+    ``max_bytes`` bounds the tensor data the artifact's program text may make the parser
+    allocate, as in :func:`parse` (``None``: no limit, for artifacts you trust); weights are
+    memory-mapped from the weights file and do not count.
+    """
     program = Program()
-    serialization.load_into(program, path)
+    serialization.load_into(program, path, max_bytes=max_bytes)
     return program

@@ -29,10 +29,10 @@ from coreai_core._ir import (
 )
 from coreai_core._opdef import OPS, OpDef, build_operation, normalize_attr
 from coreai_core._syntax import TERMINATORS
-from coreai_core._text_scanner import _NUMBER, _SINT, MAX_SPLAT, Scanner
+from coreai_core._text_scanner import _NUMBER, _SINT, DEFAULT_MAX_BYTES, Scanner, clip
 from coreai_core.errors import ParseError, TypeRuleError
 
-__all__ = ["MAX_SPLAT", "Parser", "parse_into", "parse_type"]
+__all__ = ["DEFAULT_MAX_BYTES", "Parser", "parse_into", "parse_type"]
 
 
 class _Scope:
@@ -47,8 +47,9 @@ class Parser(Scanner):
     """Parses one text; ``program()`` or ``type()`` + ``end()``."""
 
     def __init__(self, text: str, weights: Mapping[str, Any] | None,
-                 program: ProgramData | None = None) -> None:
-        super().__init__(text)
+                 program: ProgramData | None = None, *,
+                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+        super().__init__(text, max_bytes)
         self.weights = weights
         self.prog = program if program is not None else ProgramData()
 
@@ -84,7 +85,7 @@ class Parser(Scanner):
         t = self.type()
         data = None
         if self.accept("="):
-            data = self.materialize(self.dense_body(), t)
+            data = self.materialize(self.dense_body(), t, f"weight @{name}")
         elif self.weights is not None and self.weights.get(name) is not None:
             data = np.asarray(self.weights[name])
             if data.dtype != t.element_type.numpy or data.shape != t.shape:
@@ -100,7 +101,8 @@ class Parser(Scanner):
         self.expect(":", "after the state name")
         t = self.type()
         self.expect("=", "before the state's initial value")
-        self.prog.initial_state[name] = self.materialize(self.dense_body(), t)
+        self.prog.initial_state[name] = self.materialize(self.dense_body(), t,
+                                                         f"state @{name}", running_copy=True)
 
     def graph_decl(self, start: int) -> None:
         name = self.symbol()
@@ -240,7 +242,7 @@ class Parser(Scanner):
         if opdef is None:
             close = difflib.get_close_matches(opname, OPS, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
-            raise self.error(f"unknown op {opname!r}{hint}", at)
+            raise self.error(f"unknown op {clip(opname)}{hint}", at)
         self.expect("(", f"after {opname}")
         operands: list[Value] = []
         while not self.accept(")"):
@@ -329,9 +331,12 @@ class Parser(Scanner):
         if c == "@":
             return WeightRef(self.symbol())
         if c and c in "-+.0123456789":
+            start = self.pos
             m = self.match(_NUMBER)
-            if m is None or len(m.group()) > 400:
+            if m is None:
                 raise self.error(f"bad number {self.found()}")
+            if len(m.group()) > 400:
+                raise self.error(f"number {clip(m.group())} is too long", start)
             s = m.group()
             return int(s) if _SINT.fullmatch(s.lstrip("+")) else float(s)
         start = self.pos
@@ -343,7 +348,7 @@ class Parser(Scanner):
             self.pos = start
             raw = self.dense_body()
             self.expect(":", "before the type of dense data")
-            return self.materialize(raw, self.type())
+            return self.materialize(raw, self.type(), f"attribute {key!r} of {opname}")
         if word == "graph" and self.peek("("):
             region = Graph(f"{opname}.{key}", program=self.prog)
             inner = _Scope(scope)
@@ -369,11 +374,17 @@ class Parser(Scanner):
 
 
 def parse_into(program: ProgramData, text: str | bytes,
-               weights: Mapping[str, Any] | None = None) -> None:
+               weights: Mapping[str, Any] | None = None, *,
+               max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
     """Parse the text form into the empty ``program`` (``coreai_core.parse`` makes it).
 
     ``weights`` binds the data of weights printed as declarations (a mapping name -> array;
-    extra names are ignored). Malformed text raises :class:`ParseError` with line and column.
+    extra names are ignored; their data is not copied). ``max_bytes`` bounds the bytes of
+    tensor data the text itself may make the parser allocate, in total over its dense
+    literals (weights, state initial values and their running copies, constant attributes);
+    it is checked before anything is allocated and raises :class:`ParseError` when exceeded.
+    None means no bound. Large splats ``dense<v>`` cost nothing: they become read-only
+    broadcast views. Malformed text raises :class:`ParseError` with line and column.
     """
     if isinstance(text, bytes):
         try:
@@ -382,7 +393,7 @@ def parse_into(program: ProgramData, text: str | bytes,
             raise ParseError(f"text is not UTF-8: {e}", 1, 1) from None
     if not isinstance(text, str):
         raise TypeError(f"parse expects a str, got {type(text).__name__}")
-    Parser(text, weights, program).program()
+    Parser(text, weights, program, max_bytes=max_bytes).program()
 
 
 def parse_type(text: str) -> TensorType:

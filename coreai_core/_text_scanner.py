@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from coreai_core._builder import INLINE_LIMIT
 from coreai_core._dtypes import SHORT_NAME, DType
 from coreai_core._ir import (
     Dim,
@@ -26,26 +27,38 @@ from coreai_core._syntax import MAX_NESTING
 from coreai_core._syntax import UINT_OF_SIZE as _UINT_OF_SIZE
 from coreai_core.errors import ParseError
 
-__all__ = ["MAX_SPLAT", "Scanner"]
+__all__ = ["DEFAULT_MAX_BYTES", "Scanner", "clip"]
 
-# A splat `dense<v>` may describe at most this many elements (guards against absurd allocations).
-MAX_SPLAT = 1 << 28
+# The most bytes of tensor data one text may make the parser allocate unless the caller passes
+# another ``max_bytes`` (see ``Scanner.allocate``). Data bound from a ``weights`` mapping does
+# not count: the parser does not allocate it.
+DEFAULT_MAX_BYTES = 1 << 30
 
-# Whitespace and digits are ASCII only (re.ASCII): the text form is ASCII.
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"', re.ASCII)
-_WS = re.compile(r"(?:\s|//[^\n]*)+", re.ASCII)
+# Every pattern is linear in what it scans: repetitions are possessive (``++``, ``*+``) or the
+# token is matched as one atomic group ``(?>...)`` before the check that follows it, so a long
+# run of digits followed by a letter fails in one pass instead of retrying every split of the
+# run (that retrying made `9999...9x` quadratic). Patterns applied with ``finditer`` also
+# never rescan what an earlier match consumed. Whitespace and digits are ASCII only (re.ASCII):
+# the text form is ASCII.
+_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]++|\\.)*+"', re.ASCII)
+_WS = re.compile(r"(?:\s++|//[^\n]*+)++", re.ASCII)
 _SPACE_OR_SLASH = frozenset(" \t\n\r\f\v/")  # what _WS can start with
-_UINT = re.compile(r"\d+", re.ASCII)
-_SINT = re.compile(r"[-+]?\d+", re.ASCII)
-_NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)(?![A-Za-z0-9_.$])",
-                     re.ASCII)
-_FLOAT_TOKEN = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)", re.ASCII)
+_UINT = re.compile(r"\d++", re.ASCII)
+_SINT = re.compile(r"[-+]?+\d++", re.ASCII)
+_FLOAT_BODY = r"[-+]?+(?:(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+|inf)"
+_NUMBER = re.compile(rf"(?>{_FLOAT_BODY}|[-+]?+nan)(?![A-Za-z0-9_.$])", re.ASCII)
+_FLOAT_TOKEN = re.compile(_FLOAT_BODY, re.ASCII)
 _NAN_BITS = re.compile(r"nan\(0x([0-9a-fA-F]{1,16})\)", re.ASCII)
 # a complex element `(real, imag)` is one token; its parts may be `nan(0x...)`
-_DENSE_TOKEN = re.compile(r"\[|\]|,|\((?:[^()]|\([^()]*\))*\)|[^\s\[\],]+|\s+", re.ASCII)
-_COMPLEX_TOKEN = re.compile(r"\(\s*([^\s,]+)\s*,\s*([^\s,]+)\s*\)", re.ASCII)
-_ELEMENT = re.compile(r"[a-z]+\d*(?:E\d+M\d+(?:FN)?)?", re.ASCII)  # f8E4M3FN
+_DENSE_TOKEN = re.compile(r"\[|\]|,|\((?:[^()]++|\([^()]*+\))*+\)|[^\s\[\],]++|\s++",
+                          re.ASCII)
+# each part stops at a space or comma; the imaginary part gives back only the closing ')'
+_COMPLEX_TOKEN = re.compile(r"\(\s*+([^\s,]++)\s*+,\s*+([^\s,]+)\s*+\)", re.ASCII)
+_ELEMENT = re.compile(r"[a-z]++\d*+(?:E\d++M\d++(?:FN)?+)?+", re.ASCII)  # f8E4M3FN
 _FROM_SHORT = {v: k for k, v in SHORT_NAME.items()}
+_TOKEN = re.compile(r"[^\s,(){}\[\]<>:=%@\"]++", re.ASCII)  # an offending token, for messages
+_MAX_ARRAY_RANK = 64  # numpy's limit
+_MAX_MESSAGE = 1000  # characters of an error message
 
 
 class _Dense:
@@ -55,16 +68,47 @@ class _Dense:
         self.tokens, self.shape, self.pos = tokens, shape, pos
 
 
-class Scanner:
-    """A position in one text and the lexical rules read from it."""
+def clip(token: str, limit: int = 40) -> str:
+    """``repr(token)``, shortened for an error message (a token may be megabytes long)."""
+    if len(token) <= limit:
+        return repr(token)
+    return f"{token[:limit]!r}... ({len(token):,} characters)"
 
-    def __init__(self, text: str) -> None:
+
+class Scanner:
+    """A position in one text, the lexical rules read from it and its allocation budget.
+
+    ``max_bytes`` bounds the bytes of tensor data the text may make the parser allocate, in
+    total (None: no bound); :meth:`allocate` charges it before anything is allocated.
+    """
+
+    def __init__(self, text: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+        if max_bytes is not None and (isinstance(max_bytes, bool)
+                                      or not isinstance(max_bytes, int | np.integer)
+                                      or max_bytes < 0):
+            raise TypeError(f"max_bytes must be a non-negative int or None, got {max_bytes!r}")
         self.text = text
         self.pos = 0
         self.depth = 0
+        self.max_bytes = max_bytes
+        self.allocated = 0
+
+    def allocate(self, nbytes: int, what: str, pos: int) -> None:
+        """Charge ``nbytes`` of ``what`` to the budget; ParseError at ``pos`` past the limit."""
+        if self.max_bytes is not None and self.allocated + nbytes > self.max_bytes:
+            before = f" after {self.allocated:,} bytes of earlier data" if self.allocated else ""
+            raise self.error(
+                f"{what} needs {nbytes:,} bytes{before}, over this parse's limit of "
+                f"max_bytes={self.max_bytes:,}; if you trust this text, raise the limit with "
+                "parse(text, max_bytes=...) or load(path, max_bytes=...) "
+                "(None: no limit)", pos)
+        self.allocated += nbytes
 
     # -- scanning -------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> ParseError:
+        if len(message) > _MAX_MESSAGE:  # it quotes a name from the text: keep both ends
+            message = (f"{message[:_MAX_MESSAGE // 2]} [... {len(message):,} characters "
+                       f"in all ...] {message[-_MAX_MESSAGE // 4:]}")
         pos = self.pos if pos is None else pos
         line = self.text.count("\n", 0, pos) + 1
         column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
@@ -74,8 +118,9 @@ class Scanner:
         self.skip()
         if self.pos >= len(self.text):
             return "end of text"
-        m = _IDENT.match(self.text, self.pos) or _NUMBER.match(self.text, self.pos)
-        return repr(m.group() if m else self.text[self.pos])
+        m = (_IDENT.match(self.text, self.pos) or _NUMBER.match(self.text, self.pos)
+             or _TOKEN.match(self.text, self.pos))
+        return clip(m.group() if m else self.text[self.pos])
 
     @contextlib.contextmanager
     def nested(self) -> Iterator[None]:
@@ -143,9 +188,13 @@ class Scanner:
         return self.string() if self.peek('"') else self.word(what)
 
     def integer(self, regex: re.Pattern[str] = _SINT) -> int:
+        self.skip()
+        start = self.pos
         m = self.match(regex)
-        if m is None or len(m.group()) > 40:
+        if m is None:
             raise self.error(f"expected an integer, found {self.found()}")
+        if len(m.group()) > 40:
+            raise self.error(f"integer {clip(m.group())} is too large", start)
         return int(m.group())
 
     def symbol(self) -> str:
@@ -284,21 +333,33 @@ class Scanner:
             raise self.error("dense data is not rectangular", at)
         return (len(lst), *(shapes.pop() if shapes else ()))
 
-    def materialize(self, raw: _Dense, t: TensorType) -> np.ndarray:
+    def materialize(self, raw: _Dense, t: TensorType, what: str, *,
+                    running_copy: bool = False) -> np.ndarray:
+        """The array of dense data ``raw`` typed ``t``, charged to the budget as ``what``.
+
+        A splat of more than ``INLINE_LIMIT`` elements becomes a read-only broadcast view of
+        its one element, so it allocates nothing; any other data is allocated in full.
+        ``running_copy`` also charges the full copy the caller will make (a state's current
+        value, which ``reset_state`` copies from the initial one).
+        """
         shape = t.static_shape
         if shape is None:
             raise self.error(f"dense data needs a static type, got {format_type(t)}", raw.pos)
+        if len(shape) > _MAX_ARRAY_RANK:
+            raise self.error(f"dense data of rank {len(shape)}: numpy arrays have at most "
+                             f"{_MAX_ARRAY_RANK} dimensions", raw.pos)
         numel = math.prod(shape)
-        if raw.shape is None:
-            if numel > MAX_SPLAT:
-                raise self.error(f"splat of {numel} elements is too large", raw.pos)
-                # broadcast + copy keeps the element's exact bits (NaN payloads included)
-            # broadcast + copy keeps the element's exact bits (NaN payloads included)
-            one = self.elements(raw, t.element_type).reshape(())
-            return np.broadcast_to(one, shape).copy()
-        if raw.shape != t.shape and not (numel == 0 and not raw.tokens):
+        nbytes = numel * t.element_type.numpy.itemsize
+        view = raw.shape is None and numel > INLINE_LIMIT
+        if raw.shape is not None and raw.shape != t.shape and not (numel == 0 and not raw.tokens):
             raise self.error(f"dense data of shape {list(raw.shape)} does not match "
                              f"{format_type(t)}", raw.pos)
+        self.allocate((0 if view else nbytes) + (nbytes if running_copy else 0), what, raw.pos)
+        if raw.shape is None:
+            # the element's exact bits (NaN payloads included) are kept by broadcasting
+            one = self.elements(raw, t.element_type).reshape(())
+            splat = np.broadcast_to(one, shape)
+            return splat if view else splat.copy()
         return self.elements(raw, t.element_type).reshape(shape)
 
     def elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
@@ -310,7 +371,7 @@ class Scanner:
                     return np.array([s == "true" for s in toks], dtype=np.bool_)
             elif dtype.is_int:
                 bad = next((i for i, s in enumerate(toks)
-                            if not _SINT.fullmatch(s) or len(s) > 40), None)
+                            if len(s) > 40 or not _SINT.fullmatch(s)), None)
                 if bad is None:
                     return np.array([int(s) for s in toks], dtype=dtype.numpy)
             elif dtype.is_complex:
@@ -319,7 +380,7 @@ class Scanner:
                 return self.float_elements(raw, dtype)
         except OverflowError:
             raise self.error(f"a dense element is out of range for {dtype}", raw.pos) from None
-        raise self.error(f"bad {dtype} element {toks[bad]!r} in dense data", raw.pos)
+        raise self.error(f"bad {dtype} element {clip(toks[bad])} in dense data", raw.pos)
 
     def complex_elements(self, raw: _Dense, dtype: DType) -> np.ndarray:
         """``(real, imag)`` pairs; each part is read like a float of the part's width."""
@@ -327,7 +388,7 @@ class Scanner:
         for s in raw.tokens:
             m = _COMPLEX_TOKEN.fullmatch(s)
             if m is None:
-                raise self.error(f"bad {dtype} element {s!r} in dense data; expected "
+                raise self.error(f"bad {dtype} element {clip(s)} in dense data; expected "
                                  "(real, imag)", raw.pos)
             parts += m.groups()
         pairs = self.float_elements(_Dense(parts, None, raw.pos), dtype.real_dtype)
@@ -337,7 +398,7 @@ class Scanner:
         values: list[float] = []
         patches: list[tuple[int, int]] = []
         for i, s in enumerate(raw.tokens):
-            if _FLOAT_TOKEN.fullmatch(s) and len(s) < 400:
+            if len(s) < 400 and _FLOAT_TOKEN.fullmatch(s):
                 values.append(float(s))
             elif s == "nan":
                 values.append(math.nan)
@@ -345,7 +406,7 @@ class Scanner:
                 values.append(math.nan)
                 patches.append((i, int(m.group(1), 16)))
             else:
-                raise self.error(f"bad {dtype} element {s!r} in dense data", raw.pos)
+                raise self.error(f"bad {dtype} element {clip(s)} in dense data", raw.pos)
         with np.errstate(over="ignore"):
             arr = np.array(values, dtype=np.float64).astype(dtype.numpy)
         if patches:

@@ -33,14 +33,18 @@ from coreai_core._artifact_write import save
 from coreai_core._dtypes import DType
 from coreai_core._ir import ProgramData
 from coreai_core._safetensors_io import MMAP_BYTES, read_safetensors
+from coreai_core._text_parser import DEFAULT_MAX_BYTES
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
            "read_safetensors", "save"]
 
 
-def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
+def load_into(program: ProgramData, path: str | os.PathLike[str], *,
+              max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
     """Load the artifact folder ``path`` (format 2, or format 1 of coreai-torch 0.1.0) into
     the empty ``program`` (``coreai_core.load`` makes it), checking it completely first.
+    ``max_bytes`` bounds the tensor data the program text may make the parser allocate (see
+    ``coreai_core.parse``; weights are memory-mapped and not counted).
 
     Raises :class:`ArtifactError` naming the file for a missing, extra, truncated, modified
     or malformed file, a symlink, or a manifest of an unknown format.
@@ -48,9 +52,9 @@ def load_into(program: ProgramData, path: str | os.PathLike[str]) -> None:
     root = current.artifact_root(path)
     raw = current.raw_manifest(root)
     if isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("version") == 1:
-        load_v1(program, root, raw)
+        load_v1(program, root, raw, max_bytes=max_bytes)
     else:
-        current.load_into(program, root, raw)
+        current.load_into(program, root, raw, max_bytes=max_bytes)
 
 
 # ============================================================================== binding

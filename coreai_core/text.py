@@ -31,6 +31,13 @@ one print their bits (``nan(0xffc00000)``), so data round-trips bit for bit. Res
 ``%0, %1, ...`` across an entrypoint and its regions; regions see only their own inputs.
 Whitespace (ASCII) and ``//`` comments separate tokens. Graphs are read in order, so a graph
 may ``invoke`` only graphs printed before it (as when they were built in that order).
+
+Bounds: parsing takes time linear in the text (no pattern backtracks over what it scanned).
+The tensor data a text may make the parser allocate is bounded in total by ``max_bytes``
+(:data:`DEFAULT_MAX_BYTES`, 1 GiB, unless ``parse``/``load`` are given another value; None
+removes the bound), checked before allocating. A splat ``dense<v>`` of more than
+``INLINE_LIMIT`` elements allocates nothing: it is a read-only ``numpy.broadcast_to`` view of
+its element (a state's running copy, made by ``reset_state``, is allocated and counted).
 """
 
 from __future__ import annotations
@@ -47,9 +54,9 @@ from coreai_core._syntax import IDENT as _IDENT
 from coreai_core._syntax import MAX_NESTING, TERMINATORS
 from coreai_core._syntax import UINT_OF_SIZE as _UINT_OF_SIZE
 from coreai_core._syntax import quote as _quote
-from coreai_core._text_parser import parse_type
+from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_type
 
-__all__ = ["print_program", "format_type", "parse_type", "MAX_NESTING"]
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_NESTING", "format_type", "parse_type", "print_program"]
 
 _NUMPY_FLOATS = frozenset({DType.float16, DType.float32, DType.float64})
 
@@ -100,6 +107,9 @@ def _array_type(a: np.ndarray) -> str:
 
 def _dense(a: np.ndarray) -> str:
     dtype = DType.of(a.dtype)
+    if a.size > 1 and all(s == 0 for s, n in zip(a.strides, a.shape) if n > 1):
+        # a broadcast view of one element (a parsed splat): print it without copying it
+        return f"dense<{_elements(a[(slice(0, 1),) * a.ndim].reshape(1), dtype)[0]}>"
     flat = np.ascontiguousarray(a).reshape(-1)
     if a.ndim == 0 or (flat.size > 1 and _is_splat(flat)):
         return f"dense<{_elements(flat[:1], dtype)[0]}>"

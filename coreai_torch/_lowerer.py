@@ -18,8 +18,8 @@ import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from coreai_core import Composite, Dim, Program, TensorType, Value
-from coreai_core._builder import default_location
+from coreai_core import Composite, Dim, Graph, Program, TensorType, Value
+from coreai_core._builder import current_graph, default_location
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
@@ -104,6 +104,37 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(a.data_ptr() == b.data_ptr() or torch.equal(a, b))
 
 
+class _GraphIndex:
+    """The results of ``graph.ops[:seen]``."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.values: set[Value] = set()  # Values compare by identity
+        self.seen = 0
+
+
+class DefinedValues:
+    """Which Values each graph being built defines (its inputs and its ops' results), to check
+    that a lowering returns Values of the graph it lowers into. Each graph's ops are indexed
+    incrementally, so checking every node's results stays linear in the graph's size."""
+
+    def __init__(self) -> None:
+        self._by_graph: dict[int, _GraphIndex] = {}  # by id: graphs compare by structure
+
+    def __contains__(self, item: tuple[Graph, Value]) -> bool:
+        graph, value = item
+        if value.owner is None:  # an input (a rare result: only identity-like lowerings)
+            return any(v is value for d in (graph.inputs, graph.state_inputs)
+                       for v in d.values())
+        index = self._by_graph.get(id(graph))
+        if index is None or index.graph is not graph or index.seen > len(graph.ops):
+            index = self._by_graph[id(graph)] = _GraphIndex(graph)
+        for op in graph.ops[index.seen:]:
+            index.values.update(op.results)
+        index.seen = len(graph.ops)
+        return value in index.values
+
+
 class GraphLowerer:
     """Lowers one exported program into one entrypoint graph."""
 
@@ -121,6 +152,7 @@ class GraphLowerer:
         self.ctx = _utils.ConversionContext(_symbols(self.ep))
         self.ctx.lower_subgraph = self.lower_subgraph
         self.ctx.lower_call = self.lower_call
+        self.defined = DefinedValues()
 
     def run(self) -> None:
         token = _utils.set_context(self.ctx)
@@ -314,14 +346,19 @@ class GraphLowerer:
             result = result[0]
         if not isinstance(result, Value):
             fail(f"expected a Value, got {type(result).__name__} {result!r}")
-        if val is not None:
-            self._check(result, val, fail, "result")
+        self._check(result, val, fail, "result")
         _name_value(result, node.name)
         values.bind(node, result)
 
     def _check(self, value: Any, val: Any, fail: Callable[[str], None], what: str) -> None:
         if not isinstance(value, Value):
             fail(f"{what} is {type(value).__name__}, not a Value")
+        graph = current_graph()
+        if (graph, value) not in self.defined:
+            fail(f"{what} {value!r} is not defined in graph @{graph.name}, the graph "
+                 "being built: it comes from another program, another graph or an earlier "
+                 "conversion. Build results with coreai builders inside the lowering (or "
+                 "return one of its operands); never keep Values across calls")
         if val is None:
             return
         try:

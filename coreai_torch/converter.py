@@ -6,7 +6,7 @@ import difflib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -47,6 +47,10 @@ class TorchConverter:
     """
 
     def __init__(self, *, progress: bool | None = None, composites: bool = False) -> None:
+        if progress is not None and not isinstance(progress, bool):
+            raise TypeError(f"progress must be True, False or None, got {progress!r}")
+        if not isinstance(composites, bool):
+            raise TypeError(f"composites must be True or False, got {composites!r}")
         self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
@@ -65,9 +69,18 @@ class TorchConverter:
         """
         from coreai_torch._table import check_qualified_name
 
+        if callable(qualified_name):
+            raise TypeError("register_torch_lowering takes the op's name: write "
+                            "@converter.register_torch_lowering('namespace::op.overload') "
+                            "above the function")
         check_qualified_name(qualified_name)
+        if not isinstance(allow_override, bool):
+            raise TypeError(f"allow_override must be True or False, got {allow_override!r}")
 
         def register(fn: Callable) -> Callable:
+            if not callable(fn):
+                raise TypeError(f"register_torch_lowering({qualified_name!r}) decorates a "
+                                f"function, got {type(fn).__name__}")
             self._table.register(qualified_name, fn, allow_override=allow_override)
             return fn
 
@@ -96,9 +109,17 @@ class TorchConverter:
             raise TypeError(f"expected a torch.export.ExportedProgram, got "
                             f"{type(exported_program).__name__}; export the model with "
                             "torch.export.export first (or use add_pytorch_module)")
+        _check_name("entrypoint_name", entrypoint_name)
         if entrypoint_name in self._staged:
             raise ValueError(f"entrypoint {entrypoint_name!r} is already staged; choose another "
                              "entrypoint_name or call clear([name]) first")
+        input_names, output_names, state_names = (
+            _names("input_names", input_names), _names("output_names", output_names),
+            _names("state_names", state_names))
+        shared = sorted(set(input_names or ()) & set(state_names or ()))
+        if shared:
+            raise ValueError(f"input_names and state_names share {shared}: a graph's inputs and "
+                             "state need distinct names")
         sig = exported_program.graph_signature
         counts = {
             "input_names": (input_names, sum(s.kind == InputKind.USER_INPUT
@@ -109,15 +130,11 @@ class TorchConverter:
                             "mutated buffers/inputs"),
         }
         for arg, (names, expected, what) in counts.items():
-            if names is not None:
-                if len(names) != expected:
-                    raise ValueError(f"{arg} has {len(names)} names but the program has "
-                                     f"{expected} {what}")
-                if len(set(names)) != len(names):
-                    raise ValueError(f"{arg} repeats a name: {list(names)}")
-        self._staged[entrypoint_name] = Staged(
-            exported_program, _opt_list(input_names), _opt_list(output_names),
-            _opt_list(state_names))
+            if names is not None and len(names) != expected:
+                raise ValueError(f"{arg} has {len(names)} names but the program has "
+                                 f"{expected} {what}")
+        self._staged[entrypoint_name] = Staged(exported_program, input_names, output_names,
+                                               state_names)
         return self
 
     def add_pytorch_module(self, module: torch.nn.Module,
@@ -137,10 +154,17 @@ class TorchConverter:
         """
         from coreai_torch.decompositions import get_decomp_table
 
+        _check_module_args(module, export_fn, args, kwargs, decompose, names)
+
         def export(m: torch.nn.Module) -> ExportedProgram:
-            if export_fn is not None:
-                return export_fn(m)
-            return torch.export.export(m, tuple(args), kwargs=dict(kwargs or {}))
+            if export_fn is None:
+                return torch.export.export(m, tuple(args), kwargs=dict(kwargs or {}))
+            ep = export_fn(m)
+            if not isinstance(ep, ExportedProgram):
+                raise TypeError(f"export_fn returned {type(ep).__name__}, not a "
+                                "torch.export.ExportedProgram; it must return the result of "
+                                "torch.export.export(module, args)")
+            return ep
 
         def decomposed(ep: ExportedProgram) -> ExportedProgram:
             return ep.run_decompositions(get_decomp_table()) if decompose else ep
@@ -162,7 +186,7 @@ class TorchConverter:
             self._staged.clear()
             self._sessions.clear()
             return
-        for name in entrypoints:
+        for name in _names("entrypoints", entrypoints) or []:
             if name not in self._staged:
                 raise KeyError(f"entrypoint {name!r} is not staged; staged: {list(self._staged)}")
             del self._staged[name]
@@ -180,7 +204,11 @@ class TorchConverter:
         if not self._staged:
             raise ValueError("nothing to convert: stage a program with add_exported_program "
                              "or add_pytorch_module first")
-        names = list(self._staged) if entrypoints is None else list(entrypoints)
+        names = list(self._staged) if entrypoints is None else _names("entrypoints", entrypoints)
+        assert names is not None
+        if not names:
+            raise ValueError("entrypoints is empty: name the entrypoints to convert, or pass "
+                             f"None to convert every staged one ({list(self._staged)})")
         for n in names:
             if n not in self._staged:
                 close = difflib.get_close_matches(n, list(self._staged), 1)
@@ -342,5 +370,56 @@ def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) 
     return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
-def _opt_list(names: Sequence[str] | None) -> list[str] | None:
-    return None if names is None else [str(n) for n in names]
+_NAME_ARGS = ("input_names", "output_names", "state_names", "entrypoint_name")
+
+
+def _check_name(arg: str, name: Any) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{arg} must be a str, got {type(name).__name__} {name!r}")
+    if not name:
+        raise ValueError(f"{arg} must not be empty")
+
+
+def _names(arg: str, names: Any) -> list[str] | None:
+    """``names`` (None or an iterable of distinct, non-empty str) as a list; a clear error for
+    a single string (iterating it would give its characters) or anything else."""
+    if names is None:
+        return None
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"{arg} must be a list of names, got the string {names!r}; "
+                        f"write {arg}=[{names!r}]")
+    if not isinstance(names, Iterable) or isinstance(names, Mapping):
+        raise TypeError(f"{arg} must be a list of names, got {type(names).__name__}")
+    out = list(names)
+    for n in out:
+        _check_name(f"every entry of {arg}", n)
+    repeated = sorted(n for n, count in Counter(out).items() if count > 1)
+    if repeated:
+        raise ValueError(f"{arg} repeats {repeated}: {out}")
+    return out
+
+
+def _check_module_args(module: Any, export_fn: Any, args: Any, kwargs: Any, decompose: Any,
+                       names: Mapping[str, Any]) -> None:
+    """Clear errors for misuse of ``add_pytorch_module``, before anything is exported."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"add_pytorch_module expects a torch.nn.Module, got "
+                        f"{type(module).__name__}; stage an ExportedProgram with "
+                        "add_exported_program")
+    if export_fn is not None and not callable(export_fn):
+        raise TypeError(f"export_fn must be a function module -> ExportedProgram, got "
+                        f"{type(export_fn).__name__}; pass example inputs as args=(...)")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple of example inputs, got {type(args).__name__}; "
+                        "write args=(x,) for a single input")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise TypeError(f"kwargs must be a mapping of example keyword inputs, got "
+                        f"{type(kwargs).__name__}")
+    if not isinstance(decompose, bool):
+        raise TypeError(f"decompose must be True or False, got {decompose!r}")
+    for key in names:
+        if key not in _NAME_ARGS:
+            close = difflib.get_close_matches(key, _NAME_ARGS, 1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {list(_NAME_ARGS)}"
+            raise TypeError(f"add_pytorch_module got an unexpected keyword argument {key!r}"
+                            f"{hint}")

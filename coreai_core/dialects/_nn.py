@@ -5,11 +5,11 @@ Quantization ops live with the compression ops (``_compression.py``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, overload
+from typing import Annotated, Any, Literal, overload
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
-from coreai_core._opdef import Floats, Ints, IntsLike, ValueLike, defop
+from coreai_core._opdef import Floats, Ints, IntsLike, Range, ValueLike, defop
 from coreai_core._shapes import (
     broadcast_shapes,
     expect,
@@ -18,6 +18,13 @@ from coreai_core._shapes import (
     window_out,
 )
 from coreai_core.errors import TypeRuleError
+
+# Accepted ranges of the window attributes (as torch): checked before any type rule runs.
+Strides = Annotated[Ints | None, Range(lo=1)]
+Dilation = Annotated[Ints | None, Range(lo=1)]
+Pads = Annotated[Ints | None, Range(lo=0)]
+KernelSize = Annotated[Ints, Range(lo=1)]
+Groups = Annotated[int, Range(lo=1)]
 
 
 @defop()
@@ -71,15 +78,13 @@ def _static_kernel(weight: Value) -> list[int]:
 
 
 @defop()
-def conv(x: Value, weight: Value, bias: Value | None = None, strides: Ints | None = None,
-         pads: Ints | None = None, dilation: Ints | None = None, groups: int = 1,
-         ) -> TensorType:
+def conv(x: Value, weight: Value, bias: Value | None = None, strides: Strides = None,
+         pads: Pads = None, dilation: Dilation = None, groups: Groups = 1) -> TensorType:
     """N-d convolution (cross-correlation): x [N, C, *S], weight [O, C/groups, *K]."""
     n = _spatial(x, None, "conv")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
     s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
-    expect(groups >= 1, "groups must be >= 1")
     c, o = x.type.shape[1], weight.type.shape[0]
     if isinstance(c, int) and isinstance(weight.type.shape[1], int):
         expect(c == weight.type.shape[1] * groups,
@@ -97,15 +102,23 @@ def conv(x: Value, weight: Value, bias: Value | None = None, strides: Ints | Non
 
 @defop()
 def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
-                   strides: Ints | None = None, pads: Ints | None = None,
-                   dilation: Ints | None = None, groups: int = 1,
-                   output_padding: Ints | None = None) -> TensorType:
+                   strides: Strides = None, pads: Pads = None, dilation: Dilation = None,
+                   groups: Groups = 1,
+                   output_padding: Annotated[Ints | None, Range(lo=0)] = None) -> TensorType:
     """Transposed convolution: x [N, C, *S], weight [C, O/groups, *K]."""
     n = _spatial(x, None, "conv_transpose")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
     s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
     op_ = _fill(output_padding, n, 0, "output_padding")
+    for i in range(n):
+        expect(op_[i] < max(s[i], d[i]), f"output_padding {op_[i]} on spatial axis {i} must be "
+               f"smaller than the stride {s[i]} or the dilation {d[i]} (as in torch)")
+    c, c_w = x.type.shape[1], weight.type.shape[0]
+    if isinstance(c, int) and isinstance(c_w, int):
+        expect(c == c_w, f"input channels {c} != weight's first dim {c_w}")
+    if isinstance(c_w, int):
+        expect(c_w % groups == 0, f"input channels {c_w} not divisible by groups {groups}")
     o = weight.type.shape[1]
     o = o * groups if isinstance(o, int) else Dim()
     if bias is not None:
@@ -124,7 +137,7 @@ def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
 
 
 def _pool_shape(x: Value, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
-                dilation: Ints | None, ceil_mode: bool) -> list:
+                dilation: Ints | None, ceil_mode: bool) -> list:  # ranges checked by the ops
     n = _spatial(x, None, "pool")
     k = _fill(kernel_size, n, 1, "kernel_size")
     s = _fill(strides, n, 1, "strides") if strides else k
@@ -139,8 +152,8 @@ def _pool_shape(x: Value, kernel_size: Ints, strides: Ints | None, pads: Ints | 
 
 
 @defop(traits=("multi_result",))
-def maxpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
-            dilation: Ints | None = None, ceil_mode: bool = False,
+def maxpool(x: Value, kernel_size: KernelSize, strides: Strides = None, pads: Pads = None,
+            dilation: Dilation = None, ceil_mode: bool = False,
             return_indices: bool = False) -> list[TensorType]:
     """Max pooling over 1-3 spatial dims; optional int64 flat indices like torch."""
     shape = _pool_shape(x, kernel_size, strides, pads, dilation, ceil_mode)
@@ -151,23 +164,23 @@ def maxpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints
 
 
 @defop()
-def sumpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
-            dilation: Ints | None = None, ceil_mode: bool = False) -> TensorType:
+def sumpool(x: Value, kernel_size: KernelSize, strides: Strides = None, pads: Pads = None,
+            dilation: Dilation = None, ceil_mode: bool = False) -> TensorType:
     """Sum over sliding windows (zero padding) on 1-3 spatial dims."""
     return x.type.with_shape(_pool_shape(x, kernel_size, strides, pads, dilation, ceil_mode))
 
 
 @defop()
-def avgpool(x: Value, kernel_size: Ints, strides: Ints | None = None, pads: Ints | None = None,
+def avgpool(x: Value, kernel_size: KernelSize, strides: Strides = None, pads: Pads = None,
             ceil_mode: bool = False, count_include_pad: bool = True,
-            divisor_override: int | None = None) -> TensorType:
+            divisor_override: Annotated[int | None, Range(nonzero=True)] = None) -> TensorType:
     """Average pooling with PyTorch's divisor rules (count_include_pad, divisor_override)."""
     expect(x.type.element_type.is_float, f"avgpool expects a float tensor, got {x.type}")
     return x.type.with_shape(_pool_shape(x, kernel_size, strides, pads, None, ceil_mode))
 
 
 @defop()
-def interpolate(x: Value, sizes: Ints,
+def interpolate(x: Value, sizes: Annotated[Ints, Range(lo=-1)],
                 mode: Literal["nearest", "nearest_exact", "linear", "cubic"] = "nearest",
                 align_corners: bool = False, scales: Floats | None = None,
                 output_size: Value | None = None) -> TensorType:
@@ -182,9 +195,10 @@ def interpolate(x: Value, sizes: Ints,
     expect(len(sizes) == n, f"sizes needs {n} entries, got {list(sizes)}")
     if output_size is not None:
         expect_int_vector(output_size, "output_size", n)
-        expect(all(s >= -1 for s in sizes), f"sizes entries must be >= -1, got {list(sizes)}")
         return x.type.with_shape([*x.type.shape[:2],
                                   *(Dim() if s == -1 else s for s in sizes)])
+    expect(all(s >= 0 for s in sizes),
+           f"sizes entries must be >= 0 (-1 only with output_size), got {list(sizes)}")
     if scales is not None:
         expect(len(scales) == n, f"scales needs {n} entries, got {list(scales)}")
     if mode == "cubic":

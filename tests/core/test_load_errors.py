@@ -347,3 +347,23 @@ def test_fuzzed_format_1_manifests_load_or_raise_artifact_errors(tmp_path: Path,
     shutil.copytree(FORMAT_1, path)
     (path / "manifest.json").write_text(json.dumps(_replace(m, where, data.draw(JSON))))
     _loads_or_artifact_error(path)
+
+
+def test_load_bounds_what_the_program_text_may_allocate(tmp_path: Path) -> None:
+    # An artifact whose text holds inline state data: the loader's parse counts it against
+    # max_bytes (the same budget as parse), and a caller who trusts the file can raise it.
+    import coreai_core
+    from coreai_core import TensorType
+    from coreai_core.dialects import coreai
+
+    p = coreai_core.Program()
+    init = np.arange(64, dtype=np.float64)
+    with p.graph("main", inputs={"x": TensorType((64,), "float64")},
+                 state={"s": init}) as g:
+        g.outputs({"y": coreai.broadcasting_add(g["x"], g["s"])})
+    p.save(tmp_path / "a")
+    with pytest.raises(ArtifactError, match="max_bytes") as info:
+        load(tmp_path / "a", max_bytes=64)
+    assert "state @s" in str(info.value)
+    for limit in (None, 1 << 20):
+        np.testing.assert_array_equal(load(tmp_path / "a", max_bytes=limit).state["s"], init)
