@@ -27,7 +27,7 @@ import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._syntax import IDENT, quote
-from coreai_core._tracked import TrackedDict, TrackedList
+from coreai_core._tracked import tracked_dict, tracked_list
 from coreai_core._types import Dim, TensorType, _admits, format_type
 
 __all__ = [
@@ -110,15 +110,14 @@ def _tracked_field(owner: Any, name: str, new: Any) -> Any:
     kind = _TRACKED.get(name)
     if kind is None:
         return new
-    if kind is TrackedDict:
-        return TrackedDict(new, owner)
-    return TrackedList(new, owner, owner._adopt if name == "ops" else None)
+    if kind is dict:
+        return tracked_dict(new, owner)
+    return tracked_list(new, owner, owner._adopt if name == "ops" else None)
 
 
 _TRACKED: dict[str, type] = {
-    "operands": TrackedList, "results": TrackedList, "attributes": TrackedDict,
-    "inputs": TrackedDict, "state_inputs": TrackedDict, "ops": TrackedList,
-    "output_values": TrackedDict, "state_outputs": TrackedDict,
+    "operands": list, "results": list, "attributes": dict, "inputs": dict,
+    "state_inputs": dict, "ops": list, "output_values": dict, "state_outputs": dict,
 }
 
 
@@ -138,8 +137,10 @@ class Operation:
     _graph: Graph | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        for name in ("operands", "attributes", "results"):
-            object.__setattr__(self, name, _tracked_field(self, name, getattr(self, name)))
+        setattr_ = object.__setattr__  # the fields as tracked containers, without reporting
+        setattr_(self, "operands", tracked_list(self.operands, self))
+        setattr_(self, "attributes", tracked_dict(self.attributes, self))
+        setattr_(self, "results", tracked_list(self.results, self))
 
     def _edited(self) -> None:
         if self._graph is not None:
@@ -361,12 +362,12 @@ class ProgramData:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ProgramData._TRACKED_FIELDS:
-            value = TrackedDict(value, self)
+            value = tracked_dict(value, self)
             self._edited()
         object.__setattr__(self, name, value)
 
     def _edited(self) -> None:
-        self.generation += 1
+        self.__dict__["generation"] += 1
 
     # the lock is not data: copies and pickles get a fresh one
     def __getstate__(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, SupportsIndex, TypeVar
 
-__all__ = ["Owner", "TrackedDict", "TrackedList"]
+__all__ = ["Owner", "TrackedDict", "TrackedList", "tracked_dict", "tracked_list"]
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -23,20 +23,32 @@ class Owner(Protocol):
     def _edited(self) -> None: ...
 
 
+def tracked_list(items: Iterable[T] = (), owner: Owner | None = None,
+                 adopt: Callable[[T], None] | None = None) -> TrackedList[T]:
+    """A :class:`TrackedList` of ``items`` reporting to ``owner`` (``adopt`` each item)."""
+    tracked: TrackedList[T] = TrackedList(items)
+    tracked._owner = owner
+    tracked._adopt = adopt
+    if adopt is not None:
+        for item in tracked:
+            adopt(item)
+    return tracked
+
+
+def tracked_dict(items: Any = (), owner: Owner | None = None) -> TrackedDict[Any, Any]:
+    """A :class:`TrackedDict` of ``items`` reporting to ``owner``."""
+    tracked: TrackedDict[Any, Any] = TrackedDict(items)
+    tracked._owner = owner
+    return tracked
+
+
 class TrackedList(list[T]):
     """A list that calls ``owner._edited()`` after every change (and ``adopt(item)`` for each
     item it gains, when given: a graph's op list makes each op point to its graph)."""
 
     __slots__ = ("_adopt", "_owner")
-
-    def __init__(self, items: Iterable[T] = (), owner: Owner | None = None,
-                 adopt: Callable[[T], None] | None = None) -> None:
-        super().__init__(items)
-        self._owner = owner
-        self._adopt = adopt
-        if adopt is not None:
-            for item in self:
-                adopt(item)
+    _owner: Owner | None
+    _adopt: Callable[[T], None] | None
 
     def _changed(self, gained: Iterable[T] = ()) -> None:
         if self._adopt is not None:
@@ -47,7 +59,7 @@ class TrackedList(list[T]):
 
     # copies and pickles rebuild the list without reporting, then restore the owner
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
-        return (TrackedList, (list(self),), (self._owner, self._adopt))
+        return (tracked_list, (list(self),), (self._owner, self._adopt))
 
     def __setstate__(self, state: tuple[Owner | None, Callable[[T], None] | None]) -> None:
         self._owner, self._adopt = state
@@ -110,17 +122,14 @@ class TrackedDict(dict[K, V]):
     """A dict that calls ``owner._edited()`` after every change."""
 
     __slots__ = ("_owner",)
-
-    def __init__(self, items: Any = (), owner: Owner | None = None) -> None:
-        super().__init__(items)
-        self._owner = owner
+    _owner: Owner | None
 
     def _changed(self) -> None:
         if self._owner is not None:
             self._owner._edited()
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
-        return (TrackedDict, (dict(self),), self._owner)
+        return (tracked_dict, (dict(self),), self._owner)
 
     def __setstate__(self, owner: Owner | None) -> None:
         self._owner = owner

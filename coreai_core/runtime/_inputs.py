@@ -11,6 +11,7 @@ import numpy as np
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType
 from coreai_core.errors import RuntimeInputError
+from coreai_core.runtime._dims import DimChecks, check_dims
 
 __all__ = ["bind_named", "bind_state", "to_array", "writable"]
 
@@ -136,12 +137,14 @@ def _names_problems(kind: str, expected: Sequence[str], given: Sequence[str],
 
 def bind_named(graph: str, types: Mapping[str, TensorType],
                inputs: Mapping[str, Any] | Sequence[Any] | None,
-               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
+               dims: dict[str, tuple[int, str]] | None = None,
+               checks: DimChecks | None = None) -> list[np.ndarray]:
     """Check ``inputs`` (a dict by name or a positional sequence) against ``types``.
 
     Returns the arrays in input order, or raises one ``RuntimeInputError`` listing every
-    problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols).
-    ``dims`` collects the size bound to each dynamic symbol (pass it on to ``bind_state``).
+    problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols, and
+    the relations between dims in ``checks``). ``dims`` collects the size bound to each
+    dynamic symbol (pass it on to ``bind_state``).
     """
     names = list(types)
     if inputs is None:
@@ -173,6 +176,8 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
         if a is not None:
             _check(n, a, types[n], dims, problems)
         arrays.append(a)
+    if not problems:
+        check_dims(checks, dims, problems)
     if problems:
         _raise("inputs", graph, problems)
     return arrays
@@ -180,7 +185,8 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
 
 def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, Any],
                known: Sequence[str] = (),
-               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
+               dims: dict[str, tuple[int, str]] | None = None,
+               checks: DimChecks | None = None) -> list[np.ndarray]:
     """The state arrays of a graph, in declaration order, checked like inputs.
 
     Names in ``state`` that are neither this graph's state nor in ``known`` (the program's
@@ -198,6 +204,8 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
         if a is not None:
             _check(f"state {n}", a, t, dims, problems)
         arrays.append(a)
+    if not problems:
+        check_dims(checks, dims, problems)
     if problems:
         _raise("state", graph, problems)
     return arrays

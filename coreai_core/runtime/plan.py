@@ -20,6 +20,7 @@ from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
 from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
+from coreai_core.runtime._dims import dim_checks
 from coreai_core.runtime._inputs import bind_named, bind_state, writable
 from coreai_core.runtime._table import KernelTable
 
@@ -196,6 +197,8 @@ class Plan:
         self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
                                for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
+        # relations between the dims of inputs and state (derived dims), checked per run
+        self.dim_checks = dim_checks([*self.input_types.values(), *self.state_types.values()])
         self.output_names = [k for k, _ in self._outputs]
 
     @property
@@ -341,45 +344,66 @@ class Plan:
             record: dict[Value, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Validate ``inputs`` (and ``state``), run, write the new state back, return outputs.
 
-        ``state`` defaults to ``program.state``. With ``record`` (a dict), every op result of
-        this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
+        ``state`` defaults to ``program.state``; runs that read and update the program's own
+        state hold ``program.state_lock`` from reading it to writing it back, so concurrent
+        runs never lose an update. New state never shares memory with the inputs or outputs
+        of the call. With ``record`` (a dict), every op result of this graph is stored in it
+        keyed by its Value. Nothing runs when an input is bad.
         """
         arrays = self._exact_inputs(inputs)
         dims: dict[str, tuple[int, str]] = {}  # symbol -> size; the exact path binds none
         if arrays is None:
-            arrays = bind_named(self.graph.name, self.input_types, inputs, dims)
-        state_map: MutableMapping[str, Any] | None = None
-        if self._state_inputs:
-            program = self.program
-            if state is not None:
-                state_map = state
-            elif program is not None:
-                state_map = program.state
-            else:
-                raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the "
-                                   "plan's program no longer exists")
-            known = program.state_names if program is not None else ()
-            bound_state = bind_state(self.graph.name, self.state_types, state_map, known,
-                                     dims)
-        state_arrays = bound_state if state_map is not None else ()
+            arrays = bind_named(self.graph.name, self.input_types, inputs, dims,
+                                self.dim_checks)
+        if not self._state_inputs:
+            return self._outputs_of(self._execute_with(arrays, (), record))
+        program = self.program
+        if state is None and program is None:
+            raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the plan's "
+                               "program no longer exists")
+        if state is not None:
+            return self._run_stateful(arrays, state, program, dims, record)
+        assert program is not None
+        with program.state_lock:
+            return self._run_stateful(arrays, program.state, program, dims, record)
+
+    def _run_stateful(self, arrays: Sequence[np.ndarray], state_map: MutableMapping[str, Any],
+                      program: ProgramData | None, dims: dict[str, tuple[int, str]],
+                      record: dict[Value, np.ndarray] | None) -> dict[str, np.ndarray]:
+        known = program.state_names if program is not None else ()
+        state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
+                                  self.dim_checks)
+        results = self._execute_with(arrays, state_arrays, record)
+        outputs = self._outputs_of(results)
+        # the new state is the program's (or the state mapping's) own: a copy wherever it
+        # would share memory with an array the caller holds (an input it passed, an output
+        # it gets back) or with another state entry
+        held: list[np.ndarray] = [*arrays, *outputs.values()]
+        for (k, _), a in zip(self._state_outputs, results[len(self._outputs):], strict=True):
+            a = writable(a)
+            if any(np.may_share_memory(a, b) for b in held):
+                a = a.copy()
+            held.append(a)
+            state_map[k] = a
+        return outputs
+
+    def _execute_with(self, arrays: Sequence[np.ndarray], state_arrays: Sequence[np.ndarray],
+                      record: dict[Value, np.ndarray] | None) -> tuple[Any, ...]:
+        """Run on checked arrays; the outputs, then the new state values, in order."""
         if self.compiled and record is None:
             with np.errstate(all="ignore"):
-                results = self._call_compiled(*arrays, *state_arrays)
-        else:
-            env = self._template.copy()
-            for s, a in zip(self._input_slots, arrays, strict=True):
-                env[s] = a
-            for (_, s), a in zip(self._state_inputs, state_arrays):
-                env[s] = a
-            with np.errstate(all="ignore"):
-                self._execute(env, record)
-            results = tuple(env[s] for _, s in self._outputs + self._state_outputs)
-        n = len(self._outputs)
-        outputs = {k: writable(a) for (k, _), a in zip(self._outputs, results)}
-        if state_map is not None:
-            for (k, _), a in zip(self._state_outputs, results[n:], strict=True):
-                state_map[k] = writable(a)
-        return outputs
+                return self._call_compiled(*arrays, *state_arrays)
+        env = self._template.copy()
+        for s, a in zip(self._input_slots, arrays, strict=True):
+            env[s] = a
+        for (_, s), a in zip(self._state_inputs, state_arrays):
+            env[s] = a
+        with np.errstate(all="ignore"):
+            self._execute(env, record)
+        return tuple(env[s] for _, s in self._outputs + self._state_outputs)
+
+    def _outputs_of(self, results: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: writable(a) for (k, _), a in zip(self._outputs, results)}
 
     def _exact_inputs(self, inputs: Any) -> list[np.ndarray] | None:
         """The arrays of a dict giving every input with exactly its static type (the common
