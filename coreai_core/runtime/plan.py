@@ -21,7 +21,7 @@ from coreai_core.errors import CoreAIError, MissingKernelError
 from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
 from coreai_core.runtime._dims import dim_checks
-from coreai_core.runtime._inputs import bind_named, bind_state, writable
+from coreai_core.runtime._inputs import bind_named, bind_state
 from coreai_core.runtime._table import KernelTable
 
 __all__ = ["KernelError", "Plan", "PlanError", "Region"]
@@ -53,6 +53,28 @@ def describe_op(op: Operation, graph: Graph | None = None) -> str:
     if graph is not None:
         text += f" in graph @{graph.name}"
     return text
+
+
+def _kernel_error(op: Operation, graph: Graph, e: Exception, when: str = "") -> KernelError:
+    """The project error for a kernel's exception: the op, where it is, and the cause."""
+    if isinstance(e, MemoryError):
+        need = str(e) or "its result types are " + ", ".join(str(r.type) for r in op.results)
+        return KernelError(f"{describe_op(op, graph)} ran out of memory{when}: {need}", op)
+    return KernelError(f"{describe_op(op, graph)} failed{when}: {type(e).__name__}: {e}", op)
+
+
+def _own_copy(a: np.ndarray, what: str, producer: Operation | None,
+              graph: Graph) -> np.ndarray:
+    """A copy of ``a`` (an output or new state value), or a clear error when it does not fit
+    in memory (a broadcast view of a huge shape is cheap until copied)."""
+    try:
+        return a.copy()
+    except MemoryError as e:
+        size = a.size * a.itemsize
+        where = f", the result of {describe_op(producer)}" if producer is not None else ""
+        raise KernelError(f"{what} of graph @{graph.name}{where} does not fit in memory: "
+                          f"{size / 2**30:.2f} GiB for shape {a.shape} of {a.dtype} ({e})",
+                          producer) from e
 
 
 class Problems:
@@ -312,8 +334,7 @@ class Plan:
         try:
             value = check_result(call(**kw), expect)
         except Exception as e:
-            raise KernelError(f"{describe_op(op, self.graph)} failed while planning: "
-                              f"{type(e).__name__}: {e}", op) from e
+            raise _kernel_error(op, self.graph, e, " while planning") from e
         return value if not value.flags.writeable else _read_only(value)
 
     def _release_after_last_use(self) -> None:
@@ -380,9 +401,9 @@ class Plan:
         # it gets back) or with another state entry
         held: list[np.ndarray] = [*arrays, *outputs.values()]
         for (k, _), a in zip(self._state_outputs, results[len(self._outputs):], strict=True):
-            a = writable(a)
-            if any(np.may_share_memory(a, b) for b in held):
-                a = a.copy()
+            if not a.flags.writeable or any(np.may_share_memory(a, b) for b in held):
+                a = _own_copy(a, f"new state {k!r}", self.graph.state_outputs[k].owner,
+                              self.graph)
             held.append(a)
             state_map[k] = a
         return outputs
@@ -403,7 +424,11 @@ class Plan:
         return tuple(env[s] for _, s in self._outputs + self._state_outputs)
 
     def _outputs_of(self, results: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-        return {k: writable(a) for (k, _), a in zip(self._outputs, results)}
+        """The outputs by name, each writable (read-only views of weights and broadcasts
+        copied)."""
+        return {k: a if a.flags.writeable else
+                _own_copy(a, f"output {k!r}", self.graph.output_values[k].owner, self.graph)
+                for (k, _), a in zip(self._outputs, results)}
 
     def _exact_inputs(self, inputs: Any) -> list[np.ndarray] | None:
         """The arrays of a dict giving every input with exactly its static type (the common
@@ -466,8 +491,7 @@ class Plan:
             if i is None:
                 raise
             op = self._ops[i]
-            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
-                              op) from e
+            raise _kernel_error(op, self.graph, e) from e
 
     def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
         if record is not None:
@@ -495,8 +519,7 @@ class Plan:
             op = self._ops[i] if i >= 0 else None
             if op is None:
                 raise
-            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
-                              op) from e
+            raise _kernel_error(op, self.graph, e) from e
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"
