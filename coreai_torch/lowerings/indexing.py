@@ -180,7 +180,8 @@ def aten_gather_default(self: Value, dim: int, index: Value, sparse_grad: bool =
     scalar = index.type.rank == 0
     x, index = _at_least_1d(self, index)
     axis = normalize_dim(dim, x.type.rank)
-    out = coreai.gather_along_axis(crop_to(x, index, skip=axis), index, axis=axis)
+    out = coreai.gather_along_axis(crop_to(x, index, skip=axis), index, axis=axis,
+                                   wrap_negative=False)  # torch rejects negative indices
     return to_scalar(out) if scalar else out
 
 
@@ -194,7 +195,7 @@ def aten_index_select_default(self: Value, dim: int, index: Value) -> Value:
     axis = normalize_dim(dim, x.type.rank)
     if index.type.rank == 0:
         index = coreai.reshape(index, [1])
-    return coreai.gather(x, index, axis=axis)
+    return coreai.gather(x, index, axis=axis, wrap_negative=False)  # torch rejects -1
 
 
 # -- masks ----------------------------------------------------------------------------------------

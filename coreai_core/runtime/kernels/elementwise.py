@@ -133,8 +133,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def _at_minus_inf_zero(x: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``r`` with -0.0 where ``x`` is -inf: x * f(x) with f(x) -> 0 faster than x grows (silu,
     gelu) tends to -0.0 there, where the product's -inf * 0 gives NaN."""
-    if x.dtype.kind == "f":
-        r[x == -np.inf] = -0.0
+    if (x.dtype.kind == "f" or x.dtype in HALF) and np.isneginf(x).any():
+        return np.where(x == -np.inf, r.dtype.type(-0.0), r)
     return r
 
 
