@@ -414,7 +414,7 @@ class ProgramData:
         if isinstance(initial, TensorType):
             t, arr = initial, None
         else:
-            arr = np.asarray(initial)
+            arr = np.array(initial)  # the program's own copy: the caller may reuse its array
             t = TensorType(arr.shape, DType.of(arr.dtype))
             if type is not None:
                 if not _admits(type, arr):
