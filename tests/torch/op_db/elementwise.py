@@ -98,7 +98,9 @@ for name, lo, hi in [
     add(f"aten::{name}.default", getattr(torch, name),
         unary(st.sampled_from(INT_DTYPES), low=max(lo, 1), high=max(hi, 3), special=False),
         name=f"{name}[int]")
-add("aten::silu.default", F.silu, unary())
+add("aten::silu.default", F.silu, unary(),
+    # torch's silu(-inf) is NaN (-inf * 0); the limit, which the runtime returns, is -0.0
+    reference=reference.silu)
 for name in ("abs", "neg", "sign", "floor", "ceil", "trunc", "relu"):
     dtypes = SIGNED if name in ("abs", "neg", "sign") else NUMERIC
     add(f"aten::{name}.default", getattr(torch, name), unary(dtypes))
@@ -112,7 +114,8 @@ for name in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
     add(f"aten::{name}.default", getattr(torch, name), unary(NUMERIC))
 add("aten::gelu.default", lambda x, approximate: F.gelu(x, approximate=approximate),
     unary(approximate=st.sampled_from(("none", "tanh"))),
-    # torch's gelu(+inf) is NaN or +inf depending on the CPU's vector unit
+    # torch's gelu(+inf) is NaN or +inf depending on the CPU's vector unit, gelu(-inf) NaN
+    # where the limit is -0.0
     reference=reference.gelu)
 
 # -- binary -----------------------------------------------------------------------------------
