@@ -8,6 +8,9 @@ torch is known to vary or to be wrong.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -35,3 +38,23 @@ def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
 def silu(x: torch.Tensor) -> torch.Tensor:
     """``F.silu`` with silu(-inf) = -0.0, the limit of x * sigmoid(x) (torch: NaN)."""
     return _limits(x, F.silu(x))
+
+
+def with_inf_limits(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn(x, dim, ...)`` (softmax, log_softmax) with the limit in rows along ``dim`` that
+    hold exactly one +inf and no NaN: the value with that entry at float64's largest finite
+    number, computed in float64 (torch gives NaN there, from inf - inf)."""
+
+    def reference(x: torch.Tensor, dim: int, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = fn(x, dim, *args, **kwargs)
+        if not x.is_floating_point() or x.numel() == 0:
+            return out
+        is_inf = x == float("inf")
+        one = (is_inf.sum(dim, keepdim=True) == 1) & ~x.isnan().any(dim, keepdim=True)
+        if not one.any():
+            return out
+        big = torch.where(is_inf, torch.finfo(torch.float64).max, x.double())
+        limit = fn(big, dim, *args, **kwargs).to(out.dtype)
+        return torch.where(one.expand_as(x), limit, out)
+
+    return reference
