@@ -87,7 +87,7 @@ class TrackedList(list[T]):
         self.extend(items)
         return self
 
-    def __imul__(self, n: SupportsIndex) -> TrackedList[T]:  # type: ignore[override,misc]
+    def __imul__(self, n: SupportsIndex) -> TrackedList[T]:
         super().__imul__(n)
         self._changed()
         return self
@@ -129,10 +129,10 @@ class TrackedDict(dict[K, V]):
             self._owner._edited()
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
-        return (tracked_dict, (dict(self),), self._owner)
+        return (tracked_dict, (dict(self),), (self._owner,))
 
-    def __setstate__(self, owner: Owner | None) -> None:
-        self._owner = owner
+    def __setstate__(self, state: tuple[Owner | None]) -> None:
+        (self._owner,) = state
 
     def __setitem__(self, key: K, value: V) -> None:
         super().__setitem__(key, value)

@@ -6,9 +6,9 @@ derived dims (``Dim`` arithmetic, or sizes it proved equal to an expression). A 
 expression is a *relation*: its size must equal the expression evaluated at the sizes of its
 symbols. The name is the relation, so it survives printing, parsing, saving and loading.
 
-Expressions use integers, symbol names, ``+ - * // %``, unary minus and ``Mod(a, b)``,
-``Max(a, b, ...)``, ``Min(a, b, ...)`` (sympy's spelling). A name that is not such an
-expression is an opaque symbol (sizes sharing it must agree, as before).
+Expressions use integers, symbol names, ``+ - * // %``, small constant powers (``s0**2``),
+unary minus and ``Mod(a, b)``, ``Max(a, b, ...)``, ``Min(a, b, ...)`` (sympy's spelling). A
+name that is not such an expression is an opaque symbol (sizes sharing it must agree).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["DimChecks", "Relation", "check_dims", "dim_checks", "relation_of"]
 Env = Mapping[str, int]
 _BINARY: dict[type, Callable[[int, int], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
 }
 _CALLS: dict[str, Callable[..., int]] = {"Mod": operator.mod, "Max": max, "Min": min}
 
@@ -49,6 +49,10 @@ def _compile(node: ast.AST, symbols: set[str]) -> Callable[[Env], int]:
         inner = _compile(node.operand, symbols)
         sign = -1 if isinstance(node.op, ast.USub) else 1
         return lambda env: sign * inner(env)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and not (
+            isinstance(node.right, ast.Constant) and type(node.right.value) is int
+            and 0 <= node.right.value <= 8):
+        raise _NotAnExpression  # only small constant powers (s0**2): sizes stay ints
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         fn = _BINARY[type(node.op)]
         lhs, rhs = _compile(node.left, symbols), _compile(node.right, symbols)

@@ -254,7 +254,7 @@ class Runtime:
         ``program`` resolves weight references and ``invoke`` callees. Used by constant
         folding, so it behaves exactly like the op inside a running plan.
         """
-        graph = Graph("evaluate_op", program=program)
+        graph = Graph("evaluate_op")  # a scratch graph: not the program's, so no edit of it
         operands = [Value(v.type, name=f"arg{i}") for i, v in enumerate(op.operands)]
         graph.inputs = {f"arg{i}": v for i, v in enumerate(operands)}
         copy = Operation(op.name, operands, op.attributes, [], op.location)
