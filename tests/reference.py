@@ -58,3 +58,16 @@ def with_inf_limits(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tens
         return torch.where(one.expand_as(x), limit, out)
 
     return reference
+
+
+def zero_at_minus_inf(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn`` (x * f(x) with f -> 0 at -inf: mish, hardswish) with its limit -0.0 at -inf,
+    where torch computes -inf * 0 = NaN."""
+
+    def reference(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = fn(x, *args, **kwargs)
+        if not x.is_floating_point():
+            return out
+        return torch.where(x == float("-inf"), torch.full_like(out, -0.0), out)
+
+    return reference

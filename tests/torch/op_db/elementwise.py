@@ -211,10 +211,11 @@ add("aten::selu.default", F.selu, unary())
 add("aten::celu.default", lambda x, a: F.celu(x, a), unary(a=st.sampled_from((1.0, 2.0))))
 add("aten::softplus.default", lambda x, b, t: F.softplus(x, b, t),
     unary(low=-30.0, high=30.0, b=st.sampled_from((1.0, 2.0)), t=st.sampled_from((20.0, 5.0))))
-add("aten::mish.default", F.mish, unary())
+add("aten::mish.default", F.mish, unary(), reference=reference.zero_at_minus_inf(F.mish))
 add("aten::log_sigmoid_forward.default", F.logsigmoid, unary(low=-30.0, high=30.0))
 add("aten::hardsigmoid.default", F.hardsigmoid, unary())
-add("aten::hardswish.default", F.hardswish, unary())
+add("aten::hardswish.default", F.hardswish, unary(),
+    reference=reference.zero_at_minus_inf(F.hardswish))
 add("aten::threshold.default", lambda x: F.threshold(x, 0.5, -2.0), unary())
 
 # -- overloads reached by calling the aten op directly (Python code exports the Tensor form) --
