@@ -381,3 +381,18 @@ def test_an_output_too_large_to_allocate_names_the_op_and_the_size() -> None:
     with pytest.raises(KernelError, match=r"output 'view' .*coreai\.broadcast_to does not fit "
                                           r"in memory: 131072\.00 GiB"):
         q.run({"x": np.float64(1.0)})
+
+
+@pytest.mark.parametrize("pivot", [0, 4])
+def test_lu_pivots_out_of_range_are_errors_as_in_torch(pivot: int) -> None:
+    pivots = np.array([pivot, 2, 3], np.int32)
+    with pytest.raises(RuntimeError, match="between 1 and"):
+        torch.lu_unpack(torch.eye(3), torch.from_numpy(pivots))
+    p = Program()
+    with p.graph("main", inputs={"p": TensorType((3,), "int32")}) as g:
+        g.outputs({"perm": coreai.pivots_to_permutation(g["p"], size=3)})
+    np.testing.assert_array_equal(p.run({"p": np.array([1, 2, 3], np.int32)})["perm"],
+                                  [0, 1, 2])
+    with pytest.raises(KernelError, match=rf"coreai\.pivots_to_permutation .*pivot {pivot} is "
+                                          r"out of range.*valid pivots: \[1, 3\]"):
+        p.run({"p": pivots})
