@@ -10,7 +10,7 @@ Values and operations have identity semantics (they are graph nodes); graphs and
 compare structurally (see :func:`structure`), ignoring locations, which are debug info.
 
 Every edit of the IR through its attributes or containers reports to the owning program
-(``_edited``: a value to its op, an op to its graph, a graph to its program), whose
+(``_edited``: an op to its graph, a graph to its program), whose
 ``generation`` then moves on, so run plans cached for the program are never stale. Ops point
 to the graph they were appended to; containers are :mod:`coreai_core._tracked` lists and dicts.
 """
@@ -70,13 +70,7 @@ class WeightRef:
         return "@" + (self.name if IDENT.fullmatch(self.name) else quote(self.name))
 
 
-def _value_set(v: Value, attribute: Any, new: Any) -> Any:
-    if v.owner is not None:
-        v.owner._edited()
-    return new
-
-
-@attrs.define(eq=False, repr=False, on_setattr=_value_set)
+@attrs.define(eq=False, repr=False)
 class Value:
     """A typed SSA value: a graph input or the result of an operation."""
 
@@ -101,7 +95,9 @@ class Value:
 def _op_set(op: Operation, attribute: Any, new: Any) -> Any:
     if attribute.name == "_graph":
         return new
-    op._edited()
+    graph = op._graph
+    if graph is not None:
+        graph._edited()
     return _tracked_field(op, attribute.name, new)
 
 
@@ -115,9 +111,11 @@ def _tracked_field(owner: Any, name: str, new: Any) -> Any:
     return tracked_list(new, owner, owner._adopt if name == "ops" else None)
 
 
+# results are not tracked in place (an op's results are set, not edited: building a program
+# creates one list per op, and every container costs time there)
 _TRACKED: dict[str, type] = {
-    "operands": list, "results": list, "attributes": dict, "inputs": dict,
-    "state_inputs": dict, "ops": list, "output_values": dict, "state_outputs": dict,
+    "operands": list, "attributes": dict, "inputs": dict, "state_inputs": dict, "ops": list,
+    "output_values": dict, "state_outputs": dict,
 }
 
 
@@ -125,8 +123,8 @@ _TRACKED: dict[str, type] = {
 class Operation:
     """An instance of a dialect op. Graph-valued attributes are its nested regions.
 
-    Edits (setting a field, or changing ``operands``, ``attributes`` or ``results`` in place)
-    make the owning program's run plans stale automatically.
+    Edits (setting a field, or changing ``operands`` or ``attributes`` in place) make the
+    owning program's run plans stale automatically.
     """
 
     name: str
@@ -140,7 +138,6 @@ class Operation:
         setattr_ = object.__setattr__  # the fields as tracked containers, without reporting
         setattr_(self, "operands", tracked_list(self.operands, self))
         setattr_(self, "attributes", tracked_dict(self.attributes, self))
-        setattr_(self, "results", tracked_list(self.results, self))
 
     def _edited(self) -> None:
         if self._graph is not None:
@@ -240,7 +237,8 @@ class Graph:
         object.__setattr__(op, "_graph", self)
 
     def _edited(self) -> None:
-        program = self.program
+        ref = self._program_ref
+        program = ref() if ref is not None else None
         if program is not None:
             program._edited()
 

@@ -64,9 +64,12 @@ class TrackedList(list[T]):
     def __setstate__(self, state: tuple[Owner | None, Callable[[T], None] | None]) -> None:
         self._owner, self._adopt = state
 
-    def append(self, item: T) -> None:
+    def append(self, item: T) -> None:  # the builders' path: kept short
         super().append(item)
-        self._changed((item,))
+        if self._adopt is not None:
+            self._adopt(item)
+        if self._owner is not None:
+            self._owner._edited()
 
     def extend(self, items: Iterable[T]) -> None:
         items = list(items)
