@@ -1,16 +1,23 @@
 """Core IR classes: types, values, operations, graphs and program data.
 
-This module is plain data: it imports only the layers below it (``_dtypes``, ``_syntax``).
+This module is plain data: it imports only the layers below it (``_dtypes``, ``_syntax``,
+``_tracked``, ``_types``).
 What a user does *with* a program (build graphs in an insertion context, run, optimize, print,
 save) lives above, in :mod:`coreai_core._program_api`, whose ``Program`` extends
 :class:`ProgramData` with those methods.
 
 Values and operations have identity semantics (they are graph nodes); graphs and programs
 compare structurally (see :func:`structure`), ignoring locations, which are debug info.
+
+Every edit of the IR through its attributes or containers reports to the owning program
+(``_edited``: an op to its graph, a graph to its program), whose
+``generation`` then moves on, so run plans cached for the program are never stale. Ops point
+to the graph they were appended to; containers are :mod:`coreai_core._tracked` lists and dicts.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -18,132 +25,15 @@ from typing import Any
 import attrs
 import numpy as np
 
-from coreai_core._dtypes import SHORT_NAME, DType
-from coreai_core._syntax import DIM_NAME, IDENT, quote
+from coreai_core._dtypes import DType
+from coreai_core._syntax import IDENT, quote
+from coreai_core._tracked import tracked_dict, tracked_list
+from coreai_core._types import Dim, TensorType, _admits, format_type
 
 __all__ = [
     "Composite", "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "ProgramData",
     "WeightRef", "format_type",
 ]
-
-
-@attrs.frozen
-class Dim:
-    """A dynamic dimension: a named symbol with optional inclusive bounds."""
-
-    name: str = "?"
-    min: int | None = None
-    max: int | None = None
-
-    def __str__(self) -> str:
-        return _format_dim(self)
-
-    def admits(self, size: int) -> bool:
-        return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
-
-
-def _to_dim(d: Any) -> int | Dim:
-    if isinstance(d, Dim):
-        return d
-    if d is None:
-        return Dim()
-    if isinstance(d, str):
-        return Dim(d)
-    if isinstance(d, (bool, np.bool_)):
-        raise TypeError(f"a dimension must be an int or a Dim, got {d!r}")
-    try:
-        i = int(d)
-    except (TypeError, ValueError):
-        raise TypeError(f"a dimension must be an int or a Dim, got {d!r}") from None
-    if i != d or i < 0:
-        raise ValueError(f"a static dimension must be a non-negative int, got {d!r}")
-    return i
-
-
-def _to_dtype(dtype: Any) -> DType:
-    return DType.of(dtype)
-
-
-def _to_shape(shape: Any) -> tuple[int | Dim, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    # fast path: types are built constantly while converting; most shapes are plain ints
-    if type(shape) in (tuple, list) and all((type(d) is int and d >= 0) or type(d) is Dim
-                                            for d in shape):
-        return tuple(shape)
-    return tuple(_to_dim(d) for d in shape)
-
-
-@attrs.frozen
-class TensorType:
-    """Type of a tensor value: a shape (ints or :class:`Dim`) and an element type."""
-
-    shape: tuple[int | Dim, ...] = attrs.field(converter=_to_shape)
-    element_type: DType = attrs.field(converter=_to_dtype)
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
-
-    @property
-    def static_shape(self) -> tuple[int, ...] | None:
-        """The shape as ints, or None when a dimension is dynamic."""
-        dims = tuple(d for d in self.shape if isinstance(d, int))
-        return dims if len(dims) == len(self.shape) else None
-
-    @property
-    def numel(self) -> int | None:
-        """Number of elements, or None when a dimension is dynamic."""
-        shape = self.static_shape
-        return None if shape is None else int(np.prod(shape, dtype=np.int64))
-
-    @property
-    def dtype(self) -> DType:
-        return self.element_type
-
-    def with_shape(self, shape: Any) -> TensorType:
-        return TensorType(shape, self.element_type)
-
-    def with_dtype(self, dtype: Any) -> TensorType:
-        return TensorType(self.shape, dtype)
-
-    def __str__(self) -> str:
-        return format_type(self)
-
-
-def _admits(t: TensorType, arr: np.ndarray) -> bool:
-    """Whether ``arr`` is a value of ``t``: its dtype, rank, static sizes, bounds, and one size
-    per named symbol."""
-    if DType.of(arr.dtype) != t.element_type or arr.ndim != t.rank:
-        return False
-    seen: dict[str, int] = {}
-    for d, n in zip(t.shape, arr.shape, strict=True):
-        if isinstance(d, int):
-            if d != n:
-                return False
-        elif not d.admits(n) or (d.name != "?" and seen.setdefault(d.name, n) != n):
-            return False
-    return True
-
-
-def format_type(t: TensorType) -> str:
-    """``tensor<2x?batch[1:64]xf32>``: the unambiguous text of a tensor type."""
-    dims = "".join(_format_dim(d) + "x" for d in t.shape)
-    return f"tensor<{dims}{SHORT_NAME[t.element_type]}>"
-
-
-def _format_dim(d: int | Dim) -> str:
-    if not isinstance(d, Dim):
-        return str(d)
-    name = "" if d.name == "?" else d.name if DIM_NAME.fullmatch(d.name) else quote(d.name)
-    bounds = ""
-    if d.min is not None or d.max is not None:
-        bounds = f"[{'' if d.min is None else d.min}:{'' if d.max is None else d.max}]"
-    return f"?{name}{bounds}"
 
 
 @attrs.frozen
@@ -202,15 +92,56 @@ class Value:
         return self.type.element_type
 
 
-@attrs.define(eq=False, repr=False)
+def _op_set(op: Operation, attribute: Any, new: Any) -> Any:
+    if attribute.name == "_graph":
+        return new
+    graph = op._graph
+    if graph is not None:
+        graph._edited()
+    return _tracked_field(op, attribute.name, new)
+
+
+def _tracked_field(owner: Any, name: str, new: Any) -> Any:
+    """``new`` in a container that reports its edits to ``owner`` (other values unchanged)."""
+    kind = _TRACKED.get(name)
+    if kind is None:
+        return new
+    if kind is dict:
+        return tracked_dict(new, owner)
+    return tracked_list(new, owner, owner._adopt if name == "ops" else None)
+
+
+# results are not tracked in place (an op's results are set, not edited: building a program
+# creates one list per op, and every container costs time there)
+_TRACKED: dict[str, type] = {
+    "operands": list, "attributes": dict, "inputs": dict, "state_inputs": dict, "ops": list,
+    "output_values": dict, "state_outputs": dict,
+}
+
+
+@attrs.define(eq=False, repr=False, on_setattr=_op_set)
 class Operation:
-    """An instance of a dialect op. Graph-valued attributes are its nested regions."""
+    """An instance of a dialect op. Graph-valued attributes are its nested regions.
+
+    Edits (setting a field, or changing ``operands`` or ``attributes`` in place) make the
+    owning program's run plans stale automatically.
+    """
 
     name: str
     operands: list[Value]
     attributes: dict[str, Any]
     results: list[Value]
     location: Location = UNKNOWN_LOC
+    _graph: Graph | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        setattr_ = object.__setattr__  # the fields as tracked containers, without reporting
+        setattr_(self, "operands", tracked_list(self.operands, self))
+        setattr_(self, "attributes", tracked_dict(self.attributes, self))
+
+    def _edited(self) -> None:
+        if self._graph is not None:
+            self._graph._edited()
 
     def __repr__(self) -> str:
         return f"Operation({self.name}, {len(self.operands)} operands, {self.attributes})"
@@ -269,7 +200,12 @@ def _weak_program(program: ProgramData | None) -> weakref.ref[ProgramData] | Non
     return None if program is None else weakref.ref(program)
 
 
-@attrs.define(eq=False, repr=False)
+def _graph_set(g: Graph, attribute: Any, new: Any) -> Any:
+    g._edited()
+    return _tracked_field(g, attribute.name, new)
+
+
+@attrs.define(eq=False, repr=False, on_setattr=_graph_set)
 class Graph:
     """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
 
@@ -279,7 +215,8 @@ class Graph:
 
     ``program`` is a back-reference to the program that owns the graph; it is weak (a parent
     pointer), so caches keyed by program that hold graphs, such as a runtime's plans, never keep
-    a program alive.
+    a program alive. Edits (``add_input``, ``outputs``, appending or removing ops, setting a
+    field) make the program's run plans stale automatically.
     """
 
     name: str
@@ -292,6 +229,19 @@ class Graph:
     _program_ref: weakref.ref[ProgramData] | None = attrs.field(
         default=None, alias="program", converter=_weak_program, on_setattr=attrs.setters.NO_OP)
 
+    def __attrs_post_init__(self) -> None:
+        for name in ("inputs", "state_inputs", "ops", "output_values", "state_outputs"):
+            object.__setattr__(self, name, _tracked_field(self, name, getattr(self, name)))
+
+    def _adopt(self, op: Operation) -> None:
+        object.__setattr__(op, "_graph", self)
+
+    def _edited(self) -> None:
+        ref = self._program_ref
+        program = ref() if ref is not None else None
+        if program is not None:
+            program._edited()
+
     @property
     def program(self) -> ProgramData | None:
         """The program owning this graph (None for a free graph or once the program is gone)."""
@@ -300,6 +250,7 @@ class Graph:
     @program.setter
     def program(self, program: ProgramData | None) -> None:
         self._program_ref = _weak_program(program)
+        self._edited()
 
     # copy.deepcopy and pickle carry the owning program itself (a weak reference cannot be
     # copied into the copy's world), so a copied program's graphs point to the copy
@@ -389,18 +340,40 @@ class ProgramData:
 
     ``weights`` maps names to numpy arrays (``None`` for a weight not yet bound);
     ``initial_state`` holds the state's initial values and ``state`` its current values.
-    ``generation`` counts edits announced with :meth:`invalidate`: caches derived from the
-    program (a runtime's plans) are rebuilt when it changes. Users work with
+    ``generation`` counts edits: every edit of the program's graphs, ops, values, weights and
+    weight types (through their fields and containers) moves it on, and so does
+    :meth:`invalidate`; caches derived from the program (a runtime's plans) are rebuilt when it
+    changes. ``state_lock`` serializes runs that read and update ``state``. Users work with
     :class:`coreai_core.Program`, which adds running, optimizing, printing and saving.
     """
 
+    _TRACKED_FIELDS = frozenset({"graphs", "weights", "weight_types"})
+
     def __init__(self) -> None:
+        self.generation = 0
         self.graphs: dict[str, Graph] = {}
         self.weights: dict[str, np.ndarray | None] = {}
         self.weight_types: dict[str, TensorType] = {}
         self.initial_state: dict[str, np.ndarray] = {}
         self.state: dict[str, np.ndarray] = {}
-        self.generation = 0
+        self.state_lock = threading.RLock()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ProgramData._TRACKED_FIELDS:
+            value = tracked_dict(value, self)
+            self._edited()
+        object.__setattr__(self, name, value)
+
+    def _edited(self) -> None:
+        self.__dict__["generation"] += 1
+
+    # the lock is not data: copies and pickles get a fresh one
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "state_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.state_lock = threading.RLock()
 
     # -- building -------------------------------------------------------------------------
     def add_graph(self, g: Graph, *, before: str | None = None) -> Graph:
@@ -439,7 +412,7 @@ class ProgramData:
         if isinstance(initial, TensorType):
             t, arr = initial, None
         else:
-            arr = np.asarray(initial)
+            arr = np.array(initial)  # the program's own copy: the caller may reuse its array
             t = TensorType(arr.shape, DType.of(arr.dtype))
             if type is not None:
                 if not _admits(type, arr):
@@ -481,8 +454,13 @@ class ProgramData:
         return f"{hint}_{i}"
 
     def invalidate(self) -> None:
-        """Announce that the graphs were edited: cached run plans are rebuilt on next use."""
-        self.generation += 1
+        """Make cached run plans stale: they are rebuilt on next use.
+
+        Edits through the IR's fields and containers do this by themselves; call it only
+        after changing data the IR cannot see change: writing into a numpy array held by a
+        weight or an attribute in place.
+        """
+        self._edited()
 
     # -- introspection --------------------------------------------------------------------
     def _entry(self, entrypoint: str | None) -> Graph:
@@ -516,7 +494,8 @@ class ProgramData:
 
     def reset_state(self) -> None:
         """Restore every state variable to its initial value."""
-        self.state = {k: v.copy() for k, v in self.initial_state.items()}
+        with self.state_lock:
+            self.state = {k: v.copy() for k, v in self.initial_state.items()}
 
     def __repr__(self) -> str:
         return f"<Program entrypoints={list(self.graphs)} weights={len(self.weights)}>"

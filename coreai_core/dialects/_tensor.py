@@ -343,8 +343,12 @@ def _expect_indices(indices: Value) -> None:
 
 
 @defop()
-def gather(x: Value, indices: Value, axis: int = 0) -> TensorType:
-    """``take`` along ``axis``: result shape x[:axis] + indices.shape + x[axis+1:]."""
+def gather(x: Value, indices: Value, axis: int = 0, wrap_negative: bool = True) -> TensorType:
+    """``take`` along ``axis``: result shape x[:axis] + indices.shape + x[axis+1:].
+
+    Indices lie in [0, n) (n = x's size along ``axis``), or in [-n, n) counting from the end
+    when ``wrap_negative`` (torch ``take``/``index``); any other index is a run-time error
+    (``embedding`` and ``index_select`` reject negative ones)."""
     _expect_indices(indices)
     ax = norm_axis(axis, x.type.rank)
     s = x.type.shape
@@ -352,8 +356,12 @@ def gather(x: Value, indices: Value, axis: int = 0) -> TensorType:
 
 
 @defop()
-def gather_along_axis(x: Value, indices: Value, axis: int) -> TensorType:
-    """``torch.gather``: out[i][j] = x[indices[i][j]][j] for axis 0 (same rank)."""
+def gather_along_axis(x: Value, indices: Value, axis: int,
+                      wrap_negative: bool = True) -> TensorType:
+    """``torch.gather``: out[i][j] = x[indices[i][j]][j] for axis 0 (same rank).
+
+    Index range as :func:`gather` (``torch.gather`` rejects negative indices,
+    ``take_along_dim`` wraps them)."""
     _expect_indices(indices)
     norm_axis(axis, x.type.rank)
     expect(indices.type.rank == x.type.rank, f"indices {indices.type} must have rank {x.type.rank}")
@@ -374,8 +382,10 @@ def gather_nd(x: Value, indices: Value) -> TensorType:
 @defop()
 def scatter_along_axis(x: Value, indices: Value, updates: Value, axis: int,
                        reduction: Literal["none", "add", "mul", "max", "min", "mean"] = "none",
-                       include_self: bool = True) -> TensorType:
-    """``torch.scatter``/``scatter_reduce``: write ``updates`` at ``indices`` along ``axis``."""
+                       include_self: bool = True, wrap_negative: bool = True) -> TensorType:
+    """``torch.scatter``/``scatter_reduce``: write ``updates`` at ``indices`` along ``axis``.
+
+    Index range as :func:`gather` (``torch.scatter`` rejects negative indices)."""
     _expect_indices(indices)
     same_dtype(x, updates)
     norm_axis(axis, x.type.rank)

@@ -810,20 +810,31 @@ def gather(
     x: ValueLike,
     indices: ValueLike,
     axis: int = ...,
+    wrap_negative: bool = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """``take`` along ``axis``: result shape x[:axis] + indices.shape + x[axis+1:]."""
+    """``take`` along ``axis``: result shape x[:axis] + indices.shape + x[axis+1:].
+
+    Indices lie in [0, n) (n = x's size along ``axis``), or in [-n, n) counting from the end
+    when ``wrap_negative`` (torch ``take``/``index``); any other index is a run-time error
+    (``embedding`` and ``index_select`` reject negative ones).
+    """
 
 
 def gather_along_axis(
     x: ValueLike,
     indices: ValueLike,
     axis: int,
+    wrap_negative: bool = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """``torch.gather``: out[i][j] = x[indices[i][j]][j] for axis 0 (same rank)."""
+    """``torch.gather``: out[i][j] = x[indices[i][j]][j] for axis 0 (same rank).
+
+    Index range as :func:`gather` (``torch.gather`` rejects negative indices,
+    ``take_along_dim`` wraps them).
+    """
 
 
 def gather_nd(x: ValueLike, indices: ValueLike, *, loc: Location | None = None) -> Value:
@@ -837,10 +848,14 @@ def scatter_along_axis(
     axis: int,
     reduction: Literal['none', 'add', 'mul', 'max', 'min', 'mean'] = ...,
     include_self: bool = ...,
+    wrap_negative: bool = ...,
     *,
     loc: Location | None = None,
 ) -> Value:
-    """``torch.scatter``/``scatter_reduce``: write ``updates`` at ``indices`` along ``axis``."""
+    """``torch.scatter``/``scatter_reduce``: write ``updates`` at ``indices`` along ``axis``.
+
+    Index range as :func:`gather` (``torch.scatter`` rejects negative indices).
+    """
 
 
 def scatter_nd(

@@ -11,6 +11,7 @@ import numpy as np
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType
 from coreai_core.errors import RuntimeInputError
+from coreai_core.runtime._dims import DimChecks, check_dims
 
 __all__ = ["bind_named", "bind_state", "to_array", "writable"]
 
@@ -29,13 +30,22 @@ def _from_torch(t: Any) -> np.ndarray:
     # torch is imported only when torch is asked for: importing coreai_core never loads it
     import torch
 
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    t = t.resolve_conj().resolve_neg()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(DType.bfloat16.numpy)
-    return t.numpy()
+    what = f"a torch tensor ({t.dtype}, device {t.device.type}, layout {t.layout})"
+    if t.device.type == "meta":
+        raise TypeError(f"{what} has no data (a meta tensor only describes a shape); pass a "
+                        "tensor with values, e.g. torch.zeros(shape)")
+    try:
+        t = t.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.layout != torch.strided:
+            t = t.to_dense()
+        t = t.resolve_conj().resolve_neg()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(DType.bfloat16.numpy)
+        return t.numpy()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        raise TypeError(f"{what} cannot be read as a numpy array: {e}") from None
 
 
 _KIND_OK = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
@@ -49,14 +59,24 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
     input; any number for a complex input; a bool or int list for an int input; bools for
     bool).
     """
+    if isinstance(x, np.ma.MaskedArray):
+        # the values under the mask are arbitrary: taking .data silently would compute on them
+        raise TypeError("numpy masked arrays are not accepted; pass x.filled(value) (masked "
+                        "entries replaced by value) or x.data (the raw values) instead")
     if isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray:
+            x = np.asarray(x)  # a subclass (np.matrix, ...) computes as a plain array
         return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, np.generic):
         return np.asarray(x)
     if _is_torch_tensor(x):
         return _from_torch(x)
     if isinstance(x, (bool, int, float, complex, list, tuple)):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except (ValueError, OverflowError) as e:
+            raise TypeError(f"cannot make a tensor from this {type(x).__name__}: "
+                            f"{_ragged_reason(e)}") from None
         if arr.dtype == object or arr.dtype.kind not in "biufc":
             raise TypeError(f"cannot make a tensor from {type(x).__name__} {x!r}")
         if expected is None:
@@ -71,6 +91,13 @@ def to_array(x: Any, expected: TensorType | None = None) -> np.ndarray:
         return np.asarray(x, dtype=target)
     raise TypeError(f"expected a numpy array, a torch tensor or a Python scalar/list, "
                     f"got {type(x).__name__}")
+
+
+def _ragged_reason(e: Exception) -> str:
+    if isinstance(e, OverflowError):
+        return f"a number does not fit in any integer type ({e})"
+    return ("its nested lists have different lengths (a ragged list); every row must have "
+            "the same length")
 
 
 def _describe(a: np.ndarray) -> str:
@@ -136,12 +163,14 @@ def _names_problems(kind: str, expected: Sequence[str], given: Sequence[str],
 
 def bind_named(graph: str, types: Mapping[str, TensorType],
                inputs: Mapping[str, Any] | Sequence[Any] | None,
-               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
+               dims: dict[str, tuple[int, str]] | None = None,
+               checks: DimChecks | None = None) -> list[np.ndarray]:
     """Check ``inputs`` (a dict by name or a positional sequence) against ``types``.
 
     Returns the arrays in input order, or raises one ``RuntimeInputError`` listing every
-    problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols).
-    ``dims`` collects the size bound to each dynamic symbol (pass it on to ``bind_state``).
+    problem (names, element types, ranks, static sizes, dynamic bounds, shared symbols, and
+    the relations between dims in ``checks``). ``dims`` collects the size bound to each
+    dynamic symbol (pass it on to ``bind_state``).
     """
     names = list(types)
     if inputs is None:
@@ -173,6 +202,8 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
         if a is not None:
             _check(n, a, types[n], dims, problems)
         arrays.append(a)
+    if not problems:
+        check_dims(checks, dims, problems)
     if problems:
         _raise("inputs", graph, problems)
     return arrays
@@ -180,7 +211,8 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
 
 def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, Any],
                known: Sequence[str] = (),
-               dims: dict[str, tuple[int, str]] | None = None) -> list[np.ndarray]:
+               dims: dict[str, tuple[int, str]] | None = None,
+               checks: DimChecks | None = None) -> list[np.ndarray]:
     """The state arrays of a graph, in declaration order, checked like inputs.
 
     Names in ``state`` that are neither this graph's state nor in ``known`` (the program's
@@ -198,6 +230,8 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
         if a is not None:
             _check(f"state {n}", a, t, dims, problems)
         arrays.append(a)
+    if not problems:
+        check_dims(checks, dims, problems)
     if problems:
         _raise("state", graph, problems)
     return arrays

@@ -50,7 +50,8 @@ class _PlanCache:
     ``WeakKeyDictionary`` cannot hold it; a weak reference with a callback drops a program's
     entry when the program is collected. Plans refer to their program only weakly (graphs
     point to their program weakly too), so the cache does not keep programs alive. An entry
-    is stale once the program's ``generation`` moved on (``program.invalidate()``).
+    is stale once the program's ``generation`` moved on: every edit of the program's IR moves
+    it (see :class:`coreai_core._ir.ProgramData`), and so does ``program.invalidate()``.
     """
 
     def __init__(self) -> None:
@@ -103,7 +104,8 @@ class Runtime:
     ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
     threads, with results identical to one thread; the default is 1.
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
-    the program alive; ``program.invalidate()`` makes them stale after the graphs are edited.
+    the program alive; any edit of the program's IR makes them stale (``program.invalidate()``
+    is needed only after writing into a weight's or attribute's array in place).
     """
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
@@ -155,8 +157,7 @@ class Runtime:
 
     def _is_current(self, plan: Plan, program: ProgramData, entrypoint: str) -> bool:
         return (plan.generation == self.kernels.generation
-                and program.graphs.get(entrypoint) is plan.graph
-                and all(program.weights.get(k) is v for k, v in plan.weights.items()))
+                and program.graphs.get(entrypoint) is plan.graph)
 
     def _build(self, program: ProgramData, entrypoint: str) -> Plan:
         graph = program._entry(entrypoint)
@@ -253,7 +254,7 @@ class Runtime:
         ``program`` resolves weight references and ``invoke`` callees. Used by constant
         folding, so it behaves exactly like the op inside a running plan.
         """
-        graph = Graph("evaluate_op", program=program)
+        graph = Graph("evaluate_op")  # a scratch graph: not the program's, so no edit of it
         operands = [Value(v.type, name=f"arg{i}") for i, v in enumerate(op.operands)]
         graph.inputs = {f"arg{i}": v for i, v in enumerate(operands)}
         copy = Operation(op.name, operands, op.attributes, [], op.location)

@@ -20,7 +20,8 @@ from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
 from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
-from coreai_core.runtime._inputs import bind_named, bind_state, writable
+from coreai_core.runtime._dims import dim_checks
+from coreai_core.runtime._inputs import bind_named, bind_state
 from coreai_core.runtime._table import KernelTable
 
 __all__ = ["KernelError", "Plan", "PlanError", "Region"]
@@ -52,6 +53,28 @@ def describe_op(op: Operation, graph: Graph | None = None) -> str:
     if graph is not None:
         text += f" in graph @{graph.name}"
     return text
+
+
+def _kernel_error(op: Operation, graph: Graph, e: Exception, when: str = "") -> KernelError:
+    """The project error for a kernel's exception: the op, where it is, and the cause."""
+    if isinstance(e, MemoryError):
+        need = str(e) or "its result types are " + ", ".join(str(r.type) for r in op.results)
+        return KernelError(f"{describe_op(op, graph)} ran out of memory{when}: {need}", op)
+    return KernelError(f"{describe_op(op, graph)} failed{when}: {type(e).__name__}: {e}", op)
+
+
+def _own_copy(a: np.ndarray, what: str, producer: Operation | None,
+              graph: Graph) -> np.ndarray:
+    """A copy of ``a`` (an output or new state value), or a clear error when it does not fit
+    in memory (a broadcast view of a huge shape is cheap until copied)."""
+    try:
+        return a.copy()
+    except MemoryError as e:
+        size = a.size * a.itemsize
+        where = f", the result of {describe_op(producer)}" if producer is not None else ""
+        raise KernelError(f"{what} of graph @{graph.name}{where} does not fit in memory: "
+                          f"{size / 2**30:.2f} GiB for shape {a.shape} of {a.dtype} ({e})",
+                          producer) from e
 
 
 class Problems:
@@ -196,6 +219,8 @@ class Plan:
         self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
                                for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
+        # relations between the dims of inputs and state (derived dims), checked per run
+        self.dim_checks = dim_checks([*self.input_types.values(), *self.state_types.values()])
         self.output_names = [k for k, _ in self._outputs]
 
     @property
@@ -309,8 +334,7 @@ class Plan:
         try:
             value = check_result(call(**kw), expect)
         except Exception as e:
-            raise KernelError(f"{describe_op(op, self.graph)} failed while planning: "
-                              f"{type(e).__name__}: {e}", op) from e
+            raise _kernel_error(op, self.graph, e, " while planning") from e
         return value if not value.flags.writeable else _read_only(value)
 
     def _release_after_last_use(self) -> None:
@@ -341,45 +365,70 @@ class Plan:
             record: dict[Value, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Validate ``inputs`` (and ``state``), run, write the new state back, return outputs.
 
-        ``state`` defaults to ``program.state``. With ``record`` (a dict), every op result of
-        this graph is stored in it keyed by its Value. Nothing runs when an input is bad.
+        ``state`` defaults to ``program.state``; runs that read and update the program's own
+        state hold ``program.state_lock`` from reading it to writing it back, so concurrent
+        runs never lose an update. New state never shares memory with the inputs or outputs
+        of the call. With ``record`` (a dict), every op result of this graph is stored in it
+        keyed by its Value. Nothing runs when an input is bad.
         """
         arrays = self._exact_inputs(inputs)
         dims: dict[str, tuple[int, str]] = {}  # symbol -> size; the exact path binds none
         if arrays is None:
-            arrays = bind_named(self.graph.name, self.input_types, inputs, dims)
-        state_map: MutableMapping[str, Any] | None = None
-        if self._state_inputs:
-            program = self.program
-            if state is not None:
-                state_map = state
-            elif program is not None:
-                state_map = program.state
-            else:
-                raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the "
-                                   "plan's program no longer exists")
-            known = program.state_names if program is not None else ()
-            bound_state = bind_state(self.graph.name, self.state_types, state_map, known,
-                                     dims)
-        state_arrays = bound_state if state_map is not None else ()
+            arrays = bind_named(self.graph.name, self.input_types, inputs, dims,
+                                self.dim_checks)
+        if not self._state_inputs:
+            return self._outputs_of(self._execute_with(arrays, (), record))
+        program = self.program
+        if state is None and program is None:
+            raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the plan's "
+                               "program no longer exists")
+        if state is not None:
+            return self._run_stateful(arrays, state, program, dims, record)
+        assert program is not None
+        with program.state_lock:
+            return self._run_stateful(arrays, program.state, program, dims, record)
+
+    def _run_stateful(self, arrays: Sequence[np.ndarray], state_map: MutableMapping[str, Any],
+                      program: ProgramData | None, dims: dict[str, tuple[int, str]],
+                      record: dict[Value, np.ndarray] | None) -> dict[str, np.ndarray]:
+        known = program.state_names if program is not None else ()
+        state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
+                                  self.dim_checks)
+        results = self._execute_with(arrays, state_arrays, record)
+        outputs = self._outputs_of(results)
+        # the new state is the program's (or the state mapping's) own: a copy wherever it
+        # would share memory with an array the caller holds (an input it passed, an output
+        # it gets back) or with another state entry
+        held: list[np.ndarray] = [*arrays, *outputs.values()]
+        for (k, _), a in zip(self._state_outputs, results[len(self._outputs):], strict=True):
+            if not a.flags.writeable or any(np.may_share_memory(a, b) for b in held):
+                a = _own_copy(a, f"new state {k!r}", self.graph.state_outputs[k].owner,
+                              self.graph)
+            held.append(a)
+            state_map[k] = a
+        return outputs
+
+    def _execute_with(self, arrays: Sequence[np.ndarray], state_arrays: Sequence[np.ndarray],
+                      record: dict[Value, np.ndarray] | None) -> tuple[Any, ...]:
+        """Run on checked arrays; the outputs, then the new state values, in order."""
         if self.compiled and record is None:
             with np.errstate(all="ignore"):
-                results = self._call_compiled(*arrays, *state_arrays)
-        else:
-            env = self._template.copy()
-            for s, a in zip(self._input_slots, arrays, strict=True):
-                env[s] = a
-            for (_, s), a in zip(self._state_inputs, state_arrays):
-                env[s] = a
-            with np.errstate(all="ignore"):
-                self._execute(env, record)
-            results = tuple(env[s] for _, s in self._outputs + self._state_outputs)
-        n = len(self._outputs)
-        outputs = {k: writable(a) for (k, _), a in zip(self._outputs, results)}
-        if state_map is not None:
-            for (k, _), a in zip(self._state_outputs, results[n:], strict=True):
-                state_map[k] = writable(a)
-        return outputs
+                return self._call_compiled(*arrays, *state_arrays)
+        env = self._template.copy()
+        for s, a in zip(self._input_slots, arrays, strict=True):
+            env[s] = a
+        for (_, s), a in zip(self._state_inputs, state_arrays):
+            env[s] = a
+        with np.errstate(all="ignore"):
+            self._execute(env, record)
+        return tuple(env[s] for _, s in self._outputs + self._state_outputs)
+
+    def _outputs_of(self, results: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs by name, each writable (read-only views of weights and broadcasts
+        copied)."""
+        return {k: a if a.flags.writeable else
+                _own_copy(a, f"output {k!r}", self.graph.output_values[k].owner, self.graph)
+                for (k, _), a in zip(self._outputs, results)}
 
     def _exact_inputs(self, inputs: Any) -> list[np.ndarray] | None:
         """The arrays of a dict giving every input with exactly its static type (the common
@@ -442,8 +491,7 @@ class Plan:
             if i is None:
                 raise
             op = self._ops[i]
-            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
-                              op) from e
+            raise _kernel_error(op, self.graph, e) from e
 
     def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
         if record is not None:
@@ -471,8 +519,7 @@ class Plan:
             op = self._ops[i] if i >= 0 else None
             if op is None:
                 raise
-            raise KernelError(f"{describe_op(op, self.graph)} failed: {type(e).__name__}: {e}",
-                              op) from e
+            raise _kernel_error(op, self.graph, e) from e
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"

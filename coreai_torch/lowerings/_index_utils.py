@@ -48,16 +48,6 @@ def sizes_of(x: Value, axes: Sequence[int]) -> Value:
     return coreai.gather(coreai.get_shape(x), const64(list(axes)), axis=0)
 
 
-def wrap_negative(index: Value, size: int | Value) -> Value:
-    """``index + size`` where ``index < 0`` (torch's negative indices); ``index`` is int64."""
-    if isinstance(size, int):
-        size = const64(size)
-    zero = const64(0)
-    wrapped = coreai.broadcasting_add(index, size)
-    return coreai.broadcasting_where(coreai.broadcasting_less(index, zero), wrapped,
-                                     index)
-
-
 def broadcast_together(values: Sequence[Value]) -> list[Value]:
     """``values`` broadcast to their common shape (numpy rules; dynamic shapes computed)."""
     values = list(values)

@@ -309,10 +309,18 @@ def aten_softplus_default(self: Value, beta: float = 1.0, threshold: float = 20.
     return _softplus(self, beta, threshold)
 
 
+def _limit_at_minus_inf(x: Value, y: Value) -> Value:
+    """``y`` = x * f(x) with -0.0 where x is -inf, its limit (f -> 0 there and -inf * 0 is NaN;
+    torch returns that NaN)."""
+    at = coreai.broadcasting_equal(x, scalar_like(float("-inf"), x))
+    return coreai.broadcasting_where(at, scalar_like(-0.0, x), y)
+
+
 @reg("aten::mish.default")
 def aten_mish_default(self: Value) -> Value:
     """mish(Tensor self) -> Tensor: x * tanh(softplus(x))"""
-    return coreai.broadcasting_mul(self, coreai.tanh(_softplus(self, 1.0, 20.0)))
+    return _limit_at_minus_inf(
+        self, coreai.broadcasting_mul(self, coreai.tanh(_softplus(self, 1.0, 20.0))))
 
 
 @reg("aten::log_sigmoid_forward.default")
@@ -344,7 +352,8 @@ def aten_hardswish_default(self: Value) -> Value:
     x = self
     r6 = _clamp(coreai.broadcasting_add(x, scalar_like(3, x)), scalar_like(0, x),
                 scalar_like(6, x))
-    return coreai.broadcasting_divide(coreai.broadcasting_mul(x, r6), scalar_like(6, x))
+    return _limit_at_minus_inf(
+        x, coreai.broadcasting_divide(coreai.broadcasting_mul(x, r6), scalar_like(6, x)))
 
 
 @reg("aten::threshold.default")

@@ -40,8 +40,9 @@ def _plus(a: int | Value, b: int) -> int | Value:
 def aten_embedding_default(weight: Value, indices: Value, padding_idx: int | Value = -1,
                            scale_grad_by_freq: bool = False, sparse: bool = False) -> Value:
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""  # noqa: E501
-    # padding_idx, scale_grad_by_freq and sparse only change the gradient
-    return coreai.gather(weight, int64(indices), axis=0)
+    # padding_idx, scale_grad_by_freq and sparse only change the gradient; torch rejects
+    # negative indices
+    return coreai.gather(weight, int64(indices), axis=0, wrap_negative=False)
 
 
 @reg("aten::embedding_dense_backward.default")

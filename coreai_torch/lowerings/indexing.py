@@ -30,7 +30,6 @@ from coreai_torch.lowerings._index_utils import (
     shape_of,
     to_scalar,
     transpose,
-    wrap_negative,
 )
 from coreai_torch.utils import (
     cast_to,
@@ -93,8 +92,9 @@ def _index_groups(x: Value, indices: Sequence[Value | None],
         else:
             if not v.type.element_type.is_int:
                 raise TypeError(f"index tensors must be integer or bool, got {v.type}")
-            v = wrap_negative(int64(v), dim_size(x, axis))
-            groups.append(([axis], v, False))
+            # negative indices count from the end: gather_nd/scatter_nd wrap [-n, n) and
+            # reject the rest (wrapping here too would accept -n-1)
+            groups.append(([axis], int64(v), False))
             axis += 1
     if axis > x.type.rank:
         raise IndexError(f"too many indices ({axis}) for a tensor of rank {x.type.rank}")
@@ -133,8 +133,7 @@ def aten_index_tensor(self: Value, indices: list[Value | None]) -> Value:
     if len(present) == 1:  # one integer index tensor: a plain take along its axis
         axis, v = present[0]
         if v.type.element_type not in _MASK_DTYPES:
-            v = wrap_negative(int64(v), dim_size(x, axis))
-            return coreai.gather(x, v, axis=axis)
+            return coreai.gather(x, int64(v), axis=axis)  # wraps [-n, n) like torch
     plan = _plan(x, indices)
     out = coreai.gather_nd(transpose(x, plan.perm), plan.index)
     return transpose(out, plan.to_torch_order())
@@ -180,7 +179,8 @@ def aten_gather_default(self: Value, dim: int, index: Value, sparse_grad: bool =
     scalar = index.type.rank == 0
     x, index = _at_least_1d(self, index)
     axis = normalize_dim(dim, x.type.rank)
-    out = coreai.gather_along_axis(crop_to(x, index, skip=axis), index, axis=axis)
+    out = coreai.gather_along_axis(crop_to(x, index, skip=axis), index, axis=axis,
+                                   wrap_negative=False)  # torch rejects negative indices
     return to_scalar(out) if scalar else out
 
 
@@ -194,7 +194,7 @@ def aten_index_select_default(self: Value, dim: int, index: Value) -> Value:
     axis = normalize_dim(dim, x.type.rank)
     if index.type.rank == 0:
         index = coreai.reshape(index, [1])
-    return coreai.gather(x, index, axis=axis)
+    return coreai.gather(x, index, axis=axis, wrap_negative=False)  # torch rejects -1
 
 
 # -- masks ----------------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def aten_put_default(self: Value, index: Value, source: Value, accumulate: bool 
     index = int64(index)
     source = cast_to(source, x.type.element_type)
     flat = coreai.reshape(x, [-1])
-    index = wrap_negative(coreai.reshape(index, [-1, 1]), dim_size(flat, 0))
+    index = coreai.reshape(index, [-1, 1])  # scatter_nd wraps [-n, n) like torch
     out = coreai.scatter_nd(flat, index, coreai.reshape(source, [-1]),
                             accumulate=accumulate)
     return coreai.reshape(out, shape_of(x))

@@ -57,7 +57,7 @@ def _scatter(x: Value, dim: int, index: Value, src: Value | float, reduce: str |
         updates = coreai.broadcast_to(cast_to(src, dtype), shape_of(index))
     axis = normalize_dim(dim, x.type.rank)
     out = coreai.scatter_along_axis(x, index, updates, axis=axis, reduction=_reduction(reduce),
-                                    include_self=include_self)
+                                    include_self=include_self, wrap_negative=False)
     return to_scalar(out) if scalar else out
 
 
@@ -115,7 +115,7 @@ def aten_index_reduce_default(self: Value, dim: int, index: Value, source: Value
     shape[axis] = -1
     index = coreai.broadcast_to(coreai.reshape(index, shape), shape_of(source))
     out = coreai.scatter_along_axis(x, index, source, axis=axis, reduction=_reduction(reduce),
-                                    include_self=include_self)
+                                    include_self=include_self, wrap_negative=False)
     return to_scalar(out) if scalar else out
 
 

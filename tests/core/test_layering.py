@@ -33,7 +33,8 @@ def _imports(tree: ast.AST) -> list[tuple[ast.AST, str]]:
 def test_ir_imports_only_the_modules_below_it() -> None:
     tree = ast.parse((PACKAGE / "_ir.py").read_text())
     own = {name for _, name in _imports(tree) if name.startswith("coreai_core")}
-    assert own == {"coreai_core._dtypes", "coreai_core._syntax"}
+    assert own == {"coreai_core._dtypes", "coreai_core._syntax", "coreai_core._tracked",
+                   "coreai_core._types"}
 
 
 def test_no_function_local_imports_except_lazy_torch() -> None:

@@ -130,6 +130,18 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, one / (one + e), e / (one + e))
 
 
+def _at_minus_inf_zero(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``r`` with -0.0 where ``x`` is -inf: x * f(x) with f(x) -> 0 faster than x grows (silu,
+    gelu) tends to -0.0 there, where the product's -inf * 0 gives NaN."""
+    if (x.dtype.kind == "f" or x.dtype in HALF) and np.isneginf(x).any():
+        return np.where(x == -np.inf, r.dtype.type(-0.0), r)
+    return r
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return _at_minus_inf_zero(x, x * _sigmoid(x))
+
+
 _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
     ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer); complex modulus."),
     ("coreai.neg", np.negative, "Negation."),
@@ -162,7 +174,7 @@ _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
     ("coreai.rsqrt", lambda x: 1 / np.sqrt(x), "1 / sqrt(x)."),
     ("coreai.reciprocal", lambda x: 1 / x, "1 / x."),
     ("coreai.sigmoid", _sigmoid, "Logistic sigmoid, computed without overflow."),
-    ("coreai.silu", lambda x: x * _sigmoid(x), "x * sigmoid(x)."),
+    ("coreai.silu", _silu, "x * sigmoid(x); -0.0 at -inf (the limit)."),
     ("coreai.not", np.logical_not, "Logical not."),
     ("coreai.bitwise_not", np.invert, "Bitwise not (logical not for bool)."),
     ("coreai.isnan", np.isnan, "x is NaN."),
@@ -197,17 +209,19 @@ for _op, _fn, _doc in [
 
 @kernel("coreai.gelu")
 def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
-    """x * Phi(x), exact (erf) or with torch's tanh approximation; gelu(+inf) = +inf."""
+    """x * Phi(x), exact (erf) or with torch's tanh approximation; the limits at +-inf
+    (+inf and -0.0), NaN at NaN."""
     if approximate == "tanh":
         y = up(x)
         inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
-        return (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
-    y = x.astype(F64)
-    e = scipy.special.erf(y * math.sqrt(0.5))
-    e += 1.0
-    r = y * 0.5
-    r *= e
-    return r.astype(x.dtype)
+        r = 0.5 * y * (1 + np.tanh(inner))
+    else:
+        y = x.astype(F64)
+        e = scipy.special.erf(y * math.sqrt(0.5))
+        e += 1.0
+        r = y * 0.5
+        r *= e
+    return _at_minus_inf_zero(x, r.astype(x.dtype))
 
 
 @kernel("coreai.softmax")
@@ -216,8 +230,23 @@ def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     if x.size == 0:
         return x.copy()
     y = up(x)
-    e = np.exp(y - np.max(y, axis=axis, keepdims=True))
-    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+    top = np.max(y, axis=axis, keepdims=True)
+    e = np.exp(y - top)
+    out = (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+    return _at_plus_inf(y, top, axis, out, np.float32(1.0), np.float32(0.0))
+
+
+def _at_plus_inf(y: np.ndarray, top: np.ndarray, axis: int, out: np.ndarray,
+                 at_inf: np.floating, elsewhere: np.floating) -> np.ndarray:
+    """Rows (along ``axis``) with exactly one +inf and no NaN: the limit as that entry grows,
+    ``at_inf`` there and ``elsewhere`` elsewhere (exp(inf - inf) gives NaN). Several +inf
+    have no limit (the result stays NaN), as do rows of NaN or of only -inf."""
+    if y.dtype.kind != "f" or not np.isposinf(top).any():
+        return out
+    is_inf = y == np.inf
+    one = (np.sum(is_inf, axis=axis, keepdims=True) == 1) & ~np.isnan(y).any(axis=axis,
+                                                                            keepdims=True)
+    return np.where(one, np.where(is_inf, at_inf, elsewhere), out).astype(out.dtype)
 
 
 @kernel("coreai.log_softmax")
@@ -226,9 +255,11 @@ def log_softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     if x.size == 0:
         return x.copy()
     y = up(x)
-    shifted = y - np.max(y, axis=axis, keepdims=True)
+    top = np.max(y, axis=axis, keepdims=True)
+    shifted = y - top
     out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    return out.astype(x.dtype, copy=False)
+    return _at_plus_inf(y, top, axis, out.astype(x.dtype, copy=False), np.float32(0.0),
+                        np.float32(-np.inf))
 
 
 # -- binary --------------------------------------------------------------------------------------

@@ -131,6 +131,10 @@ def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
 def pivots_to_permutation(pivots: np.ndarray, *, size: int) -> np.ndarray:
     """Apply the row interchanges in order to ``0..size-1`` (vectorized over the batch)."""
     batch = pivots.shape[:-1]
+    if pivots.size and (pivots.min() < 1 or pivots.max() > size):  # would wrap silently
+        bad = int(pivots.min() if pivots.min() < 1 else pivots.max())
+        raise IndexError(f"pivot {bad} is out of range: LU pivots are 1-based, valid pivots: "
+                         f"[1, {size}] (as torch.lu_unpack)")
     perm = np.broadcast_to(np.arange(size, dtype=np.int64), (*batch, size)).copy()
     for i in range(pivots.shape[-1]):
         j = pivots[..., i:i + 1].astype(np.int64) - 1

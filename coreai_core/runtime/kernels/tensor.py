@@ -8,7 +8,7 @@ float16/bfloat16 accumulate in float32 like PyTorch's CPU reductions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -85,7 +85,8 @@ def any_(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     return np.asarray(np.any(up(x), axis=_axes(axes), keepdims=keep_dims))
 
 
-def _arg(fn, x: np.ndarray, axis: int | None, keep_dims: bool) -> np.ndarray:
+def _arg(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int | None, keep_dims: bool,
+         ) -> np.ndarray:
     if x.ndim == 0:
         return np.zeros((), np.int64)
     return np.asarray(fn(up(x), axis=axis, keepdims=keep_dims)).astype(np.int64, copy=False)
@@ -324,12 +325,31 @@ def range_(start: np.ndarray, end: np.ndarray, step: np.ndarray) -> np.ndarray:
 
 # -- indexing ------------------------------------------------------------------------------------
 
+def checked_indices(indices: np.ndarray, size: int, axis: int, wrap_negative: bool,
+                    ) -> np.ndarray:
+    """``indices`` into an axis of ``size``, negative ones counted from the end when
+    ``wrap_negative``; raises ``IndexError`` naming the first bad index and the valid range
+    (numpy would wrap -1 silently where torch rejects it, and wrap -n-1 twice)."""
+    if indices.size == 0:
+        return indices
+    low = -size if wrap_negative else 0
+    lo, hi = indices.min(), indices.max()
+    if lo < low or hi >= size:
+        bad = lo if lo < low else hi
+        valid = f"[{low}, {size})" if size else "none (the axis is empty)"
+        raise IndexError(f"index {int(bad)} is out of range for axis {axis} of size {size}; "
+                         f"valid indices: {valid}")
+    return indices + size * (indices < 0) if lo < 0 else indices
+
+
 @kernel("coreai.gather")
-def gather(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
-    """np.take along axis (negative indices count from the end)."""
+def gather(x: np.ndarray, indices: np.ndarray, *, axis: int,
+           wrap_negative: bool = True) -> np.ndarray:
+    """np.take along axis (negative indices count from the end when ``wrap_negative``)."""
     if x.ndim == 0:
-        return np.take(x.reshape(1), indices)
-    return np.take(x, indices, axis=axis)
+        return np.take(x.reshape(1), checked_indices(indices, 1, 0, wrap_negative))
+    axis %= x.ndim
+    return np.take(x, checked_indices(indices, x.shape[axis], axis, wrap_negative), axis=axis)
 
 
 def _coords(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
@@ -339,12 +359,21 @@ def _coords(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
 
 
 @kernel("coreai.gather_along_axis")
-def gather_along_axis(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
+def gather_along_axis(x: np.ndarray, indices: np.ndarray, *, axis: int,
+                      wrap_negative: bool = True) -> np.ndarray:
     """torch.gather: indices may be smaller than x off the axis."""
     if x.ndim == 0:
+        checked_indices(indices, 1, 0, wrap_negative)
         return x[()] if indices.size else x
     axis %= x.ndim
-    return x[_coords(np.where(indices < 0, indices + x.shape[axis], indices), axis)]
+    return x[_coords(checked_indices(indices, x.shape[axis], axis, wrap_negative), axis)]
+
+
+def _nd_index(x: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The K index arrays of K-d ``indices`` into x's first K axes (torch ``index`` rules:
+    negative indices count from the end, others out of range are errors)."""
+    return tuple(checked_indices(indices[..., i], x.shape[i], i, True)
+                 for i in range(indices.shape[-1]))
 
 
 @kernel("coreai.gather_nd")
@@ -353,7 +382,7 @@ def gather_nd(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
     k = indices.shape[-1]
     if k == 0:
         return np.broadcast_to(x, indices.shape[:-1] + x.shape).copy()
-    return x[tuple(indices[..., i] for i in range(k))]
+    return x[_nd_index(x, indices)]
 
 
 _SCATTER_UFUNC = {"add": np.add, "mean": np.add, "mul": np.multiply, "max": np.maximum,
@@ -362,14 +391,16 @@ _SCATTER_UFUNC = {"add": np.add, "mean": np.add, "mul": np.multiply, "max": np.m
 
 @kernel("coreai.scatter_along_axis")
 def scatter_along_axis(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int,
-                       reduction: str, include_self: bool) -> np.ndarray:
+                       reduction: str, include_self: bool,
+                       wrap_negative: bool = True) -> np.ndarray:
     """torch.scatter / scatter_reduce (sum, prod, amax, amin, mean; include_self)."""
     if x.ndim == 0:
         r = scatter_along_axis(x.reshape(1), indices.reshape(1), updates.reshape(1), axis=0,
-                               reduction=reduction, include_self=include_self)
+                               reduction=reduction, include_self=include_self,
+                               wrap_negative=wrap_negative)
         return r.reshape(())
     axis %= x.ndim
-    coords = _coords(np.where(indices < 0, indices + x.shape[axis], indices), axis)
+    coords = _coords(checked_indices(indices, x.shape[axis], axis, wrap_negative), axis)
     src = updates[tuple(slice(0, n) for n in indices.shape)]
     out = x.copy()
     if reduction == "none":
@@ -403,7 +434,7 @@ def scatter_nd(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
             return (up(out) + up(rows).sum(axis=0, dtype=F32 if x.dtype in HALF else None)
                     ).astype(x.dtype)
         return rows[-1].copy() if len(rows) else out
-    idx = tuple(indices[..., i] for i in range(k))
+    idx = _nd_index(x, indices)
     if accumulate:
         np.add.at(out, idx, upd)
     else:

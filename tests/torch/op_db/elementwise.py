@@ -98,7 +98,9 @@ for name, lo, hi in [
     add(f"aten::{name}.default", getattr(torch, name),
         unary(st.sampled_from(INT_DTYPES), low=max(lo, 1), high=max(hi, 3), special=False),
         name=f"{name}[int]")
-add("aten::silu.default", F.silu, unary())
+add("aten::silu.default", F.silu, unary(),
+    # torch's silu(-inf) is NaN (-inf * 0); the limit, which the runtime returns, is -0.0
+    reference=reference.silu)
 for name in ("abs", "neg", "sign", "floor", "ceil", "trunc", "relu"):
     dtypes = SIGNED if name in ("abs", "neg", "sign") else NUMERIC
     add(f"aten::{name}.default", getattr(torch, name), unary(dtypes))
@@ -112,7 +114,8 @@ for name in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
     add(f"aten::{name}.default", getattr(torch, name), unary(NUMERIC))
 add("aten::gelu.default", lambda x, approximate: F.gelu(x, approximate=approximate),
     unary(approximate=st.sampled_from(("none", "tanh"))),
-    # torch's gelu(+inf) is NaN or +inf depending on the CPU's vector unit
+    # torch's gelu(+inf) is NaN or +inf depending on the CPU's vector unit, gelu(-inf) NaN
+    # where the limit is -0.0
     reference=reference.gelu)
 
 # -- binary -----------------------------------------------------------------------------------
@@ -208,10 +211,11 @@ add("aten::selu.default", F.selu, unary())
 add("aten::celu.default", lambda x, a: F.celu(x, a), unary(a=st.sampled_from((1.0, 2.0))))
 add("aten::softplus.default", lambda x, b, t: F.softplus(x, b, t),
     unary(low=-30.0, high=30.0, b=st.sampled_from((1.0, 2.0)), t=st.sampled_from((20.0, 5.0))))
-add("aten::mish.default", F.mish, unary())
+add("aten::mish.default", F.mish, unary(), reference=reference.zero_at_minus_inf(F.mish))
 add("aten::log_sigmoid_forward.default", F.logsigmoid, unary(low=-30.0, high=30.0))
 add("aten::hardsigmoid.default", F.hardsigmoid, unary())
-add("aten::hardswish.default", F.hardswish, unary())
+add("aten::hardswish.default", F.hardswish, unary(),
+    reference=reference.zero_at_minus_inf(F.hardswish))
 add("aten::threshold.default", lambda x: F.threshold(x, 0.5, -2.0), unary())
 
 # -- overloads reached by calling the aten op directly (Python code exports the Tensor form) --
