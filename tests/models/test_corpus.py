@@ -1,0 +1,45 @@
+"""The optimizer on real architectures (issue 17): every corpus model is converted once and
+verified against torch eager raw, after each default pass alone, and after the default
+pipeline; no variant may raise, and no pass may add a convolution or a matmul.
+
+``python tools/optimizer_corpus_report.py`` prints the same checks as a table, with the
+number of rewrites each pass applied across the corpus.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from coreai_core.optimizer import pass_names
+from tests.models.corpus import CORPUS, TRANSFORMERS_FAMILIES
+from tests.models.corpus.differential import PIPELINE, RAW, check_model
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: nothing may be downloaded
+
+
+def _param(name: str) -> object:
+    slow = name.split("/")[0] in TRANSFORMERS_FAMILIES
+    return pytest.param(name, marks=pytest.mark.slow) if slow else name
+
+
+def test_corpus_covers_the_families_of_issue_17() -> None:
+    transformers = [n for n in CORPUS if n.split("/")[0] in TRANSFORMERS_FAMILIES]
+    assert len(transformers) >= 60, f"only {len(transformers)} transformers models"
+    families = {n.split("/")[0] for n in CORPUS}
+    assert families >= {"encoder", "decoder", "encoder_decoder", "vision", "audio",
+                        "conv_block", "attention_block"}
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in sorted(CORPUS)])
+def test_optimizer_preserves_results(name: str) -> None:
+    result = check_model(name, CORPUS[name]())
+    assert [v.name for v in result.variants] == [RAW, *pass_names(), PIPELINE]
+    raw = result.variant(RAW)
+    assert raw.passed, f"{name}: the converted program differs from torch\n{raw.describe()}"
+    problems = [v.describe() for v in result.failures]
+    problems += [f"{v.name}: {v.heavy_ops} convolutions/matmuls where the raw program has "
+                 f"{raw.heavy_ops}" for v in result.variants[1:]
+                 if not v.error and v.heavy_ops > raw.heavy_ops]
+    assert not problems, f"{name}:\n" + "\n".join(problems)
