@@ -10,6 +10,23 @@ Invariants every rewrite keeps:
 - Ops made dead by a rewrite are removed at the end of the sweep (only those; unrelated dead
   code is left to the ``dce`` pass), and weights no longer referenced by any constant are
   dropped.
+- **Weights are never edited in place.** Data computed from a weight goes into a new constant
+  (:meth:`Rewriter.derived_constant`); when the source weight ends up unreferenced, the new
+  weight takes over its name at the end of the pass. A reader of the old data that is still
+  live (a user the sweep has not reached yet, or one that kept its operand) never sees the
+  new data.
+- **Heavy ops are never duplicated.** A rewrite that inserts a heavy op (:data:`HEAVY_OPS`,
+  or an op with regions) is accepted only if at least as many heavy ops die with the op it
+  replaces (:meth:`Rewriter.sweep` checks this for every rule of every pass).
+
+Preconditions. A rule states what it assumes in its docstring and checks it with the queries
+of :class:`Rewriter`, which see the whole sweep: :meth:`Rewriter.use_count` counts the uses
+of a value *including* the uses of values already replaced by it whose users the sweep has not
+reached yet (a plain operand count misses them, which once let a fold rewrite a conv that a
+later user still read); :meth:`Rewriter.single_use_producer` is the op a rule may fold into its
+one user (its name, a single result and a single use checked); :meth:`Rewriter.producer` the
+op it may read through (name and a single result checked); :meth:`Rewriter.const` the data of
+a bound constant operand.
 """
 
 from __future__ import annotations
@@ -36,6 +53,17 @@ IMPURE_TRAITS = frozenset({"impure", "side_effects"})
 # or callee contain one.
 NONDETERMINISTIC_TRAITS = frozenset({"random"})
 
+# Ops whose cost grows with a contraction, a factorization or a transform: a rewrite may
+# replace one (fold a scale into a conv's weights) but never leave two where there was one.
+# Ops with regions and ``invoke`` (a call of a whole graph) count as heavy too.
+HEAVY_OPS = frozenset({
+    "coreai.conv", "coreai.conv_transpose", "coreai.batch_matmul", "coreai.invoke",
+    "coreai.fft_c2c", "coreai.fft_c2r", "coreai.fft_r2c",
+    "coreai.svd", "coreai.eigh", "coreai.eig", "coreai.cholesky", "coreai.lu_factor",
+    "coreai.lu_solve", "coreai.geqrf", "coreai.householder_product", "coreai.matrix_exp",
+    "coreai.ldl_factor", "coreai.ldl_solve", "coreai.triangular_solve",
+})
+
 
 @attrs.define
 class PassStats:
@@ -61,6 +89,11 @@ def is_pure(op: Operation) -> bool:
     """True when ``op`` only computes its results (ops without a definition are not)."""
     opdef = OPS.get(op.name)
     return opdef is not None and not (opdef.traits & IMPURE_TRAITS)
+
+
+def is_heavy(op: Operation) -> bool:
+    """True for ops a rewrite must never duplicate: :data:`HEAVY_OPS` and ops with regions."""
+    return op.name in HEAVY_OPS or bool(op.regions)
 
 
 def is_deterministic(op: Operation, program: ProgramData | None = None,
@@ -151,20 +184,51 @@ class PassContext:
         self.refs = weight_refs(program)
         self.released: set[str] = set()
         self.created: set[str] = set()
+        # weight made from another one's data -> that weight (Rewriter.derived_constant)
+        self.derived_from: dict[str, str] = {}
+        # the constant op that references a weight created in this run
+        self.created_by: dict[str, Operation] = {}
 
     def finish(self) -> PassStats:
-        """Drop weights this run made unreferenced; invalidate run plans if anything changed."""
-        for name in sorted(self.released):
-            if name in self.program.weights and self.refs.get(name, 0) <= 0:
-                del self.program.weights[name]
-                self.program.weight_types.pop(name, None)
-                if name in self.created:  # made and dropped again: no net change
-                    self.stats.weights_added -= 1
-                else:
-                    self.stats.weights_removed += 1
+        """Drop weights this run made unreferenced; invalidate run plans if anything changed.
+
+        A weight derived from a dropped one takes over its name (and its place in the
+        program's weights), so a folded ``conv.weight`` is still called ``conv.weight``.
+        """
+        dropped = [name for name in sorted(self.released)
+                   if name in self.program.weights and self.refs.get(name, 0) <= 0]
+        for name in self._adopt_names(set(dropped)):
+            dropped.remove(name)
+        for name in dropped:
+            del self.program.weights[name]
+            self.program.weight_types.pop(name, None)
+            if name in self.created:  # made and dropped again: no net change
+                self.stats.weights_added -= 1
+            else:
+                self.stats.weights_removed += 1
         if self.stats.changed:
             self.program.invalidate()
         return self.stats
+
+    def _adopt_names(self, dropped: set[str]) -> list[str]:
+        """Move each live derived weight into the name of the dropped weight it came from."""
+        adopted: list[str] = []
+        for new, source in self.derived_from.items():
+            root = source
+            while root in self.derived_from and root in dropped:  # a chain of folds
+                root = self.derived_from[root]
+            op = self.created_by.get(new)
+            if root not in dropped or root in adopted or self.refs.get(new, 0) <= 0 \
+                    or op is None:
+                continue
+            # the source is unreferenced: its slot (and name) can hold the new data
+            self.program.weights[root] = self.program.weights.pop(new)
+            self.program.weight_types[root] = self.program.weight_types.pop(new)
+            op.attributes = {**op.attributes, "value": WeightRef(root)}
+            self.refs[root], self.refs[new] = self.refs[new], 0
+            self.stats.weights_added -= 1  # a replacement, not an addition and a removal
+            adopted.append(root)
+        return adopted
 
 
 Visit = Callable[[Operation, "Rewriter"], "Value | Sequence[Value] | None"]
@@ -174,8 +238,9 @@ class Rewriter:
     """Sweeps one graph front to back; ``visit(op, rw)`` may return replacement results.
 
     New ops made during a visit (``replacement``, ``constant``, ``insert``) go just before the
-    op being visited. Use counts (``uses``) are kept up to date as operands are substituted
-    and dead ops are removed.
+    op being visited. Use counts are kept up to date as operands are substituted and dead ops
+    are removed; rules read them through :meth:`use_count`, which also counts the uses the
+    sweep has not moved yet.
     """
 
     def __init__(self, ctx: PassContext, graph: Graph) -> None:
@@ -183,7 +248,7 @@ class Rewriter:
         self.program = ctx.program
         self.graph = graph
         self.stats = ctx.stats
-        self.uses: Counter[int] = Counter()
+        self.uses: Counter[int] = Counter()  # operand and output uses as they stand now
         self._subst: dict[int, Value] = {}
         self._subst_from: dict[int, list[Value]] = {}
         self._sweeping = True
@@ -194,7 +259,7 @@ class Rewriter:
         self._replaced: list[Operation] = []
         self._moved: set[int] = set()
 
-    # -- queries ------------------------------------------------------------------------------
+    # -- queries (the preconditions rules check) ----------------------------------------------
     def const(self, v: Value) -> np.ndarray | None:
         """The data of ``v`` if it is produced by a constant (and its weight is bound)."""
         op = v.owner
@@ -206,18 +271,61 @@ class Rewriter:
         return data
 
     def weight_name(self, v: Value) -> str | None:
+        """The weight a constant ``v`` references, or None (inline data or not a constant)."""
         op = v.owner
         if op is not None and op.name == "coreai.constant" and \
                 isinstance(op.attributes["value"], WeightRef):
             return op.attributes["value"].name
         return None
 
+    def origin_weight_name(self, v: Value) -> str | None:
+        """The weight behind ``v``, or the original weight it was derived from in this pass
+        run (:meth:`derived_constant`): the name new weights are named after."""
+        name = self.weight_name(v)
+        while name is not None and name in self.ctx.derived_from:
+            name = self.ctx.derived_from[name]
+        return name
+
+    def use_count(self, v: Value) -> int:
+        """How many uses ``v`` has: as an operand, a graph output, and -- while the sweep
+        runs -- through values already replaced by ``v`` whose users it has not reached yet
+        (they will read ``v``). May over-count (a user that keeps its old operand), never
+        under-count, so "one use" really means one."""
+        total = 0
+        work = [v]
+        while work:
+            u = work.pop()
+            total += self.uses[id(u)]
+            if self._sweeping:
+                work.extend(self._subst_from.get(id(u), ()))
+        return total
+
+    def has_single_use(self, v: Value) -> bool:
+        """True when exactly one operand or output reads ``v`` (see :meth:`use_count`)."""
+        return self.use_count(v) == 1
+
+    def producer(self, v: Value, *names: str) -> Operation | None:
+        """The op computing ``v`` if it is one of ``names`` (any op when none are given) and
+        has exactly one result: the op a rule may read through, leaving it to its other
+        users."""
+        op = v.owner
+        if op is None or len(op.results) != 1 or (names and op.name not in names):
+            return None
+        return op
+
+    def single_use_producer(self, v: Value, *names: str) -> Operation | None:
+        """:meth:`producer`, and ``v`` has no other use: a rule may fold this op into the one
+        op reading ``v``, since it dies when that op is replaced."""
+        op = self.producer(v, *names)
+        return op if op is not None and self.has_single_use(v) else None
+
     def exclusive_weight(self, v: Value, user: Operation) -> str | None:
-        """The weight behind ``v`` if ``user`` is its only reader anywhere in the program."""
+        """The weight behind ``v`` if ``user`` is its only reader anywhere in the program
+        (pending uses included, see :meth:`use_count`)."""
         name = self.weight_name(v)
         if name is None or self.ctx.refs[name] != 1:
             return None
-        if self.uses[id(v)] != sum(1 for o in user.operands if o is v):
+        if self.use_count(v) != sum(1 for o in user.operands if o is v):
             return None
         return name
 
@@ -248,11 +356,13 @@ class Rewriter:
         return self.insert(op).results
 
     def constant(self, data: np.ndarray, hint: str = "folded",
-                 location: Location | None = None) -> Value:
-        """Insert a constant; data with more than INLINE_LIMIT elements becomes a weight."""
+                 location: Location | None = None, *, weight: bool = False) -> Value:
+        """Insert a constant; data with more than INLINE_LIMIT elements (or any data when
+        ``weight``) becomes a program weight named after ``hint``."""
         data = np.asarray(data)
         value: Any = data
-        if data.size > INLINE_LIMIT:
+        name = None
+        if weight or data.size > INLINE_LIMIT:
             name = self.program.unique_weight_name(hint)
             value = self.program.add_weight(name, data)
             self.ctx.refs[name] += 1
@@ -260,18 +370,37 @@ class Rewriter:
             self.stats.weights_added += 1
         op = build_operation(OPS["coreai.constant"], [], {"value": value},
                              location or Location())
+        if name is not None:
+            self.ctx.created_by[name] = op
         return self.insert(op).result
 
-    def set_weight_data(self, name: str, data: np.ndarray) -> None:
-        """Replace the data of weight ``name`` (same type) with a new array."""
-        t = self.program.weight_types[name]
-        data = np.asarray(data)
-        if data.shape != t.shape or data.dtype != t.element_type.numpy:
-            raise AssertionError(f"weight @{name}: new data {data.dtype}{data.shape} != {t}")
-        self.program.weights[name] = data
+    def derived_constant(self, source: Value, data: np.ndarray,
+                         location: Location | None = None) -> Value:
+        """A new constant holding ``data`` computed from the constant ``source`` (a conv
+        weight times a batch-norm scale, ...).
+
+        The source is never edited in place: another reader may still need its data. A
+        weight stays a weight; if the source weight is unreferenced at the end of the pass,
+        the new one takes over its name (:meth:`PassContext.finish`).
+        """
+        source_name = self.weight_name(source)
+        if source_name is None:
+            return self.constant(data, "folded", location)
+        hint = f"{self.origin_weight_name(source)}.folded"
+        new = self.constant(data, hint, location, weight=True)
+        new_name = self.weight_name(new)
+        if new_name is not None:
+            self.ctx.derived_from[new_name] = source_name
+        return new
 
     # -- the sweep ----------------------------------------------------------------------------
     def sweep(self, visit: Visit) -> None:
+        """Visit every op in order, applying the replacements ``visit`` returns.
+
+        A replacement is applied only if it keeps the framework's invariants (see
+        :meth:`acceptable`); otherwise the op stays and what the visit inserted is removed
+        again as dead code.
+        """
         g = self.graph
         if g.program is None:  # a region made outside a program: type rules need the program
             g.program = self.program
@@ -284,14 +413,42 @@ class Rewriter:
             for op in g.ops:
                 if self._subst and any(id(v) in self._subst for v in op.operands):
                     self._remap(op)
+                mark = len(self._inserted)
                 new = visit(op, self)
                 self._out.append(op)
-                if new is not None:
+                if new is not None and self.acceptable(op, self._inserted[mark:]):
                     self._replace(op, [new] if isinstance(new, Value) else list(new))
         g.ops = self._out
         g.output_values = {k: self._resolve_use(v) for k, v in g.output_values.items()}
         g.state_outputs = {k: self._resolve_use(v) for k, v in g.state_outputs.items()}
         self._remove_dead()
+
+    def acceptable(self, op: Operation, inserted: Sequence[Operation]) -> bool:
+        """Whether replacing ``op`` with results built from the ops ``inserted`` by its visit
+        is allowed: it must not add heavy ops (a fold that copies a conv whose old copy
+        still has other readers costs more than it saves)."""
+        made = sum(1 for o in inserted if is_heavy(o))
+        return made == 0 or made <= self._heavy_ops_dying_with(op, made)
+
+    def _heavy_ops_dying_with(self, op: Operation, enough: int) -> int:
+        """How many heavy ops die when ``op`` is replaced: ``op`` and the producers that only
+        dying ops read (counting stops at ``enough``)."""
+        inside: Counter[int] = Counter()  # uses of a value by dying ops
+        dying, seen = [op], {id(op)}
+        heavy = 0
+        for dead in dying:  # grows while iterated: a breadth-first walk up the operands
+            heavy += is_heavy(dead)
+            if heavy >= enough:
+                break
+            for v in dead.operands:
+                p = v.owner
+                if p is None or id(p) in seen or id(p) in self._removed or not is_pure(p):
+                    continue
+                inside[id(v)] += 1
+                if all(inside[id(r)] == self.use_count(r) for r in p.results):
+                    seen.add(id(p))
+                    dying.append(p)
+        return heavy
 
     def _resolve(self, v: Value) -> Value:
         while id(v) in self._subst:
@@ -357,16 +514,15 @@ class Rewriter:
     def _kill(self, op: Operation) -> None:
         """Remove ``op`` if it is pure and unused, then its producers that become unused.
 
-        Runs eagerly during the sweep, so use counts (and ``exclusive_weight``) never count
-        readers that are already dead.
+        Runs eagerly during the sweep, so use counts never count readers that are already
+        dead; an op whose results have pending uses (:meth:`use_count`) stays.
         """
         work = [op]
         while work:
             op = work.pop()
             if id(op) in self._removed or not is_pure(op):
                 continue
-            if any(self.uses[id(r)] > 0 or (self._sweeping and self._pending_uses(r))
-                   for r in op.results):
+            if any(self.use_count(r) > 0 for r in op.results):
                 continue
             self._removed.add(id(op))
             if id(op) not in self._inserted_ids:
@@ -379,13 +535,6 @@ class Rewriter:
                 self.uses[id(v)] -= 1
                 if self.uses[id(v)] == 0 and v.owner is not None:
                     work.append(v.owner)
-
-    def _pending_uses(self, v: Value) -> bool:
-        # Uses of values substituted by ``v`` whose users the sweep has not remapped yet:
-        # they will move to ``v``, so ``v`` is not dead even if its count is zero now. (Once
-        # the sweep is over, uses left on an old value belong to users that kept it.)
-        return any(self.uses[id(old)] > 0 or self._pending_uses(old)
-                   for old in self._subst_from.get(id(v), ()))
 
     def _remove_dead(self) -> None:
         """Remove the ops made dead by this sweep and settle the statistics.

@@ -10,10 +10,22 @@ with constant per-channel operands after a convolution or a linear layer. This p
 - ``(y + b) + t``        -> ``y + (b + t)``               (consecutive shifts merge)
 - ``(y * a) * s``        -> ``y * (a * s)``               (consecutive scales merge)
 
-where ``s`` and ``t`` are constants varying only along the channel axis (axis 1 of a conv
-result, the last axis of a matmul result) and the folded intermediate has no other user. Only
-float tensors are folded. New weights are computed in float64 and rounded once; a weight read
-by the folded op alone is updated in place (it keeps its name), otherwise a new one is made.
+Assumptions, each checked before a fold (a fold whose check fails is skipped):
+
+- **Single use.** Every op folded away (the conv or matmul, an inner shift or scale) has a
+  single result whose only reader is the op folded into it, counting the uses the sweep has
+  not moved yet (:meth:`Rewriter.single_use_producer`). A conv with another reader (the
+  ``x + 3`` and the ``x * ...`` of a hard-swish) is left alone: folding would either copy the
+  conv or change what its other reader sees.
+- **Constant operands.** ``s``, ``t``, the weights and the bias are bound constants; the
+  other operand of the scale or shift is not a constant.
+- **Channel axis.** ``s`` and ``t`` vary only along the channel axis (axis 1 of a conv
+  result, the last axis of a matmul result whose right operand is a constant matrix) and are
+  broadcast against it without changing its type (same shape, same dtype).
+- **Dtype.** Only float results are folded; ``s`` is finite (and non-zero for a division).
+
+New weights are computed in float64 and rounded once into new constants (weights are never
+edited in place); a weight whose old data nothing reads any more passes its name on.
 """
 
 from __future__ import annotations
@@ -46,9 +58,10 @@ def channel_vector(c: np.ndarray, rank: int, axis: int, size: int) -> np.ndarray
 
 
 def _affine_operands(op: Operation, rw: Rewriter) -> tuple[Value, np.ndarray, str] | None:
-    """(y, constant, kind) for ``y * c``, ``c * y``, ``y / c``, ``y + c``, ``c + y``, ``y - c``."""
+    """(y, constant, kind) for ``y * c``, ``c * y``, ``y / c``, ``y + c``, ``c + y``, ``y - c``
+    with a float result of ``y``'s type (``c`` does not broadcast ``y``) and ``y`` computed."""
     kind = SCALES.get(op.name) or SHIFTS.get(op.name)
-    if kind is None or not op.result.type.element_type.is_float:
+    if kind is None or len(op.results) != 1 or not op.result.type.element_type.is_float:
         return None
     a, b = op.operands
     pairs = [(a, b), (b, a)] if op.name in COMMUTATIVE else [(a, b)]
@@ -67,17 +80,22 @@ def _data(rw: Rewriter, v: Value) -> np.ndarray:
     return data
 
 
+HEAVY_PRODUCERS = ("coreai.conv", "coreai.batch_matmul")
+
+
 def _channel_axis(op: Operation, rw: Rewriter) -> tuple[int, int] | None:
-    """(axis, size) of the per-channel axis of a foldable producer, else None."""
-    t = op.result.type
+    """(axis, size) of the per-channel axis of a conv with constant weight (and bias) or a
+    matmul ``x @ W`` with a constant matrix ``W`` and a computed ``x``; None for other ops."""
+    if op.name not in HEAVY_PRODUCERS or len(op.results) != 1:
+        return None
+    w = rw.const(op.operands[1])
+    if w is None or w.dtype != op.result.type.element_type.numpy:
+        return None
     if op.name == "coreai.conv":
-        w = rw.const(op.operands[1])
-        if w is not None and (len(op.operands) == 2 or rw.const(op.operands[2]) is not None):
+        if len(op.operands) == 2 or rw.const(op.operands[2]) is not None:
             return 1, w.shape[0]
-    elif op.name == "coreai.batch_matmul":
-        w = rw.const(op.operands[1])
-        if w is not None and w.ndim >= 2 and rw.const(op.operands[0]) is None:
-            return t.rank - 1, w.shape[-1]
+    elif w.ndim >= 2 and rw.const(op.operands[0]) is None:
+        return op.result.type.rank - 1, w.shape[-1]
     return None
 
 
@@ -88,7 +106,10 @@ def _scaled(w: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
 
 
 class FoldAffinePass(RewritePass):
-    """Fold constant per-channel scales and shifts into a preceding conv or matmul."""
+    """Fold constant per-channel scales and shifts into a preceding conv or matmul.
+
+    Assumes what the module docstring lists; each fold checks it first.
+    """
 
     name = "fold_affine"
 
@@ -97,8 +118,8 @@ class FoldAffinePass(RewritePass):
         if found is None:
             return None
         y, c, kind = found
-        producer = y.owner
-        if producer is None or rw.uses[id(y)] != 1:
+        producer = rw.single_use_producer(y)
+        if producer is None:
             return None
         c = c.astype(np.float64)
         if not np.all(np.isfinite(c)) or (kind == "div" and not np.all(c != 0)):
@@ -123,26 +144,28 @@ class FoldAffinePass(RewritePass):
             return None
         operands = list(producer.operands)
         w_axis = 0 if producer.name == "coreai.conv" else -1
-        operands[1] = self._new_data(operands[1], _scaled(_data(rw, operands[1]), v, w_axis),
-                                     producer, rw)
+        operands[1] = rw.derived_constant(operands[1], _scaled(_data(rw, operands[1]), v, w_axis),
+                                          producer.location)
         if len(operands) == 3:
             bias = _data(rw, operands[2])
-            operands[2] = self._new_data(operands[2], _scaled(bias, v, 0), producer, rw)
+            operands[2] = rw.derived_constant(operands[2], _scaled(bias, v, 0),
+                                              producer.location)
         # The operands keep their types, so the new op has the producer's (== op's) type.
         return rw.replacement(op, producer.name, operands, dict(producer.attributes))
 
     def _scale_through_shift(self, op: Operation, shift: Operation, s: np.ndarray,
                              rw: Rewriter) -> Sequence[Value] | None:
         # (y + b) * s -> (y * s) + b * s, with y * s folded into y's conv / matmul
+        # (assumes: the shift reads its conv / matmul alone, see the module docstring)
         found = _affine_operands(shift, rw)
         if found is None:
             return None
         y, b, kind = found
-        inner = y.owner
+        inner = rw.single_use_producer(y, *HEAVY_PRODUCERS)
         if inner is None:
             return None
         channel = _channel_axis(inner, rw)
-        if channel is None or rw.uses[id(y)] != 1:
+        if channel is None:
             return None
         axis, size = channel
         rank = op.result.type.rank
@@ -172,10 +195,10 @@ class FoldAffinePass(RewritePass):
             dtype = _data(rw, operands[1]).dtype
             if len(operands) == 3:
                 bias = _data(rw, operands[2])
-                operands[2] = self._new_data(operands[2], (bias + v).astype(dtype), producer,
-                                             rw)
+                operands[2] = rw.derived_constant(operands[2], (bias + v).astype(dtype),
+                                                  producer.location)
             else:
-                hint = weight_hint(rw.weight_name(operands[1]) or "folded", "bias")
+                hint = weight_hint(rw.origin_weight_name(operands[1]) or "folded", "bias")
                 operands.append(rw.constant(v.astype(dtype), hint, producer.location))
             return rw.replacement(op, producer.name, operands, dict(producer.attributes))
         return self._merge(op, producer, t, rw, scale=False)
@@ -196,17 +219,6 @@ class FoldAffinePass(RewritePass):
         merged = rw.constant(total.astype(first.dtype), hint, op.location)
         name = "coreai.broadcasting_mul" if scale else "coreai.broadcasting_add"
         return rw.replacement(op, name, [y, merged], {})
-
-    @staticmethod
-    def _new_data(v: Value, data: np.ndarray, user: Operation, rw: Rewriter) -> Value:
-        """A constant holding ``data`` in place of ``v``: the same weight if only ``user``
-        reads it (updated in place, name kept), else a new constant."""
-        name = rw.exclusive_weight(v, user)
-        if name is not None:
-            rw.set_weight_data(name, data)
-            return v
-        hint = rw.weight_name(v) or "folded"
-        return rw.constant(data, f"{hint}.folded", user.location)
 
 
 def _vector_shape(rank: int, axis: int, size: int) -> tuple[int, ...]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
-from coreai_core import Program, TensorType
+from coreai_core import Program, TensorType, Value, parse
 from coreai_core.dialects import coreai
+from coreai_torch import TorchConverter, get_decomp_table
 
 
 def test_folding_a_chain_keeps_constants_that_later_users_still_need() -> None:
@@ -28,3 +31,158 @@ def test_folding_a_chain_keeps_constants_that_later_users_still_need() -> None:
     after = program.run({"x": x})
     for k in before:
         np.testing.assert_allclose(after[k], before[k], rtol=1e-6)
+
+
+# -- issue 17: a fold must respect every reader of what it folds ---------------------------------
+
+def _count(program: Program, name: str) -> int:
+    return sum(1 for g in program.graphs.values() for op in g.walk() if op.name == name)
+
+
+def _random(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _check_passes_keep_results(program: Program, inputs: dict[str, np.ndarray],
+                               passes: list[str] | None = None) -> Program:
+    """Run ``passes`` (default pipeline when None) on a copy; compare with the original."""
+    before = program.run(inputs)
+    optimized = parse(str(program), weights=program.weights)
+    optimized.optimize(passes)
+    optimized.verify()
+    after = optimized.run(inputs)
+    for k in before:
+        # folds reassociate float32 products (conv(x, W) * s vs conv(x, W * s)): a few ulps
+        # of each accumulated term, far below the 1e-4 a wrong fold overshoots by
+        np.testing.assert_allclose(after[k], before[k], rtol=1e-4, atol=1e-4, err_msg=k)
+    return optimized
+
+
+def _hard_swish(y: Value) -> Value:
+    # y * clip(y + 3, 0, 6) / 6: y has two readers, the ``+ 3`` and the ``*``
+    gate = coreai.broadcasting_minimum(coreai.relu(coreai.broadcasting_add(y, 3.0)), 6.0)
+    return coreai.broadcasting_divide(coreai.broadcasting_mul(y, gate), 6.0)
+
+
+def _conv_bn_hard_swish() -> Program:
+    rng = np.random.default_rng(0)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 3, 6, 6), "float32")}) as g:
+        # 24 channels: more than INLINE_LIMIT, so the folded bias is a weight
+        y = coreai.conv(g["x"], coreai.constant(_random(rng, 24, 3, 3, 3), name="conv.weight"),
+                        pads=[1, 1])
+        y = coreai.broadcasting_mul(y, coreai.constant(np.abs(_random(rng, 24, 1, 1)) + 0.5,
+                                                       name="bn.scale"))
+        y = coreai.broadcasting_add(y, coreai.constant(_random(rng, 24, 1, 1), name="bn.shift"))
+        g.outputs({"y": _hard_swish(y)})
+    return program
+
+
+def test_a_fold_never_rewrites_a_conv_another_reader_still_needs() -> None:
+    # The scale and shift fold into the conv; the hard-swish's ``+ 3`` must not: the conv's
+    # other reader (the ``*``) would see the shifted bias (once updated in place) or the conv
+    # would run twice.
+    program = _conv_bn_hard_swish()
+    x = {"x": _random(np.random.default_rng(1), 1, 3, 6, 6)}
+    for passes in (None, ["constant_folding", "fold_affine"], ["fold_affine"]):
+        optimized = _check_passes_keep_results(program, x, passes)
+        assert _count(optimized, "coreai.conv") == 1
+    optimized = _check_passes_keep_results(program, x)
+    assert _count(optimized, "coreai.broadcasting_mul") == 1  # the batch norm is folded
+    assert sorted(optimized.weights) == ["conv.bias", "conv.weight"]  # folded, names kept
+
+
+def test_a_multi_result_producer_is_not_folded_into() -> None:
+    # split feeding a per-channel scale crashed fold_affine ("has 3 results, not one")
+    rng = np.random.default_rng(2)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 6, 4, 4), "float32")}) as g:
+        a, b, c = coreai.split(g["x"], split_sizes=[2, 2, 2], axis=1)
+        scale = coreai.constant(np.abs(_random(rng, 2, 1, 1)) + 0.5)
+        y = coreai.broadcasting_add(coreai.broadcasting_mul(a, scale), coreai.constant(
+            _random(rng, 2, 1, 1)))
+        g.outputs({"y": coreai.concat([y, b, coreai.broadcasting_mul(c, 2.0)], axis=1)})
+    for passes in (None, ["fold_affine"]):
+        _check_passes_keep_results(program, {"x": _random(rng, 1, 6, 4, 4)}, passes)
+
+
+def test_a_shared_weight_is_never_updated_under_its_other_reader() -> None:
+    # One weight, two convs; the first conv's scale folds into a new weight, the second conv
+    # keeps reading the original data.
+    rng = np.random.default_rng(3)
+    w = _random(rng, 4, 3, 1, 1)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 3, 5, 5), "float32")}) as g:
+        wv = coreai.constant(w, name="w")
+        first = coreai.broadcasting_mul(coreai.conv(g["x"], wv), coreai.constant(
+            _random(rng, 4, 1, 1)))
+        second = coreai.broadcasting_add(coreai.conv(g["x"], wv, strides=[2, 2]), 1.0)
+        g.outputs({"first": first, "second": second})
+    optimized = _check_passes_keep_results(program, {"x": _random(rng, 1, 3, 5, 5)})
+    np.testing.assert_array_equal(optimized.weights["w"], w)
+    assert _count(optimized, "coreai.conv") == 2
+
+
+def test_a_value_with_several_readers_keeps_its_affine_ops() -> None:
+    # matmul -> scale; the scaled value and the matmul are both outputs: nothing may fold
+    # into the matmul (its own output would change), and no matmul may be copied.
+    rng = np.random.default_rng(4)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((3, 4), "float32")}) as g:
+        h = coreai.batch_matmul(g["x"], coreai.constant(_random(rng, 4, 5), name="fc.weight"))
+        s = coreai.broadcasting_mul(h, coreai.constant(_random(rng, 5)))
+        t = coreai.broadcasting_add(s, coreai.constant(_random(rng, 5)))
+        g.outputs({"h": h, "t": t, "u": coreai.broadcasting_mul(s, 2.0)})
+    optimized = _check_passes_keep_results(program, {"x": _random(rng, 3, 4)})
+    assert _count(optimized, "coreai.batch_matmul") == 1
+
+
+def _mobilenet_v3_blocks() -> tuple[torch.nn.Module, torch.Tensor]:
+    """Two MobileNetV3 inverted-residual blocks (the reproducer of issue 17)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+
+    def bn(c: int) -> nn.BatchNorm2d:
+        b = nn.BatchNorm2d(c)
+        b.running_mean.uniform_(-1, 1)
+        b.running_var.uniform_(0.5, 2)
+        b.weight.data.uniform_(0.5, 2)
+        b.bias.data.uniform_(-1, 1)
+        return b
+
+    class Block(nn.Module):
+        def __init__(self, c: int = 24, e: int = 144, r: int = 40) -> None:
+            super().__init__()
+            self.pw, self.bn1 = nn.Conv2d(c, e, 1, bias=False), bn(e)
+            self.dw, self.bn2 = nn.Conv2d(e, e, 5, padding=2, groups=e, bias=False), bn(e)
+            self.se_r, self.se_e = nn.Conv2d(e, r, 1), nn.Conv2d(r, e, 1)
+            self.pwl, self.bn3 = nn.Conv2d(e, c, 1, bias=False), bn(c)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            hardswish, hardsigmoid = nn.functional.hardswish, nn.functional.hardsigmoid
+            y = hardswish(self.bn1(self.pw(x)))
+            y = hardswish(self.bn2(self.dw(y)))
+            g = hardsigmoid(self.se_e(torch.relu(self.se_r(y.mean((2, 3), keepdim=True)))))
+            return x + self.bn3(self.pwl(y * g))
+
+    return nn.Sequential(Block(), Block()).eval(), torch.randn(1, 24, 8, 8)
+
+
+@pytest.mark.slow
+def test_mobilenet_v3_blocks_match_torch_after_optimize() -> None:
+    model, x = _mobilenet_v3_blocks()
+    with torch.no_grad():
+        expected = model(x).numpy()
+    ep = torch.export.export(model, (x,)).run_decompositions(get_decomp_table())
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    feed = {program.input_names[0]: x.numpy()}
+    convs = _count(program, "coreai.conv")
+    raw = next(iter(program.run(feed).values()))
+    # float32 through 10 convs and batch norms: rounding stays near 1e-6 of values ~1-10;
+    # the folds were off by 3.14 before issue 17
+    np.testing.assert_allclose(raw, expected, rtol=1e-5, atol=1e-5)
+    program.optimize()
+    program.verify()
+    optimized = next(iter(program.run(feed).values()))
+    np.testing.assert_allclose(optimized, expected, rtol=1e-5, atol=1e-5)
+    assert _count(program, "coreai.conv") == convs  # no conv copied by a fold
