@@ -55,3 +55,27 @@ def plain(fn: Callable[[], nn.Module], *inputs: torch.Tensor) -> Builder:
         return fn().eval(), inputs
 
     return build
+
+
+def randomized(model: nn.Module, reinit_convs: bool = False) -> nn.Module:
+    """``model`` in eval mode with every batch norm's running mean and variance, weight and
+    bias drawn at random (seeded), so that a wrong batch-norm fold changes the numbers.
+
+    ``reinit_convs`` redraws convolution weights He-normal: Hugging Face initializes them
+    with a small normal (std 0.02), under which a deep CNN's output vanishes (~1e-30) and any
+    error would pass unnoticed.
+    """
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                n = m.num_features
+                m.running_mean.copy_(torch.rand(n, generator=g) * 2 - 1)
+                m.running_var.copy_(torch.rand(n, generator=g) * 1.5 + 0.5)
+                if m.affine:
+                    m.weight.copy_(torch.rand(n, generator=g) * 1.5 + 0.5)
+                    m.bias.copy_(torch.rand(n, generator=g) * 2 - 1)
+            elif reinit_convs and isinstance(m, nn.Conv2d):
+                fan_in = m.weight[0].numel()
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * (2 / fan_in) ** 0.5)
+    return model.eval()

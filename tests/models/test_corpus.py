@@ -17,6 +17,8 @@ from tests.models.corpus import CORPUS, TRANSFORMERS_FAMILIES
 from tests.models.corpus.differential import PIPELINE, RAW, check_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: nothing may be downloaded
+# below this the absolute tolerance alone would accept any result
+MIN_OUTPUT_SCALE = 1e-2
 
 
 def _param(name: str) -> object:
@@ -36,6 +38,8 @@ def test_corpus_covers_the_families_of_issue_17() -> None:
 def test_optimizer_preserves_results(name: str) -> None:
     result = check_model(name, CORPUS[name]())
     assert [v.name for v in result.variants] == [RAW, *pass_names(), PIPELINE]
+    assert result.output_scale > MIN_OUTPUT_SCALE, (
+        f"{name}: torch's output is {result.output_scale:.3g} at most; no error would show")
     raw = result.variant(RAW)
     assert raw.passed, f"{name}: the converted program differs from torch\n{raw.describe()}"
     problems = [v.describe() for v in result.failures]

@@ -1,6 +1,7 @@
 """Corpus: hand-built convolutional families that no library here provides (no torchvision,
 no timm), rebuilt with plain torch at toy size. Batch-norm statistics and affine parameters
-are randomized (:func:`randomized`) so that a wrong batch-norm fold changes the numbers."""
+are randomized (:func:`tests.models.builders.randomized`) so that a wrong batch-norm fold
+changes the numbers."""
 
 from __future__ import annotations
 
@@ -10,21 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.models.builders import Builder, Built
-
-
-def randomized(model: nn.Module) -> nn.Module:
-    """``model`` with every batch norm's running stats, weight and bias drawn at random."""
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                n = m.num_features
-                m.running_mean.copy_(torch.rand(n, generator=g) * 2 - 1)
-                m.running_var.copy_(torch.rand(n, generator=g) * 1.5 + 0.5)
-                m.weight.copy_(torch.rand(n, generator=g) * 1.5 + 0.5)
-                m.bias.copy_(torch.rand(n, generator=g) * 2 - 1)
-    return model.eval()
+from tests.models.builders import Builder, Built, randomized
 
 
 def block(fn: Callable[[], nn.Module], *shape: int) -> Builder:

@@ -70,6 +70,7 @@ class ModelResult:
     name: str
     variants: list[VariantResult]
     seconds: float
+    output_scale: float  # largest |torch output|: a vanishing output would hide any error
 
     @property
     def failures(self) -> list[VariantResult]:
@@ -136,4 +137,5 @@ def check_model(name: str, built: Built) -> ModelResult:
     variants = [_run(RAW, raw, feeds, expected)]
     variants += [_variant(p, raw, [p], feeds, expected) for p in pass_names()]
     variants.append(_variant(PIPELINE, raw, None, feeds, expected))
-    return ModelResult(name, variants, time.perf_counter() - start)
+    scale = max(float(np.abs(e).max(initial=0.0)) for e in expected)
+    return ModelResult(name, variants, time.perf_counter() - start, scale)

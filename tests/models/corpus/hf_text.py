@@ -53,8 +53,6 @@ ENCODERS: dict[str, Builder] = {
     "bert": _entry("Bert", COMMON, "encoder"),
     "roberta": _entry("Roberta", {**COMMON, "pad_token_id": 1}, "encoder"),
     "xlm_roberta": _entry("XLMRoberta", {**COMMON, "pad_token_id": 1}, "encoder"),
-    "camembert": _entry("Camembert", {**COMMON, "pad_token_id": 1}, "encoder"),
-    "data2vec_text": _entry("Data2VecText", {**COMMON, "pad_token_id": 1}, "encoder"),
     "distilbert": _entry("DistilBert", {"n_layers": 2, "n_heads": 2, "dim": 32,
                                         "hidden_dim": 64, "vocab_size": VOCAB,
                                         "max_position_embeddings": 64}, "encoder"),
@@ -84,7 +82,8 @@ ENCODERS: dict[str, Builder] = {
 
 DECODERS: dict[str, Builder] = {
     "gpt2": _entry("GPT2", {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": VOCAB,
-                            "n_positions": 32, "use_cache": False}, "decoder"),
+                            "n_positions": 32, "use_cache": False, "bos_token_id": 0,
+                            "eos_token_id": 0}, "decoder"),
     "gpt_neo": _entry("GPTNeo", {"num_layers": 2, "attention_types": [[["global", "local"], 1]],
                                  "hidden_size": 32, "num_heads": 2, "vocab_size": VOCAB,
                                  "max_position_embeddings": 64, "window_size": 4,
@@ -114,7 +113,6 @@ DECODERS: dict[str, Builder] = {
     "gemma2": _entry("Gemma2", {**DECODER, "head_dim": 8, "sliding_window": 8}, "decoder"),
     "stablelm": _entry("StableLm", DECODER, "decoder"),
     "starcoder2": _entry("Starcoder2", DECODER, "decoder"),
-    "olmo": _entry("Olmo", DECODER, "decoder"),
     "olmo2": _entry("Olmo2", DECODER, "decoder"),
     "cohere": _entry("Cohere", DECODER, "decoder"),
     "granite": _entry("Granite", DECODER, "decoder"),
@@ -138,6 +136,5 @@ ENCODER_DECODERS: dict[str, Builder] = {
     "pegasus": _entry("Pegasus", SEQ2SEQ, "seq2seq"),
     "blenderbot": _entry("Blenderbot", SEQ2SEQ, "seq2seq"),
     "blenderbot_small": _entry("BlenderbotSmall", SEQ2SEQ, "seq2seq"),
-    "plbart": _entry("PLBart", SEQ2SEQ, "seq2seq"),
     "m2m_100": _entry("M2M100", SEQ2SEQ, "seq2seq"),
 }

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tests.models.builders import Builder, Built, hf_model, pixels, token_ids
+from tests.models.builders import Builder, Built, hf_model, pixels, randomized, token_ids
 
 ENCODER = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 32,
            "intermediate_size": 64}
@@ -27,7 +27,8 @@ def _build(family: str, config: dict[str, Any], inputs: str = "pixels",
     cfg = getattr(transformers, f"{family}Config")(**config)
     model_cls = getattr(transformers, f"{family}{model}")
     if inputs == "pixels":
-        return hf_model(model_cls, cfg, (pixels(),), ("pixel_values",), field)
+        model, example = hf_model(model_cls, cfg, (pixels(),), ("pixel_values",), field)
+        return randomized(model, reinit_convs=True), example
     if inputs == "audio":
         return hf_model(model_cls, cfg, (_audio(),), ("input_values",), field)
     if inputs == "spectrogram":  # AST: [batch, frames, mel bins]
@@ -50,7 +51,6 @@ VISION: dict[str, Builder] = {
     "beit": _entry("Beit", {**VIT, "use_relative_position_bias": True}),
     "data2vec_vision": _entry("Data2VecVision", VIT),
     "dinov2": _entry("Dinov2", {**VIT, "layerscale_value": 0.5}),
-    "vit_msn": _entry("ViTMSN", VIT),
     "clip_vision": _entry("CLIPVision", VIT, **POOLED),
     "siglip_vision": _entry("SiglipVision", VIT, **POOLED),
     "swin": _entry("Swin", {"image_size": 32, "patch_size": 4, "embed_dim": 16,
@@ -72,14 +72,12 @@ VISION: dict[str, Builder] = {
     "mobilenet_v2": _entry("MobileNetV2", {"image_size": 32, "depth_multiplier": 0.35},
                            **POOLED),
     "efficientnet": _entry("EfficientNet", {"image_size": 32, "width_coefficient": 0.25,
-                                            "depth_coefficient": 0.2, "hidden_dim": 64},
+                                            "depth_coefficient": 0.2, "hidden_dim": 320},
                            **POOLED),
     "mobilevit": _entry("MobileViT", {"image_size": 32, "patch_size": 2,
                                       "hidden_sizes": [16, 24, 32],
                                       "neck_hidden_sizes": [8, 8, 16, 16, 24, 24, 32]},
                         **POOLED),
-    "mobilevitv2": _entry("MobileViTV2", {"image_size": 32, "width_multiplier": 0.25},
-                          **POOLED),
     "levit": _entry("Levit", {"image_size": 32, "hidden_sizes": [16, 24, 32],
                               "num_attention_heads": [1, 2, 2], "depths": [1, 1, 1],
                               "key_dim": [8, 8, 8]}, **POOLED),
@@ -88,15 +86,16 @@ VISION: dict[str, Builder] = {
     "segformer": _entry("Segformer", {"hidden_sizes": [8, 16, 16, 32], "depths": [1, 1, 1, 1],
                                       "num_attention_heads": [1, 1, 2, 2],
                                       "decoder_hidden_size": 32}),
+    # CvtStage indexes its drop-path rates by the stage number: depth[i] must exceed i
     "cvt": _entry("Cvt", {"embed_dim": [16, 32, 32], "num_heads": [1, 2, 2],
-                          "depth": [1, 1, 1]}),
+                          "depth": [1, 2, 3]}),
     "pvt": _entry("Pvt", {"image_size": 32, "hidden_sizes": [8, 16, 16, 32],
                           "depths": [1, 1, 1, 1], "num_attention_heads": [1, 1, 2, 2]}),
     "pvt_v2": _entry("PvtV2", {"image_size": 32, "hidden_sizes": [8, 16, 16, 32],
                                "depths": [1, 1, 1, 1], "num_attention_heads": [1, 1, 2, 2]}),
     "focalnet": _entry("FocalNet", {"image_size": 32, "patch_size": 4, "embed_dim": 16,
                                     "depths": [1, 1], "hidden_sizes": [16, 32]}),
-    "glpn": _entry("Glpn", {"hidden_sizes": [8, 16, 16, 32], "depths": [1, 1, 1, 1],
+    "glpn": _entry("GLPN", {"hidden_sizes": [8, 16, 16, 32], "depths": [1, 1, 1, 1],
                             "num_attention_heads": [1, 1, 2, 2], "decoder_hidden_size": 16}),
 }
 
@@ -106,7 +105,6 @@ AUDIO_MODELS: dict[str, Builder] = {
     "wavlm": _entry("WavLM", AUDIO, inputs="audio"),
     "data2vec_audio": _entry("Data2VecAudio", AUDIO, inputs="audio"),
     "unispeech": _entry("UniSpeech", AUDIO, inputs="audio"),
-    "unispeech_sat": _entry("UniSpeechSat", AUDIO, inputs="audio"),
     "sew": _entry("SEW", {**AUDIO, "squeeze_factor": 2}, inputs="audio"),
     "wav2vec2_conformer": _entry("Wav2Vec2Conformer", AUDIO, inputs="audio"),
     "ast": _entry("AST",
@@ -117,5 +115,7 @@ AUDIO_MODELS: dict[str, Builder] = {
                                   "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
                                   "num_mel_bins": 16, "max_source_positions": 16,
                                   "max_target_positions": 16, "vocab_size": 96,
-                                  "use_cache": False}, inputs="whisper"),
+                                  "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+                                  "decoder_start_token_id": 0, "use_cache": False},
+                       inputs="whisper"),
 }
