@@ -471,9 +471,14 @@ class Rewriter:
 
     def _remap(self, op: Operation) -> None:
         new = [self._resolve(v) for v in op.operands]
-        if any(n is not o and n.owner is not None and n.owner.name == "coreai.constant"
-               for n, o in zip(new, op.operands)) and not self._same_types(op, new):
-            return  # the op's type depends on the substituted data: keep the old operands
+        if any(n is not o and _is_constant(n) for n, o in zip(new, op.operands)) \
+                and not self._same_types(op, new):
+            # The op's type depends on the substituted constant data: keep those operands.
+            # Other substitutions still move (a type never depends on a computed value's
+            # data), so the ops they replace still die.
+            new = [o if n is not o and _is_constant(n) else n for n, o in zip(new, op.operands)]
+            if not self._same_types(op, new):
+                return
         for old, n in zip(op.operands, new):
             if n is not old:
                 self._transfer(old, n)
@@ -573,6 +578,10 @@ class RewritePass:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _is_constant(v: Value) -> bool:
+    return v.owner is not None and v.owner.name == "coreai.constant"
 
 
 def at_most_one_dynamic(t: TensorType) -> bool:

@@ -3,8 +3,20 @@
 :data:`RULES` maps an op name to the rules tried on it, in order. A rule is a function
 ``rule(op, rw)`` returning the value(s) replacing the op's results, or None when it does not
 apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each rule states its
-rewrite in a ``# before -> after`` line. Rules never change a value's type and are exact,
-except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0`` into ``-0.0`` (equal as numbers).
+rewrite in a ``# before -> after`` line and its assumptions in its docstring. Rules never
+change a value's type and are exact, except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0``
+into ``-0.0`` (equal as numbers).
+
+What every rule assumes, checked through the :class:`Rewriter` queries:
+
+- An op a rule reads through (the inner reshape of a reshape chain, ...) comes from
+  :meth:`Rewriter.producer`: it has the expected name and a single result. Such an op may have
+  other readers; the rule builds a new op from its operands and leaves it to them, so a rule
+  never needs a single use and never copies anything but a cheap shape or cast op.
+- A rule returning an existing value (``x * 1 -> x``) checks that the value has the op's
+  type (no broadcast, no dtype change); a rule building an op uses ``rw.replacement``, which
+  checks the new op's inferred type.
+- Constant operands are read with ``rw.const`` (None when not a bound constant).
 """
 
 from __future__ import annotations
@@ -33,11 +45,6 @@ def rule(*op_names: str) -> Callable[[Rule], Rule]:
     return add
 
 
-def _producer(v: Value, *names: str) -> Operation | None:
-    op = v.owner
-    return op if op is not None and op.name in names else None
-
-
 def _all_equal(rw: Rewriter, v: Value, scalar: float) -> bool:
     data = rw.const(v)
     return data is not None and data.size > 0 and bool(np.all(data == scalar))
@@ -50,6 +57,8 @@ SHAPE_ONLY = ("coreai.reshape", "coreai.expand_dims", "coreai.shrink_dims")
 
 @rule(*SHAPE_ONLY)
 def identity_reshape(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the result type equals ``x``'s with at most one dynamic dim (so the element
+    count fixes the shape)."""
     # reshape(x : T, s) : T -> x   (also expand_dims/shrink_dims with no axes)
     x = op.operands[0]
     if op.result.type == x.type and at_most_one_dynamic(x.type):
@@ -59,8 +68,10 @@ def identity_reshape(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule(*SHAPE_ONLY)
 def reshape_of_reshape(op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
+    """Reads through the inner shape op (kept for its other readers); a new reshape must
+    infer the op's type."""
     # reshape(reshape(x, s1), s2) -> reshape(x, s2); a chain back to x's type -> x
-    inner = _producer(op.operands[0], *SHAPE_ONLY)
+    inner = rw.producer(op.operands[0], *SHAPE_ONLY)
     if inner is None:
         return None
     x = inner.operands[0]
@@ -75,6 +86,7 @@ def reshape_of_reshape(op: Operation, rw: Rewriter) -> Value | Sequence[Value] |
 
 @rule("coreai.transpose")
 def identity_transpose(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes nothing beyond the identity permutation."""
     # transpose(x, [0, 1, ..., n-1]) -> x
     if list(op.attributes["perm"]) == list(range(len(op.attributes["perm"]))):
         return op.operands[0]
@@ -83,8 +95,9 @@ def identity_transpose(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.transpose")
 def transpose_of_transpose(op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
+    """Reads through the inner transpose (kept for its other readers)."""
     # transpose(transpose(x, p), q) -> transpose(x, [p[i] for i in q])
-    inner = _producer(op.operands[0], "coreai.transpose")
+    inner = rw.producer(op.operands[0], "coreai.transpose")
     if inner is None:
         return None
     p, q = inner.attributes["perm"], op.attributes["perm"]
@@ -132,6 +145,7 @@ def exact_cast(src: DType, dst: DType) -> bool:
 
 @rule("coreai.cast")
 def identity_cast(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the cast's result type is ``x``'s type."""
     # cast(x : T, T) -> x
     x = op.operands[0]
     return x if x.type == op.result.type else None
@@ -139,8 +153,10 @@ def identity_cast(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.cast")
 def exact_cast_chain(op: Operation, rw: Rewriter) -> Value | None:
+    """Reads through the inner cast; assumes :func:`exact_cast` of ``x``'s dtype to the
+    inner one (every value survives the round trip)."""
     # cast(cast(x : T, U), T) -> x   when U holds every value of T (f32 -> f64 -> f32)
-    inner = _producer(op.operands[0], "coreai.cast")
+    inner = rw.producer(op.operands[0], "coreai.cast")
     if inner is None:
         return None
     x = inner.operands[0]
@@ -154,6 +170,7 @@ def exact_cast_chain(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.broadcast_to")
 def identity_broadcast(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes a static type equal to ``x``'s (a dynamic one could hide a real broadcast)."""
     # broadcast_to(x : T, s) : T -> x   (static T)
     x = op.operands[0]
     return x if x.type == op.result.type and x.type.is_static else None
@@ -161,8 +178,9 @@ def identity_broadcast(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.broadcast_to")
 def broadcast_of_broadcast(op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+    """Reads through the inner broadcast; the new one must infer the op's type."""
     # broadcast_to(broadcast_to(x, s1), s2) -> broadcast_to(x, s2)
-    inner = _producer(op.operands[0], "coreai.broadcast_to")
+    inner = rw.producer(op.operands[0], "coreai.broadcast_to")
     if inner is None:
         return None
     return rw.replacement(op, "coreai.broadcast_to", [inner.operands[0], op.operands[1]], {})
@@ -170,6 +188,7 @@ def broadcast_of_broadcast(op: Operation, rw: Rewriter) -> Sequence[Value] | Non
 
 @rule("coreai.slice")
 def identity_slice(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes a static type equal to ``x``'s and positive strides."""
     # slice(x : T, ...) : T -> x   (static T, positive strides: the whole tensor in order)
     x = op.operands[0]
     if x.type == op.result.type and x.type.is_static and \
@@ -180,34 +199,39 @@ def identity_slice(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.pad")
 def identity_pad(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes every pad amount is zero (any mode)."""
     # pad(x, [0, 0, ...]) -> x
     return op.operands[0] if not any(op.attributes["pads"]) else None
 
 
 @rule("coreai.tile")
 def identity_tile(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes every repetition count is one."""
     # tile(x, [1, 1, ...]) -> x
     return op.operands[0] if all(r == 1 for r in op.attributes["reps"]) else None
 
 
 @rule("coreai.concat")
 def single_concat(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes a single operand (its type is the result's)."""
     # concat([x], axis) -> x
     return op.operands[0] if len(op.operands) == 1 else None
 
 
 @rule("coreai.reverse")
 def identity_reverse(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes every reversed axis exists and has static size 1."""
     # reverse(x, axes) -> x   when every reversed axis has size 1
     x = op.operands[0]
     rank = x.type.rank
-    if all(x.type.shape[a % max(rank, 1)] == 1 for a in op.attributes["axes"]):
+    if all(-rank <= a < rank and x.type.shape[a] == 1 for a in op.attributes["axes"]):
         return x
     return None
 
 
 @rule("coreai.get_shape")
 def static_shape(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes a static ``x`` (the constant is int64, get_shape's result type)."""
     # get_shape(x : static T) -> constant(T.shape)
     x = op.operands[0]
     if not x.type.is_static:
@@ -224,7 +248,11 @@ def _keeps(op: Operation, x: Value) -> bool:
 
 @rule("coreai.mul", "coreai.broadcasting_mul")
 def mul_one(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the ones neither broadcast nor cast ``x`` and ``x`` is not complex
+    (``(inf+0j) * (1+0j)`` is ``inf+nanj``)."""
     # x * 1 -> x ; 1 * x -> x
+    if op.result.type.element_type.is_complex:
+        return None
     a, b = op.operands
     for x, one in ((a, b), (b, a)):
         if _keeps(op, x) and _all_equal(rw, one, 1):
@@ -234,6 +262,7 @@ def mul_one(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.add", "coreai.broadcasting_add")
 def add_zero(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the zeros neither broadcast nor cast ``x``."""
     # x + 0 -> x ; 0 + x -> x
     a, b = op.operands
     for x, zero in ((a, b), (b, a)):
@@ -244,6 +273,7 @@ def add_zero(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.sub", "coreai.broadcasting_sub")
 def sub_zero(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the zeros neither broadcast nor cast ``x``."""
     # x - 0 -> x
     x, zero = op.operands
     return x if _keeps(op, x) and _all_equal(rw, zero, 0) else None
@@ -251,20 +281,27 @@ def sub_zero(op: Operation, rw: Rewriter) -> Value | None:
 
 @rule("coreai.divide", "coreai.broadcasting_divide")
 def divide_one(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes the ones neither broadcast nor cast ``x`` and ``x`` is not complex (a
+    complex division by ``1+0j`` turns infinite parts into NaN)."""
     # x / 1 -> x
+    if op.result.type.element_type.is_complex:
+        return None
     x, one = op.operands
     return x if _keeps(op, x) and _all_equal(rw, one, 1) else None
 
 
 @rule("coreai.neg", "coreai.not", "coreai.bitwise_not")
 def involution(op: Operation, rw: Rewriter) -> Value | None:
+    """Reads through the inner op (same name, a single result); exact for every dtype
+    (integer negation wraps both ways)."""
     # neg(neg(x)) -> x ; not(not(x)) -> x ; bitwise_not(bitwise_not(x)) -> x
-    inner = _producer(op.operands[0], op.name)
+    inner = rw.producer(op.operands[0], op.name)
     return inner.operands[0] if inner is not None else None
 
 
 @rule("coreai.broadcasting_where")
 def where_same(op: Operation, rw: Rewriter) -> Value | None:
+    """Assumes both branches are one value whose type the condition does not broadcast."""
     # where(c, x, x) -> x   (when c does not broadcast x)
     _, a, b = op.operands
     return a if a is b and _keeps(op, a) else None

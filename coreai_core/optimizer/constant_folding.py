@@ -14,6 +14,11 @@ what ``run()`` would have computed. An op is folded only when
 Folded results with more than ``INLINE_LIMIT`` elements are stored as program weights named
 after their source weight (``fc.weight.transpose``). An op whose kernel raises (e.g. an
 integer division by zero) is left alone, so the error still surfaces when the program runs.
+
+A fold replaces an op by constants only, so it never copies an op. A multi-result op folds
+into one constant per result, and only when the kernel returns that many results of exactly
+the declared types. "No other reader" counts the readers the sweep has not reached yet
+(:meth:`~coreai_core.optimizer.Rewriter.exclusive_weight`).
 """
 
 from __future__ import annotations

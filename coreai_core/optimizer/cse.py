@@ -7,6 +7,12 @@ random ones (each execution draws new numbers) or ops whose regions or callee co
 
 Weights holding bit-identical data are merged too: every constant referencing a duplicate is
 pointed at the first such weight, the duplicate then becomes unreferenced and is dropped.
+
+Assumptions: ops are merged within one graph only (a region's values are its own), and the
+first copy comes earlier in that graph, so it is computed before every reader of the second
+(the sweep goes in order; a first copy found dead is forgotten). Operands are compared by
+identity after substitution, so two ops merge only when they read the very same values.
+Merging only removes ops; it never copies one.
 """
 
 from __future__ import annotations

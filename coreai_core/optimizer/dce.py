@@ -4,6 +4,9 @@ A graph's outputs and state outputs are its roots; an op is live if it is impure
 results is used by a live op. Regions of live ops are cleaned the same way (region inputs and
 outputs are their op's interface and stay). Graph inputs are never removed: they are the
 program's signature.
+
+Assumes that an op without an effect trait (``impure``, ``side_effects``) has no effect beyond
+its results; ops without a definition count as impure and stay.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ Assumptions, each checked before a fold (a fold whose check fails is skipped):
 - **Channel axis.** ``s`` and ``t`` vary only along the channel axis (axis 1 of a conv
   result, the last axis of a matmul result whose right operand is a constant matrix) and are
   broadcast against it without changing its type (same shape, same dtype).
-- **Dtype.** Only float results are folded; ``s`` is finite (and non-zero for a division).
+- **Dtype.** Only float16, bfloat16, float32 and float64 results are folded (in 8- and 4-bit
+  floats, rounding the scaled weights to so few bits would change the results noticeably);
+  ``s`` is finite (and non-zero for a division), and so is every new weight, bias and merged
+  constant in its dtype (a fold that overflows is refused).
 
 New weights are computed in float64 and rounded once into new constants (weights are never
 edited in place); a weight whose old data nothing reads any more passes its name on.
@@ -34,9 +37,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, weight_hint
 
+FOLDED_DTYPES = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
 SCALES = {"coreai.mul": "mul", "coreai.broadcasting_mul": "mul", "coreai.divide": "div",
           "coreai.broadcasting_divide": "div"}
 SHIFTS = {"coreai.add": "add", "coreai.broadcasting_add": "add", "coreai.sub": "sub",
@@ -59,9 +64,10 @@ def channel_vector(c: np.ndarray, rank: int, axis: int, size: int) -> np.ndarray
 
 def _affine_operands(op: Operation, rw: Rewriter) -> tuple[Value, np.ndarray, str] | None:
     """(y, constant, kind) for ``y * c``, ``c * y``, ``y / c``, ``y + c``, ``c + y``, ``y - c``
-    with a float result of ``y``'s type (``c`` does not broadcast ``y``) and ``y`` computed."""
+    with a result of ``y``'s type in :data:`FOLDED_DTYPES` (``c`` does not broadcast ``y``) and
+    ``y`` computed."""
     kind = SCALES.get(op.name) or SHIFTS.get(op.name)
-    if kind is None or len(op.results) != 1 or not op.result.type.element_type.is_float:
+    if kind is None or len(op.results) != 1 or op.result.type.element_type not in FOLDED_DTYPES:
         return None
     a, b = op.operands
     pairs = [(a, b), (b, a)] if op.name in COMMUTATIVE else [(a, b)]
@@ -124,9 +130,10 @@ class FoldAffinePass(RewritePass):
         c = c.astype(np.float64)
         if not np.all(np.isfinite(c)) or (kind == "div" and not np.all(c != 0)):
             return None  # x * inf or x / 0 is not distributive (0 * inf is NaN)
-        if kind in ("mul", "div"):
-            return self._fold_scale(op, producer, 1.0 / c if kind == "div" else c, rw)
-        return self._fold_shift(op, producer, -c if kind == "sub" else c, rw)
+        with np.errstate(over="ignore"):  # a fold that overflows is refused, not warned about
+            if kind in ("mul", "div"):
+                return self._fold_scale(op, producer, 1.0 / c if kind == "div" else c, rw)
+            return self._fold_shift(op, producer, -c if kind == "sub" else c, rw)
 
     # -- scale ----------------------------------------------------------------------------------
     def _fold_scale(self, op: Operation, producer: Operation, s: np.ndarray,
@@ -144,12 +151,13 @@ class FoldAffinePass(RewritePass):
             return None
         operands = list(producer.operands)
         w_axis = 0 if producer.name == "coreai.conv" else -1
-        operands[1] = rw.derived_constant(operands[1], _scaled(_data(rw, operands[1]), v, w_axis),
-                                          producer.location)
+        new_data = [_scaled(_data(rw, operands[1]), v, w_axis)]
         if len(operands) == 3:
-            bias = _data(rw, operands[2])
-            operands[2] = rw.derived_constant(operands[2], _scaled(bias, v, 0),
-                                              producer.location)
+            new_data.append(_scaled(_data(rw, operands[2]), v, 0))
+        if not all(np.all(np.isfinite(d)) for d in new_data):
+            return None  # the scaled weights overflow their dtype
+        for i, data in enumerate(new_data, start=1):
+            operands[i] = rw.derived_constant(operands[i], data, producer.location)
         # The operands keep their types, so the new op has the producer's (== op's) type.
         return rw.replacement(op, producer.name, operands, dict(producer.attributes))
 
@@ -173,10 +181,12 @@ class FoldAffinePass(RewritePass):
         bv = channel_vector(b, rank, axis, size)
         if v is None or bv is None:
             return None
+        new_b = (bv * v).astype(b.dtype).reshape(_vector_shape(rank, axis, size))
+        if not np.all(np.isfinite(new_b)):
+            return None  # the scaled shift overflows its dtype
         scaled = self._fold_scale(shift, inner, s, rw)
         if scaled is None:
             return None
-        new_b = (bv * v).astype(b.dtype).reshape(_vector_shape(rank, axis, size))
         b_value = rw.constant(new_b, "folded_bias", op.location)
         name = "coreai.broadcasting_add" if kind == "add" else "coreai.broadcasting_sub"
         return rw.replacement(op, name, [scaled[0], b_value], {})
@@ -193,13 +203,15 @@ class FoldAffinePass(RewritePass):
                 return None
             operands = list(producer.operands)
             dtype = _data(rw, operands[1]).dtype
-            if len(operands) == 3:
-                bias = _data(rw, operands[2])
-                operands[2] = rw.derived_constant(operands[2], (bias + v).astype(dtype),
-                                                  producer.location)
+            has_bias = len(operands) == 3
+            new_bias = ((_data(rw, operands[2]) + v) if has_bias else v).astype(dtype)
+            if not np.all(np.isfinite(new_bias)):
+                return None  # the shifted bias overflows its dtype
+            if has_bias:
+                operands[2] = rw.derived_constant(operands[2], new_bias, producer.location)
             else:
                 hint = weight_hint(rw.origin_weight_name(operands[1]) or "folded", "bias")
-                operands.append(rw.constant(v.astype(dtype), hint, producer.location))
+                operands.append(rw.constant(new_bias, hint, producer.location))
             return rw.replacement(op, producer.name, operands, dict(producer.attributes))
         return self._merge(op, producer, t, rw, scale=False)
 
@@ -214,9 +226,11 @@ class FoldAffinePass(RewritePass):
         if not np.all(np.isfinite(first64)) or (kind == "div" and not np.all(first64 != 0)):
             return None
         first64 = {"sub": -first64, "div": 1.0 / first64}.get(kind, first64)
-        total = first64 * c if scale else first64 + c
+        total = (first64 * c if scale else first64 + c).astype(first.dtype)
+        if not np.all(np.isfinite(total)):
+            return None  # the merged constant overflows its dtype
         hint = "folded_scale" if scale else "folded_shift"
-        merged = rw.constant(total.astype(first.dtype), hint, op.location)
+        merged = rw.constant(total, hint, op.location)
         name = "coreai.broadcasting_mul" if scale else "coreai.broadcasting_add"
         return rw.replacement(op, name, [y, merged], {})
 

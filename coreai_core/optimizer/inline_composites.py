@@ -10,6 +10,10 @@ the composites a backend does not know::
 A dynamic dimension of the callee takes the caller's size in the copy (the same binding the
 ``invoke`` type rule uses), so the inlined ops are typed in the caller's symbols. Composite
 graphs no ``invoke`` references any more are removed afterwards.
+
+Assumes what the runtime also assumes: an ``invoke`` computes exactly its callee's body on its
+operands (a composite's declaration is a name for the backends, not other semantics). Each
+inlined call is one copy of the body replacing the call, so nothing runs twice.
 """
 
 from __future__ import annotations

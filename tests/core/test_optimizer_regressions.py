@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
-from coreai_core import Program, TensorType, Value, parse
+from coreai_core import Operation, Program, TensorType, Value, parse
 from coreai_core.dialects import coreai
+from coreai_core.optimizer import RewritePass, Rewriter
 from coreai_torch import TorchConverter, get_decomp_table
 
 
@@ -186,3 +190,105 @@ def test_mobilenet_v3_blocks_match_torch_after_optimize() -> None:
     optimized = next(iter(program.run(feed).values()))
     np.testing.assert_allclose(optimized, expected, rtol=1e-5, atol=1e-5)
     assert _count(program, "coreai.conv") == convs  # no conv copied by a fold
+
+
+class _CopyingShiftFold(RewritePass):
+    """A deliberately careless rule: folds ``conv(x, W) + t`` into a new conv without asking
+    whether the conv has other readers (what fold_affine once did)."""
+
+    name = "copying_shift_fold"
+
+    def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+        if op.name != "coreai.broadcasting_add":
+            return None
+        conv = rw.producer(op.operands[0], "coreai.conv")
+        t = rw.const(op.operands[1])
+        if conv is None or t is None or len(conv.operands) != 2:
+            return None
+        bias = rw.constant(np.broadcast_to(t.reshape(-1), (conv.result.type.shape[1],)))
+        return rw.replacement(op, "coreai.conv", [*conv.operands, bias], dict(conv.attributes))
+
+
+def _conv_plus_shift(readers: int) -> Program:
+    rng = np.random.default_rng(5)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 2, 4, 4), "float32")}) as g:
+        y = coreai.conv(g["x"], coreai.constant(_random(rng, 3, 2, 1, 1)))
+        out = {"shifted": coreai.broadcasting_add(y, coreai.constant(_random(rng, 3, 1, 1)))}
+        if readers == 2:
+            out["relu"] = coreai.relu(y)
+        g.outputs(out)
+    return program
+
+
+def test_the_rewriter_refuses_a_rewrite_that_copies_a_heavy_op() -> None:
+    # The framework's own guard, whatever the rule checks: with a second reader the new conv
+    # would run next to the old one, so the rewrite is dropped; with one reader it replaces it.
+    x = {"x": _random(np.random.default_rng(6), 1, 2, 4, 4)}
+    for readers, rewritten in ((2, 0), (1, 1)):
+        program = _conv_plus_shift(readers)
+        before = program.run(x)
+        stats = _CopyingShiftFold().run(program)
+        program.verify()
+        assert stats.rewritten == rewritten
+        assert _count(program, "coreai.conv") == 1
+        assert _count(program, "coreai.broadcasting_add") == 1 - rewritten
+        after = program.run(x)
+        for k in before:
+            np.testing.assert_allclose(after[k], before[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_a_user_keeping_a_constant_operand_still_takes_the_other_replacements() -> None:
+    # reshape(x * 1, get_shape(z)) has a dynamic type; folding get_shape to a constant would
+    # make it static, so the reshape keeps its shape operand. Its data operand still moves to
+    # x (a type never depends on a computed value's data), so ``x * 1`` dies. (The whole
+    # remap used to be refused, keeping the multiply forever.)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2, 3), "float32"),
+                                       "z": TensorType((3, 2), "float32")}) as g:
+        data = coreai.broadcasting_mul(g["x"], 1.0)
+        g.outputs({"y": coreai.reshape(data, coreai.get_shape(g["z"]))})
+    rng = np.random.default_rng(7)
+    feed = {"x": _random(rng, 2, 3), "z": _random(rng, 3, 2)}
+    before = program.run(feed)
+    program.optimize(["canonicalize"])
+    program.verify()
+    assert [op.name for op in program.graphs["main"].ops] == ["coreai.get_shape",
+                                                              "coreai.reshape"]
+    np.testing.assert_array_equal(program.run(feed)["y"], before["y"])
+
+
+@pytest.mark.parametrize(("dtype", "folds"), [("bfloat16", True), ("float8_e4m3fn", False)])
+def test_affine_folds_only_where_the_scaled_weights_keep_their_precision(
+        dtype: str, folds: bool) -> None:
+    # a 3-bit mantissa would round W * s far more than it rounds (x @ W) * s
+    np_dtype = np.dtype(getattr(ml_dtypes, dtype))
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((3, 4)).astype(np_dtype)
+    s = (rng.random(4) + 0.5).astype(np_dtype)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2, 3), dtype)}) as g:
+        y = coreai.batch_matmul(g["x"], coreai.constant(w))
+        g.outputs({"y": coreai.broadcasting_mul(y, coreai.constant(s))})
+    x = rng.standard_normal((2, 3)).astype(np_dtype)
+    assert program.optimize(["fold_affine"]).changed == folds
+    program.verify()
+    if folds:
+        assert _count(program, "coreai.broadcasting_mul") == 0
+        want = x.astype(np.float64) @ w.astype(np.float64) * s.astype(np.float64)
+        # bfloat16 keeps 8 significant bits: W * s and the product are each rounded once
+        np.testing.assert_allclose(program.run({"x": x})["y"].astype(np.float64), want,
+                                   rtol=3e-2, atol=3e-2)
+
+
+def test_affine_skips_folds_whose_weights_would_overflow() -> None:
+    # (x @ W) / 1e-6 in float16 is finite for a small x, but W / 1e-6 overflows to inf
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((1, 2), "float16")}) as g:
+        y = coreai.batch_matmul(g["x"], coreai.constant(np.ones((2, 2), np.float16)))
+        g.outputs({"y": coreai.broadcasting_divide(y, coreai.constant(np.float16(1e-6)))})
+    x = {"x": np.array([[1e-4, 2e-4]], np.float16)}
+    before = program.run(x)["y"]
+    assert np.all(np.isfinite(before))
+    assert not program.optimize(["fold_affine"]).changed
+    np.testing.assert_array_equal(program.run(x)["y"], before)
