@@ -120,11 +120,15 @@ def _run(name: str, program: Program, feeds: list[np.ndarray], expected: list[np
 
 
 def _where(exc: BaseException) -> str:
-    """The pass code that raised: its first frame below the pass manager, and the innermost
-    frame when that is deeper (an IR helper)."""
+    """Where a pass raised: its innermost frame in the optimizer package (the rewrite rule),
+    else its first frame below the pass manager (a custom pass), and the innermost frame when
+    that is deeper (an IR helper)."""
     frames = traceback.extract_tb(exc.__traceback__)
     managed = [i for i, f in enumerate(frames) if f.filename.endswith("optimizer/_manager.py")]
-    entry = frames[managed[-1] + 1] if managed and managed[-1] + 1 < len(frames) else frames[-1]
+    below = frames[managed[-1] + 1:] if managed else frames
+    below = below or frames[-1:]
+    in_passes = [f for f in below if "/optimizer/" in f.filename.replace("\\", "/")]
+    entry = in_passes[-1] if in_passes else below[0]
     where = f"{entry.filename}:{entry.lineno} in {entry.name}"
     last = frames[-1]
     return where if last is entry else f"{where}, raised at {last.filename}:{last.lineno}"
