@@ -95,6 +95,22 @@ def _linear_affine(t: Value) -> Value:
     return coreai.broadcasting_add(z, coreai.constant(f32(9, 6), name="shift"))
 
 
+def _conv_bn_hard_swish(x: Value) -> Value:
+    # the conv has two readers after the batch norm folds: hard-swish's ``+ 3`` and ``*``
+    y = coreai.conv(x, coreai.constant(f32(13, 4, 3, 1, 1), name="conv.weight"))
+    y = coreai.broadcasting_mul(y, coreai.constant(np.abs(f32(14, 4, 1, 1)) + 0.5,
+                                                   name="bn.scale"))
+    y = coreai.broadcasting_add(y, coreai.constant(f32(15, 4, 1, 1), name="bn.shift"))
+    gate = coreai.broadcasting_minimum(coreai.relu(coreai.broadcasting_add(y, 3.0)), 6.0)
+    return coreai.broadcasting_mul(y, gate)
+
+
+def _split_then_scale(x: Value) -> Value:
+    a, b = coreai.split(x, split_sizes=[2, 2], axis=1)
+    return coreai.concat([coreai.broadcasting_mul(a, coreai.constant(f32(16, 2, 1, 1))), b],
+                         axis=1)
+
+
 X23 = {"x": ((2, 3), F)}
 CASES: dict[str, Callable[[], Program]] = {
     # canonicalize
@@ -183,6 +199,9 @@ CASES: dict[str, Callable[[], Program]] = {
     "affine_merge_scales_and_shifts": lambda: prog(lambda x: coreai.broadcasting_sub(
         coreai.broadcasting_add(coreai.broadcasting_divide(
             coreai.broadcasting_mul(coreai.exp(x), 2.0), 4.0), 1.0), 3.0), **X23),
+    "affine_conv_with_two_readers_kept": lambda: prog(_conv_bn_hard_swish,
+                                                      x=((1, 3, 2, 2), F)),
+    "affine_multi_result_producer_kept": lambda: prog(_split_then_scale, x=((1, 4, 2, 2), F)),
     "affine_per_width_scale_kept": lambda: prog(lambda x: coreai.broadcasting_mul(
         coreai.conv(x, coreai.constant(f32(11, 4, 3, 1, 1), name="w")),
         coreai.constant(f32(12, 5), name="per_width")), x=((1, 3, 5, 5), F)),

@@ -21,9 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coreai_core import Composite, Dim, Program, TensorType, Value, WeightRef, parse
+from coreai_core._opdef import OPS
 from coreai_core.dialects import coreai
 from coreai_core.optimizer import InlineCompositesPass, Pass, default_passes, pass_names
-from coreai_core.optimizer._rewrite import all_graphs, is_heavy
+from coreai_core.optimizer._rewrite import HEAVY_OPS, all_graphs, is_heavy
 
 F = "float32"
 COMPOSITE = "hard_swish_affine"
@@ -271,3 +272,8 @@ MOBILE_STEPS = ("conv_block", "conv_block", "residual", "split", "concat", "affi
 def test_mobile_blocks_keep_results(pipeline: str,
                                     case: tuple[Program, dict[str, np.ndarray]]) -> None:
     check_pipeline(pipeline, *case)
+
+
+def test_every_heavy_op_name_is_a_dialect_op() -> None:
+    # a misspelt name would silently let a rewrite copy that op
+    assert not HEAVY_OPS - set(OPS), sorted(HEAVY_OPS - set(OPS))

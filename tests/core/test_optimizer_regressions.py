@@ -11,7 +11,7 @@ import torch
 
 from coreai_core import Operation, Program, TensorType, Value, parse
 from coreai_core.dialects import coreai
-from coreai_core.optimizer import RewritePass, Rewriter
+from coreai_core.optimizer import PassContext, RewritePass, Rewriter
 from coreai_torch import TorchConverter, get_decomp_table
 
 
@@ -292,3 +292,58 @@ def test_affine_skips_folds_whose_weights_would_overflow() -> None:
     assert np.all(np.isfinite(before))
     assert not program.optimize(["fold_affine"]).changed
     np.testing.assert_array_equal(program.run(x)["y"], before)
+
+
+class _ExpToSinRecordingUses(RewritePass):
+    """Replaces exp by sin and records, at each later op, what the rewriter says about the
+    uses of the new sin."""
+
+    name = "exp_to_sin"
+
+    def begin(self, ctx: PassContext) -> None:
+        self.sin: Value | None = None
+        self.seen: list[tuple[str, int, int]] = []
+
+    def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+        if op.name == "coreai.exp":
+            new = rw.replacement(op, "coreai.sin", op.operands, {})
+            self.sin = None if new is None else new[0]
+            return new
+        if self.sin is not None:
+            self.seen.append((op.name, rw.use_count(self.sin), rw.uses[id(self.sin)]))
+        return None
+
+
+def test_use_counts_include_the_readers_the_sweep_has_not_reached() -> None:
+    # y = exp(x) has two readers. When the sweep is at the first one, only that one has been
+    # moved to sin(x); the second still reads exp(x) but will read sin(x): two uses, not one.
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((3,), "float32")}) as g:
+        y = coreai.exp(g["x"])
+        g.outputs({"a": coreai.broadcasting_add(y, 1.0), "b": coreai.broadcasting_mul(y, 2.0)})
+    recorder = _ExpToSinRecordingUses()
+    recorder.run(program)
+    visits = [(name, count, raw) for name, count, raw in recorder.seen
+              if name != "coreai.constant"]
+    assert visits == [("coreai.broadcasting_add", 2, 1), ("coreai.broadcasting_mul", 2, 2)]
+
+
+def test_complex_times_one_is_not_dropped() -> None:
+    # (inf + 0j) * (1 + 0j) is inf + nan j in numpy and torch: x * 1 -> x would change it
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((2,), "complex64")}) as g:
+        g.outputs({"y": coreai.broadcasting_mul(g["x"], coreai.constant(
+            np.ones(2, np.complex64)))})
+    x = {"x": np.array([np.inf + 0j, 1 + 2j], np.complex64)}
+    with np.errstate(invalid="ignore"):  # the nan is the point
+        want = x["x"] * np.ones(2, np.complex64)
+    assert not program.optimize(["canonicalize"]).changed
+    np.testing.assert_array_equal(program.run(x)["y"], want)
+
+
+def test_reverse_of_an_axis_a_scalar_lacks_is_left_to_the_runtime() -> None:
+    # the type rule lets it through; canonicalize indexed the missing axis (IndexError)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((), "float32")}) as g:
+        g.outputs({"y": coreai.reverse(g["x"], axes=[0])})
+    assert not program.optimize(["canonicalize"]).changed
