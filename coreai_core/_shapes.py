@@ -104,16 +104,22 @@ def window_out(size: DimT, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
                ceil_mode: bool = False) -> DimT: ...
 def window_out(size: DimT, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
                ceil_mode: bool = False) -> DimT:
-    """Output length of a sliding window (conv/pool), PyTorch's formula."""
+    """Output length of a sliding window (conv/pool), PyTorch's formula.
+
+    As ATen's ``pooling_output_shape``: ``floor((span + (s - 1 if ceil_mode)) / s) + 1`` with
+    ``span = size + pads - d*(k-1) - 1``, then with ``ceil_mode`` the last window must start
+    inside the input or its left padding. With ``ceil_mode`` a window longer than the padded
+    input still gives one output when it starts inside (torch clips it); a length below one
+    is an error, as in torch.
+    """
     if not isinstance(size, int):
         return Dim()
     span = size + pad_lo + pad_hi - d * (k - 1) - 1
-    if span < 0:
-        fail(f"window of size {k} (dilation {d}) does not fit input length {size} "
-             f"with padding ({pad_lo}, {pad_hi})")
-    n = -(-span // s) if ceil_mode else span // s
-    out = n + 1
-    # PyTorch: with ceil_mode the last window must start inside the input or left padding.
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= size + pad_lo:
         out -= 1
+    if out < 1:
+        fail(f"window of size {k} (dilation {d}, stride {s}) does not fit input length {size} "
+             f"with padding ({pad_lo}, {pad_hi}){'' if ceil_mode else ' and ceil_mode=False'}: "
+             f"output length {out}")
     return out

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from coreai_core import Composite, Dim, Graph, Program, TensorType, Value
 from coreai_core._builder import current_graph, default_location
@@ -133,6 +134,16 @@ class DefinedValues:
             index.values.update(op.results)
         index.seen = len(graph.ops)
         return value in index.values
+
+
+def _known_to_be(size: Any, value: int) -> bool:
+    """True when torch proves its symbolic ``size`` equal to ``value``.
+
+    A static result size is then a refinement, not a specialization: broadcasting a static 16
+    against ``Min(16, u0)`` (an unbacked size) is 16 in every run, and torch asserts
+    ``Eq(Min(16, u0), 16)`` at run time while keeping the unsimplified expression as the size.
+    """
+    return isinstance(size, torch.SymInt) and statically_known_true(size == value)
 
 
 class GraphLowerer:
@@ -372,10 +383,11 @@ class GraphLowerer:
         shapes = f"{what} has shape {_shape(got)}, torch says {_shape(expected)}"
         if got.rank != expected.rank:
             fail(shapes)
-        for g_dim, e_dim in zip(got.shape, expected.shape, strict=True):
+        for axis, (g_dim, e_dim) in enumerate(zip(got.shape, expected.shape, strict=True)):
             if isinstance(g_dim, int) and isinstance(e_dim, int) and g_dim != e_dim:
                 fail(shapes)
-            if isinstance(g_dim, int) and isinstance(e_dim, Dim):
+            if (isinstance(g_dim, int) and isinstance(e_dim, Dim)
+                    and not _known_to_be(val.shape[axis], g_dim)):
                 fail(f"{what} has static size {g_dim} where torch has the dynamic size "
                      f"{e_dim.name}; the lowering specialized a dynamic shape")
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from coreai_torch import TorchConverter, get_decomp_table, verify
-from tests.models.zoo import HF
+from tests.models.builders import HF
 
 
 def _llama(device: str) -> torch.nn.Module:

@@ -14,8 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coreai_torch.examples import TinyConvNet
-
-Builder = Callable[[], tuple[nn.Module, tuple[Any, ...]]]
+from tests.models.builders import Builder, hf_model, pixels, plain, token_ids
 
 
 class MLP(nn.Module):
@@ -71,42 +70,12 @@ class CondModel(nn.Module):
                           (x,))
 
 
-class HF(nn.Module):
-    """Calls a transformers model with keyword inputs and returns one tensor field."""
-
-    def __init__(self, model: nn.Module, field: str, names: tuple[str, ...],
-                 **fixed: Any) -> None:
-        super().__init__()
-        self.model = model
-        self.field = field
-        self.names = names
-        self.fixed = fixed
-
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        out = self.model(**dict(zip(self.names, inputs, strict=True)), **self.fixed)
-        return getattr(out, self.field)
-
-
-def _hf(model_cls: Any, config: Any, inputs: tuple[torch.Tensor, ...], names: tuple[str, ...],
-        field: str = "last_hidden_state", **fixed: Any) -> tuple[nn.Module, tuple[Any, ...]]:
-    torch.manual_seed(0)
-    return HF(model_cls(config).eval(), field, names, **fixed).eval(), inputs
-
-
-def _ids(vocab: int = 96, batch: int = 2, length: int = 11) -> torch.Tensor:
-    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(1))
-
-
-def _pixels(size: int = 32, channels: int = 3) -> torch.Tensor:
-    return torch.randn(1, channels, size, size, generator=torch.Generator().manual_seed(2))
-
-
 def gpt2(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
     from transformers import GPT2Config, GPT2Model
 
     cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=96, n_positions=32,
                      use_cache=False, bos_token_id=0, eos_token_id=0, attn_implementation=attn)
-    return _hf(GPT2Model, cfg, (_ids(),), ("input_ids",))
+    return hf_model(GPT2Model, cfg, (token_ids(),), ("input_ids",))
 
 
 def bert(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -116,7 +85,7 @@ def bert(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
                      intermediate_size=64, vocab_size=96, attn_implementation=attn)
     mask = torch.ones(2, 11, dtype=torch.int64)
     mask[1, 7:] = 0
-    return _hf(BertModel, cfg, (_ids(), mask), ("input_ids", "attention_mask"))
+    return hf_model(BertModel, cfg, (token_ids(), mask), ("input_ids", "attention_mask"))
 
 
 def _decoder(cls_name: str, attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -127,7 +96,7 @@ def _decoder(cls_name: str, attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
     cfg = config_cls(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                      hidden_size=32, intermediate_size=64, vocab_size=96, use_cache=False,
                      max_position_embeddings=64, attn_implementation=attn)
-    return _hf(model_cls, cfg, (_ids(),), ("input_ids",))
+    return hf_model(model_cls, cfg, (token_ids(),), ("input_ids",))
 
 
 def t5_encoder(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -135,7 +104,7 @@ def t5_encoder(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
 
     cfg = T5Config(num_layers=2, num_heads=2, d_model=32, d_kv=16, d_ff=64, vocab_size=96,
                    attn_implementation=attn)
-    return _hf(T5EncoderModel, cfg, (_ids(),), ("input_ids",))
+    return hf_model(T5EncoderModel, cfg, (token_ids(),), ("input_ids",))
 
 
 def vit(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -143,7 +112,7 @@ def vit(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
 
     cfg = ViTConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
                     intermediate_size=64, image_size=32, patch_size=8, attn_implementation=attn)
-    return _hf(ViTModel, cfg, (_pixels(),), ("pixel_values",))
+    return hf_model(ViTModel, cfg, (pixels(),), ("pixel_values",))
 
 
 def swin(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -151,7 +120,7 @@ def swin(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
 
     cfg = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
                      window_size=4, attn_implementation=attn)
-    return _hf(SwinModel, cfg, (_pixels(),), ("pixel_values",))
+    return hf_model(SwinModel, cfg, (pixels(),), ("pixel_values",))
 
 
 def convnext(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -159,7 +128,7 @@ def convnext(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
 
     cfg = ConvNextConfig(num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1],
                          image_size=32)
-    return _hf(ConvNextModel, cfg, (_pixels(),), ("pixel_values",), "pooler_output")
+    return hf_model(ConvNextModel, cfg, (pixels(),), ("pixel_values",), "pooler_output")
 
 
 def resnet(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -167,14 +136,14 @@ def resnet(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
 
     cfg = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
                        layer_type="bottleneck")
-    return _hf(ResNetModel, cfg, (_pixels(),), ("pixel_values",), "pooler_output")
+    return hf_model(ResNetModel, cfg, (pixels(),), ("pixel_values",), "pooler_output")
 
 
 def mobilenet_v2(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
     from transformers import MobileNetV2Config, MobileNetV2Model
 
     cfg = MobileNetV2Config(image_size=32, depth_multiplier=0.35)
-    return _hf(MobileNetV2Model, cfg, (_pixels(),), ("pixel_values",), "pooler_output")
+    return hf_model(MobileNetV2Model, cfg, (pixels(),), ("pixel_values",), "pooler_output")
 
 
 def whisper_encoder(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -185,7 +154,7 @@ def whisper_encoder(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
                         encoder_ffn_dim=64, num_mel_bins=16, max_source_positions=16,
                         attn_implementation=attn)
     feats = torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(3))
-    return _hf(WhisperEncoder, cfg, (feats,), ("input_features",))
+    return hf_model(WhisperEncoder, cfg, (feats,), ("input_features",))
 
 
 def wav2vec2(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -196,7 +165,7 @@ def wav2vec2(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
                          conv_kernel=(10, 3), num_conv_pos_embeddings=16,
                          num_conv_pos_embedding_groups=2, attn_implementation=attn)
     audio = torch.randn(1, 400, generator=torch.Generator().manual_seed(4))
-    return _hf(Wav2Vec2Model, cfg, (audio,), ("input_values",))
+    return hf_model(Wav2Vec2Model, cfg, (audio,), ("input_values",))
 
 
 def clip_text(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -205,7 +174,7 @@ def clip_text(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
     cfg = CLIPTextConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
                          intermediate_size=64, vocab_size=96, max_position_embeddings=32,
                          attn_implementation=attn)
-    return _hf(CLIPTextModel, cfg, (_ids(),), ("input_ids",), "pooler_output")
+    return hf_model(CLIPTextModel, cfg, (token_ids(),), ("input_ids",), "pooler_output")
 
 
 def clip_vision(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -214,15 +183,7 @@ def clip_vision(attn: str) -> tuple[nn.Module, tuple[Any, ...]]:
     cfg = CLIPVisionConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
                            intermediate_size=64, image_size=32, patch_size=8,
                            attn_implementation=attn)
-    return _hf(CLIPVisionModel, cfg, (_pixels(),), ("pixel_values",), "pooler_output")
-
-
-def _plain(fn: Callable[[], nn.Module], *inputs: torch.Tensor) -> Builder:
-    def build() -> tuple[nn.Module, tuple[Any, ...]]:
-        torch.manual_seed(0)
-        return fn().eval(), inputs
-
-    return build
+    return hf_model(CLIPVisionModel, cfg, (pixels(),), ("pixel_values",), "pooler_output")
 
 
 def _transformer_encoder() -> nn.Module:
@@ -232,13 +193,13 @@ def _transformer_encoder() -> nn.Module:
 
 g = torch.Generator().manual_seed(5)
 PLAIN: dict[str, Builder] = {
-    "mlp": _plain(MLP, torch.randn(3, 16, generator=g)),
-    "cnn_batchnorm": _plain(TinyConvNet, torch.randn(2, 3, 32, 32, generator=g)),
-    "transformer_encoder": _plain(_transformer_encoder, torch.randn(2, 9, 32, generator=g)),
-    "lstm": _plain(lambda: Recurrent(nn.LSTM), torch.randn(2, 7, 8, generator=g)),
-    "gru": _plain(lambda: Recurrent(nn.GRU), torch.randn(2, 7, 8, generator=g)),
-    "unet": _plain(UNet, torch.randn(1, 3, 16, 16, generator=g)),
-    "cond": _plain(CondModel, torch.randn(4, 6, generator=g)),
+    "mlp": plain(MLP, torch.randn(3, 16, generator=g)),
+    "cnn_batchnorm": plain(TinyConvNet, torch.randn(2, 3, 32, 32, generator=g)),
+    "transformer_encoder": plain(_transformer_encoder, torch.randn(2, 9, 32, generator=g)),
+    "lstm": plain(lambda: Recurrent(nn.LSTM), torch.randn(2, 7, 8, generator=g)),
+    "gru": plain(lambda: Recurrent(nn.GRU), torch.randn(2, 7, 8, generator=g)),
+    "unet": plain(UNet, torch.randn(1, 3, 16, 16, generator=g)),
+    "cond": plain(CondModel, torch.randn(4, 6, generator=g)),
 }
 ATTENTION = ("sdpa", "eager")
 HF_ATTENTION: dict[str, Callable[[str], tuple[nn.Module, tuple[Any, ...]]]] = {

@@ -43,9 +43,17 @@ def avg_pool_samples(n: int) -> st.SearchStrategy[Sample]:
         k = [draw(st.integers(1, 3)) for _ in range(n)]
         stride = None if draw(st.booleans()) else [draw(st.integers(1, 3)) for _ in range(n)]
         pad = [draw(st.integers(0, ki // 2)) for ki in k]
-        x = _input(draw, n, dtype, k)  # torch's avg_pool3d wants input >= kernel
+        ceil_mode = draw(st.booleans())
+        if ceil_mode and n < 3:
+            # the window may be longer than the padded input (HF EfficientNet's final pool):
+            # torch keeps one clipped window per axis while the output length is >= 1
+            s = stride or k
+            mins = [max(1, k[i] - 2 * pad[i] - s[i] + 1) for i in range(n)]
+        else:
+            mins = k  # torch's avg_pool3d wants input >= kernel
+        x = _input(draw, n, dtype, mins)
         kwargs = {"kernel_size": k, "stride": stride, "padding": pad,
-                  "ceil_mode": draw(st.booleans()), "count_include_pad": draw(st.booleans())}
+                  "ceil_mode": ceil_mode, "count_include_pad": draw(st.booleans())}
         if n > 1:
             kwargs["divisor_override"] = draw(st.sampled_from((None, None, 1, 3)))
         return Sample((x,), kwargs)
@@ -53,8 +61,33 @@ def avg_pool_samples(n: int) -> st.SearchStrategy[Sample]:
     return build()
 
 
+def oversized_window_samples(n: int) -> st.SearchStrategy[Sample]:
+    """ceil_mode windows longer than the padded input on every axis (HF EfficientNet's final
+    ``AvgPool2d(kernel_size=1280, ceil_mode=True)`` on a 2x2 map): one clipped window each."""
+    @st.composite
+    def build(draw: Any) -> Sample:
+        dtype = draw(st.sampled_from(F32_F64))
+        k = [draw(st.integers(2, 6)) for _ in range(n)]
+        pad = [draw(st.integers(0, (ki - 2) // 2)) for ki in k]
+        # a stride >= the padded-input excess keeps the first window starting inside
+        stride = None if draw(st.booleans()) else [
+            draw(st.integers(ki - 2 * pi, ki + 1)) for ki, pi in zip(k, pad, strict=True)]
+        spatial = [draw(st.integers(1, ki - 2 * pi - 1)) for ki, pi in zip(k, pad, strict=True)]
+        x = draw(tensors((draw(st.integers(1, 2)), 3, *spatial), dtype))
+        kwargs = {"kernel_size": k, "stride": stride, "padding": pad, "ceil_mode": True,
+                  "count_include_pad": draw(st.booleans())}
+        if n > 1:
+            kwargs["divisor_override"] = draw(st.sampled_from((None, None, 2)))
+        return Sample((x,), kwargs)
+
+    return build()
+
+
 for _n, _fn in ((1, F.avg_pool1d), (2, F.avg_pool2d), (3, F.avg_pool3d)):
     add(f"aten::avg_pool{_n}d.default", _fn, avg_pool_samples(_n))
+for _n, _fn in ((1, F.avg_pool1d), (2, F.avg_pool2d)):
+    add(f"aten::avg_pool{_n}d.default", _fn, oversized_window_samples(_n),
+        name=f"avg_pool{_n}d[window>input]")
 
 
 # -- max pooling ---------------------------------------------------------------------------------
