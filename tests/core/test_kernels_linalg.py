@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from coreai_core import Program, TensorType
 from coreai_core.dialects import coreai
 from coreai_core.errors import TypeRuleError
+from coreai_core.runtime import KernelError
 from tests.core.kernel_util import check, run_op, seeds
 
 DTYPES = st.sampled_from([np.float32, np.float64])
@@ -193,3 +194,31 @@ def test_matrix_exp_of_a_large_norm_is_rounded_once(seed, n, complex_):
     # one rounding of each part: half an ulp of the largest entry, plus float64's error
     ulp = np.spacing(np.float32(np.abs(exact).max()))
     assert np.abs(got.astype(np.complex128) - exact).max() <= ulp, (got, exact)
+
+
+@pytest.mark.parametrize("op, pivots, message", [
+    ("lu_solve", [0, 2, 3], "pivot 0 is out of range"),
+    ("lu_solve", [1, 4, 3], "pivot 4 is out of range"),
+    ("ldl_solve", [1, 0, 3], "pivot 0 at position 1"),
+    ("ldl_solve", [1, 2, -4], "pivot -4 at position 2"),
+    ("ldl_solve", [1, 2, -3], "must be followed by the same value"),
+    ("ldl_solve", [-2, 1, 3], "must be followed by the same value"),
+])
+def test_solves_reject_pivots_a_factorization_cannot_give(op, pivots, message):
+    # LAPACK's getrs/sytrs index rows by these pivots without checking them: out-of-range
+    # values read outside the matrix (varying results, heap corruption), so the kernels check.
+    a = dominant(0, (), 3, 3, np.float64)
+    b = np.ones((3, 1))
+    solve = coreai.lu_solve if op == "lu_solve" else coreai.ldl_solve
+    with pytest.raises(KernelError, match=message):
+        run_op(solve, a, np.array(pivots, np.int32), b)
+
+
+def test_ldl_solve_accepts_the_pivots_of_a_real_factorization():
+    # a symmetric indefinite matrix whose Bunch-Kaufman factorization has a 2x2 block
+    a = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 1.0]])
+    ld, piv = torch.linalg.ldl_factor(torch.from_numpy(a))
+    assert (piv < 0).any()  # the case the pair check must accept
+    b = np.arange(3.0).reshape(3, 1)
+    (x,) = run_op(coreai.ldl_solve, ld.numpy(), piv.numpy(), b)
+    np.testing.assert_allclose(a @ x, b, atol=1e-12)

@@ -70,9 +70,8 @@ def _check_every_pipeline(name: str, program: Program, inputs: dict[str, np.ndar
                                            err_msg=f"{name} {[p.name for p in passes]} {k}")
 
 
-# Ops whose operands must come from another op (LAPACK pivots): random data is undefined
-# behaviour in their kernels (out-of-range pivots give varying results and corrupt the heap,
-# a runtime bug reported with issue 17), so they are not run on it.
+# Ops whose operands must come from another op (LAPACK pivots): random data are invalid pivots,
+# which their kernels reject (tests/core/test_kernels_linalg.py), so there is nothing to compare.
 NEEDS_VALID_DATA = frozenset({"coreai.ldl_solve", "coreai.lu_solve"})
 
 

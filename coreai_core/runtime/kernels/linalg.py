@@ -42,6 +42,36 @@ def _real(x: np.ndarray) -> np.dtype:
     return np.finfo(x.dtype).dtype
 
 
+def _check_lu_pivots(pivots: np.ndarray, n: int, op: str) -> None:
+    """LU pivots (1-based) must lie in [1, n]: LAPACK reads rows outside the matrix otherwise."""
+    if pivots.size and (pivots.min() < 1 or pivots.max() > n):
+        bad = int(pivots.min() if pivots.min() < 1 else pivots.max())
+        raise IndexError(f"{op}: pivot {bad} is out of range; LU pivots are 1-based, valid "
+                         f"pivots: [1, {n}] (as returned by lu_factor)")
+
+
+def _check_ldl_pivots(pivots: np.ndarray, n: int) -> None:
+    """Bunch-Kaufman pivots (LAPACK sytrf, lower): each is in [1, n] (a 1x1 block) or a pair
+    of equal negative values in [-n, -1] (a 2x2 block); anything else makes sytrs read
+    outside the matrix."""
+    flat = pivots.reshape(-1, pivots.shape[-1]) if pivots.ndim else pivots.reshape(1, 1)
+    for row in flat:
+        k = 0
+        while k < len(row):
+            p = int(row[k])
+            if p == 0 or abs(p) > n:
+                raise IndexError(f"ldl_solve: pivot {p} at position {k} is out of range; valid "
+                                 f"pivots: [1, {n}] or a pair of equal values in [-{n}, -1] "
+                                 "(as returned by ldl_factor)")
+            if p < 0:
+                if k + 1 >= len(row) or int(row[k + 1]) != p:
+                    raise IndexError(f"ldl_solve: negative pivot {p} at position {k} must be "
+                                     "followed by the same value (a 2x2 block, as returned by "
+                                     "ldl_factor)")
+                k += 1
+            k += 1
+
+
 def _check(info: int, routine: str) -> None:
     if info < 0:  # an argument error is a bug in this module, never a property of the data
         raise RuntimeError(f"LAPACK {routine}: invalid argument {-info}")
@@ -118,6 +148,7 @@ def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
     out = np.empty(batch + b.shape[-2:], b.dtype)
     if out.size == 0:
         return out
+    _check_lu_pivots(pivots, lu.shape[-1], "lu_solve")
     getrs = _lapack("getrs", lu)
     for i in _each(batch):
         trans = (2 if np.iscomplexobj(lu) else 1) if adjoint else 0  # 2: conjugate transpose
@@ -131,10 +162,7 @@ def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
 def pivots_to_permutation(pivots: np.ndarray, *, size: int) -> np.ndarray:
     """Apply the row interchanges in order to ``0..size-1`` (vectorized over the batch)."""
     batch = pivots.shape[:-1]
-    if pivots.size and (pivots.min() < 1 or pivots.max() > size):  # would wrap silently
-        bad = int(pivots.min() if pivots.min() < 1 else pivots.max())
-        raise IndexError(f"pivot {bad} is out of range: LU pivots are 1-based, valid pivots: "
-                         f"[1, {size}] (as torch.lu_unpack)")
+    _check_lu_pivots(pivots, size, "pivots_to_permutation")  # would wrap silently
     perm = np.broadcast_to(np.arange(size, dtype=np.int64), (*batch, size)).copy()
     for i in range(pivots.shape[-1]):
         j = pivots[..., i:i + 1].astype(np.int64) - 1
@@ -230,6 +258,7 @@ def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
     out = np.empty(batch + b.shape[-2:], b.dtype)
     if out.size == 0:
         return out
+    _check_ldl_pivots(pivots, ld.shape[-1])
     sytrs = _lapack("hetrs" if hermitian and np.iscomplexobj(ld) else "sytrs", ld)
     for i in _each(batch):
         x, code = sytrs(ld_b[i], piv_b[i], b_b[i], lower=1)
