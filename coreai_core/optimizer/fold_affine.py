@@ -225,7 +225,10 @@ class FoldAffinePass(RewritePass):
         first64 = first.astype(np.float64)
         if not np.all(np.isfinite(first64)) or (kind == "div" and not np.all(first64 != 0)):
             return None
-        first64 = {"sub": -first64, "div": 1.0 / first64}.get(kind, first64)
+        if kind == "sub":
+            first64 = -first64
+        elif kind == "div":
+            first64 = 1.0 / first64
         total = (first64 * c if scale else first64 + c).astype(first.dtype)
         if not np.all(np.isfinite(total)):
             return None  # the merged constant overflows its dtype
