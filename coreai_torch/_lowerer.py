@@ -18,8 +18,7 @@ import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from coreai_core import Composite, Dim, Program, TensorType, Value
-from coreai_core._builder import default_location
+from coreai_core import Composite, Dim, Program, TensorType, Value, default_location
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
