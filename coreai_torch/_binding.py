@@ -62,8 +62,8 @@ from coreai_torch._schema import (
     schema_args,
 )
 
-__all__ = ["NODE_FORM_PARAMETERS", "NodeValues", "as_lowering", "call_lowering", "is_node_form",
-           "node_form"]
+__all__ = ["NODE_FORM_PARAMETERS", "NodeValues", "as_lowering", "call_lowering", "check_form",
+           "is_node_form", "node_form"]
 
 Lowering = Callable[..., Any]
 LoweringForm = Literal["node"] | None
@@ -151,19 +151,22 @@ def node_form(fn: Lowering) -> Lowering:
     return lowering
 
 
+def check_form(form: object) -> None:
+    """Raise ValueError unless ``form`` is a lowering form: None or ``"node"``."""
+    if form not in (None, "node"):
+        raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the "
+                         "FX-node form fn(values_map, node, loc), or leave it out for a "
+                         "schema-bound lowering (parameters named after the op's schema)")
+
+
 def as_lowering(fn: Lowering, form: LoweringForm = None) -> Lowering:
     """The table entry for ``fn`` registered with ``form`` (None: the FX-node form if the
     parameters are exactly ``(values_map, node, loc)``, else schema-bound; ``"node"``: the
     FX-node form whatever the names)."""
+    check_form(form)
     if not callable(fn):
         raise TypeError(f"a lowering must be callable, got {fn!r}")
-    if form is None:
-        return fn
-    if form == "node":
-        return node_form(fn)
-    raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the FX-node "
-                     "form fn(values_map, node, loc), or leave it out for a schema-bound "
-                     "lowering (parameters named after the op's schema)")
+    return node_form(fn) if form == "node" else fn
 
 
 @attrs.frozen
@@ -304,7 +307,9 @@ def _call(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node, loc: 
         raise TypeError(f"lowering parameter {sig.positional_only[0]!r} is positional-only; a "
                         "schema-bound lowering receives its arguments by name")
     extra = [p for p in sig.params if p not in by_name]
-    unknown = [p for p in extra if p not in sig.optional]
+    # a default lets one function serve several overloads, but never makes ``node`` a schema
+    # argument: the FX node is read through the accessors
+    unknown = [p for p in extra if p not in sig.optional or p == "node"]
     if unknown:
         raise TypeError(_misnamed(unknown[0], by_name, node)
                         + (_NO_NODE if unknown[0] == "node" else _HOW_TO_NAME))

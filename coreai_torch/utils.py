@@ -208,19 +208,13 @@ def _promotion_operand(meta: Any) -> Any:
     return meta
 
 
-_PROMOTED_TYPES = ("Tensor", "Optional[Tensor]", "number", "Optional[number]")
-
-
-def promoted_dtype(*names: str) -> DType:
+def promoted_dtype(name: str, *names: str) -> DType:
     """torch's promoted dtype of arguments of the node being lowered, by schema name: the
     dtype torch computes an elementwise op in (``torch.result_type`` rules, wrapped numbers
-    included, so ``int_tensor < 2.5`` compares in float32).
-
-    Without names, every ``Tensor`` and ``Scalar`` argument of the schema takes part.
+    included, so ``int_tensor < 2.5`` compares in float32). Name the operands: a scale such
+    as ``add``'s ``alpha`` takes no part in torch's promotion.
     """
-    if not names:
-        node = _node_or_current(None, "promoted_dtype()")
-        names = tuple(s.name for s in schema_args(node.target) if s.type in _PROMOTED_TYPES)
+    names = (name, *names)
     operands = [_promotion_operand(arg_meta(n)) for n in names]
     operands = [o for o in operands if o is not None]
     if not operands:

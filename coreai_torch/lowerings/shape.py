@@ -48,21 +48,19 @@ def _input_val() -> torch.Tensor:
 # -- identities and casts -------------------------------------------------------------------------
 
 @reg("aten::alias.default", "aten::clone.default", "aten::detach.default")
-def aten_alias_default(self: Value, memory_format: object = None) -> Value:
+def aten_alias_default(self: Value) -> Value:
     """alias(Tensor(a) self) -> Tensor(a); also clone (memory_format ignored) and detach"""
     return self
 
 
 @reg("aten::_to_copy.default")
-def aten__to_copy_default(self: Value, dtype: DType | None = None, layout: object = None,
-                          device: object = None, pin_memory: bool | None = None,
-                          non_blocking: bool = False, memory_format: object = None) -> Value:
+def aten__to_copy_default(self: Value, dtype: DType | None = None) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
     return cast_to(self, result_dtype())
 
 
 @reg("aten::copy.default")
-def aten_copy_default(self: Value, src: Value, non_blocking: bool = False) -> Value:
+def aten_copy_default(self: Value, src: Value) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor: src broadcast to self"""
     src = cast_to(src, result_dtype())
     if src.type.shape == self.type.shape:
