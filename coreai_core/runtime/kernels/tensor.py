@@ -8,7 +8,7 @@ float16/bfloat16 accumulate in float32 like PyTorch's CPU reductions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -85,7 +85,8 @@ def any_(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     return np.asarray(np.any(up(x), axis=_axes(axes), keepdims=keep_dims))
 
 
-def _arg(fn, x: np.ndarray, axis: int | None, keep_dims: bool) -> np.ndarray:
+def _arg(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int | None, keep_dims: bool,
+         ) -> np.ndarray:
     if x.ndim == 0:
         return np.zeros((), np.int64)
     return np.asarray(fn(up(x), axis=axis, keepdims=keep_dims)).astype(np.int64, copy=False)
