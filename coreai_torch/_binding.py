@@ -145,6 +145,7 @@ def node_form(fn: Lowering) -> Lowering:
     def lowering(values_map: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
         return fn(values_map, node, loc)
 
+    # not functools.wraps: its __wrapped__ would lead inspect.signature back to fn's names
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
         with contextlib.suppress(AttributeError, TypeError):
             setattr(lowering, attr, getattr(fn, attr))
