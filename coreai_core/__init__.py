@@ -1,5 +1,6 @@
 """coreai_core: the Core AI tensor dialect, its IR, text form, optimizer and numpy runtime."""
 
+from coreai_core._builder import current_graph, current_program, default_location
 from coreai_core._dtypes import DType, promote_types
 from coreai_core._ir import Composite, Dim, Graph, Location, Operation, TensorType, Value, WeightRef
 from coreai_core._opdef import Floats, Ints, Range, defop
@@ -22,4 +23,6 @@ __all__ = [
     "TypeRuleError",
     "Value", "VerificationError", "WeightRef", "broadcast_shapes", "load", "parse",
     "promote_types",
+    # the insertion context builders append to (for lowering and graph-building code)
+    "current_graph", "current_program", "default_location",
 ]

@@ -64,10 +64,13 @@ def current() -> InsertionPoint:
 
 
 def current_graph() -> Graph:
+    """The graph builder calls append to (RuntimeError outside an insertion context)."""
     return current().graph
 
 
 def current_program() -> ProgramData | None:
+    """The program of the graph builder calls append to (None outside an insertion context
+    or for a graph that belongs to no program)."""
     ip = _CURRENT.get()
     return ip.graph.program if ip is not None else None
 

@@ -1,13 +1,20 @@
 """How lowerings receive their arguments: bound by name from the op's schema, or the FX node.
 
-Two forms of lowering are accepted, by built-ins and users alike:
+Two forms of lowering are accepted, by built-ins and users alike, and the form is never guessed:
 
-* **Schema-bound** (the default): parameters are named after the op's schema arguments and
-  receive converted values::
+* **FX-node form**: ``fn(values_map, node, loc)``, recognized by exactly these three parameter
+  names (positional, without defaults), or any function registered with ``form="node"``
+  (:func:`node_form`). The function reads ``node.args`` itself, e.g. with
+  :func:`coreai_torch.utils.get_operand`. Ops without a schema (Python operators, higher-order
+  ops) can only be lowered in this form.
+* **Schema-bound**: every other function. Its parameters are named after the op's schema
+  arguments and receive converted values::
 
-      @reg("aten::hardtanh.default")
-      def aten_hardtanh_default(self: Value, min_val: float = -1.0, max_val: float = 1.0):
-          return coreai.clip(self, min_val, max_val)
+      @reg("aten::leaky_relu.default")
+      def aten_leaky_relu_default(self: Value, negative_slope: float = 0.01) -> Value:
+          neg = coreai.broadcasting_less(self, scalar_like(0, self))
+          return coreai.broadcasting_where(
+              neg, coreai.broadcasting_mul(self, scalar_like(negative_slope, self)), self)
 
   ``Tensor`` arguments arrive as ``Value`` (``Tensor?`` may be None; ``Tensor[]`` is a list;
   a Python number where the schema says Tensor, as in ``add.Tensor(x, 2)``, stays a number:
@@ -15,15 +22,17 @@ Two forms of lowering are accepted, by built-ins and users alike:
   double rounding), ``ScalarType`` as a :class:`~coreai_core.DType`, ``int[]`` as a list of
   ints, other arguments as Python values. A symbolic argument (a SymInt/SymFloat FX node)
   arrives as its 0-d Value. Missing arguments take the schema default. A Python keyword among
-  the schema names gets a trailing underscore (``lambda_``). A keyword-only parameter named
-  ``node`` receives the FX node. A schema argument the lowering does not declare must hold its
-  default value, or the conversion fails naming it (so nothing is silently ignored). A
-  parameter with a default that the schema lacks keeps its default, so one function can serve
-  several overloads (``mean.dim`` and ``mean.default``).
-* **FX-node**: ``fn(values_map, node, loc)`` - three positional parameters without defaults,
-  the second named ``node`` (or names that are not all schema arguments). The function reads
-  ``node.args`` itself, e.g. with :func:`coreai_torch.utils.get_operand`. Ops without a schema
-  (Python operators, higher-order ops) are always lowered in this form.
+  the schema names gets a trailing underscore (``lambda_``). A parameter that is not a schema
+  argument and has no default is an error naming the closest schema argument ("did you
+  mean"). A schema argument the lowering does not declare must hold its default value, or the
+  conversion fails naming it (so nothing is silently ignored), except the arguments of
+  :data:`~coreai_torch._schema.IGNORED_ARGUMENTS` (``layout``, ``device``, ``pin_memory``,
+  ``memory_format``, ``generator``, ``non_blocking``), which describe nothing a Core AI
+  program holds. A parameter with a default that the schema lacks keeps its default, so one
+  function can serve several overloads (``mean.dim`` and ``mean.default``). The FX node is
+  not a parameter: torch's metadata of the node being lowered is read with
+  :func:`~coreai_torch.utils.result_type`, :func:`~coreai_torch.utils.result_meta`,
+  :func:`~coreai_torch.utils.arg_meta` and :func:`~coreai_torch.utils.promoted_dtype`.
 """
 
 from __future__ import annotations
@@ -31,10 +40,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
-import keyword
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import torch
@@ -43,8 +51,22 @@ import torch.fx
 from coreai_core import Value
 from coreai_core.dialects import coreai
 from coreai_torch import utils
+from coreai_torch._schema import (
+    DTYPE,
+    INTS,
+    TENSOR,
+    TENSORS,
+    SchemaArg,
+    bind_arguments,
+    has_schema,
+    schema_args,
+)
 
-__all__ = ["NodeValues", "call_lowering", "is_node_form"]
+__all__ = ["NODE_FORM_PARAMETERS", "NodeValues", "as_lowering", "call_lowering", "check_form",
+           "is_node_form", "node_form"]
+
+Lowering = Callable[..., Any]
+LoweringForm = Literal["node"] | None
 
 ValueKey = torch.fx.Node | tuple[torch.fx.Node, int]
 
@@ -101,26 +123,59 @@ class NodeValues(Mapping[str, Value]):
 
 # -- the two forms ---------------------------------------------------------------------------
 
-def is_node_form(fn: Callable[..., Any], target: Any = None) -> bool:
-    """True if ``fn`` is called as ``fn(values_map, node, loc)`` for ``target``.
+NODE_FORM_PARAMETERS = ("values_map", "node", "loc")
+"""The parameter names that make a function an FX-node-form lowering (the seed guide's form)."""
 
-    That is a function of exactly three positional parameters without defaults, whose second
-    is named ``node`` or whose names are not all arguments of the target's schema.
+
+def is_node_form(fn: Lowering) -> bool:
+    """True if ``fn`` is called as ``fn(values_map, node, loc)``: its parameters are exactly
+    those three names, positional and without defaults (what :func:`node_form` returns too)."""
+    return _signature_of(fn).node_form
+
+
+def node_form(fn: Lowering) -> Lowering:
+    """``fn`` as an FX-node-form lowering, whatever its parameter names (``form="node"``).
+
+    The result takes ``(values_map, node, loc)`` and calls ``fn`` with them positionally; it
+    carries ``fn``'s name, module and docstring, so errors name ``fn``.
     """
-    sig = _signature_of(fn)
-    if not sig.three_positional:
-        return False
-    if sig.params[1] == "node" or target is None or getattr(target, "_schema", None) is None:
-        return True
-    return not set(sig.params) <= {a.name for a in _schema_args(target)}
+    if is_node_form(fn):
+        return fn
+
+    def lowering(values_map: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
+        return fn(values_map, node, loc)
+
+    # not functools.wraps: its __wrapped__ would lead inspect.signature back to fn's names
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(lowering, attr, getattr(fn, attr))
+    return lowering
+
+
+def check_form(form: object) -> None:
+    """Raise ValueError unless ``form`` is a lowering form: None or ``"node"``."""
+    if form not in (None, "node"):
+        raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the "
+                         "FX-node form fn(values_map, node, loc), or leave it out for a "
+                         "schema-bound lowering (parameters named after the op's schema)")
+
+
+def as_lowering(fn: Lowering, form: LoweringForm = None) -> Lowering:
+    """The table entry for ``fn`` registered with ``form`` (None: the FX-node form if the
+    parameters are exactly ``(values_map, node, loc)``, else schema-bound; ``"node"``: the
+    FX-node form whatever the names)."""
+    check_form(form)
+    if not callable(fn):
+        raise TypeError(f"a lowering must be callable, got {fn!r}")
+    return node_form(fn) if form == "node" else fn
 
 
 @attrs.frozen
 class _FnSignature:
-    three_positional: bool
+    node_form: bool
     params: tuple[str, ...]  # parameters bound by name
+    positional_only: tuple[str, ...]
     optional: frozenset[str]  # those with a default
-    wants_node: bool
     var_keyword: bool
 
 
@@ -134,14 +189,14 @@ def _signature_of(fn: Callable[..., Any]) -> _FnSignature:
     except (KeyError, TypeError):
         pass
     params = list(inspect.signature(fn).parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     sig = _FnSignature(
-        three_positional=(len(params) == 3 and len(positional) == 3
-                          and all(p.default is p.empty for p in positional)),
-        params=tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                     and not (p.name == "node" and p.kind is p.KEYWORD_ONLY)),
+        node_form=(tuple(p.name for p in params) == NODE_FORM_PARAMETERS
+                   and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                           and p.default is p.empty for p in params)),
+        params=tuple(p.name for p in params
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)),
+        positional_only=tuple(p.name for p in params if p.kind is p.POSITIONAL_ONLY),
         optional=frozenset(p.name for p in params if p.default is not p.empty),
-        wants_node=any(p.name == "node" and p.kind is p.KEYWORD_ONLY for p in params),
         var_keyword=any(p.kind is p.VAR_KEYWORD for p in params),
     )
     # a builtin is not weak-referenceable: then the signature is recomputed next time
@@ -151,80 +206,6 @@ def _signature_of(fn: Callable[..., Any]) -> _FnSignature:
 
 
 # -- schema binding --------------------------------------------------------------------------
-
-TENSOR, TENSORS, DTYPE, INTS, PLAIN = "tensor", "tensors", "dtype", "ints", "plain"
-
-
-@attrs.frozen
-class _Arg:
-    schema_name: str
-    name: str  # the Python parameter name
-    kind: str
-    kwarg_only: bool
-    has_default: bool
-    default: Any
-    length: int | None  # N of ``int[N]``
-
-
-def _kind(real_type: str) -> str:
-    t = real_type
-    if t.startswith("Optional[") and t.endswith("]"):
-        t = t[len("Optional["):-1]
-    if t == "Tensor":
-        return TENSOR
-    if t in ("List[Tensor]", "List[Optional[Tensor]]"):
-        return TENSORS
-    if t == "ScalarType":
-        return DTYPE
-    if t in ("List[int]", "List[SymInt]"):
-        return INTS
-    return PLAIN
-
-
-_SCHEMAS: dict[Any, tuple[_Arg, ...]] = {}
-
-
-def _schema_args(target: Any) -> tuple[_Arg, ...]:
-    try:
-        return _SCHEMAS[target]
-    except KeyError:
-        pass
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        raise TypeError(f"{target} has no schema; lower it with the FX-node form "
-                        "fn(values_map, node, loc)")
-    args = []
-    for a in schema.arguments:
-        name = a.name + "_" if keyword.iskeyword(a.name) else a.name
-        has_default = a.has_default_value()
-        args.append(_Arg(a.name, name, _kind(str(a.real_type)), a.kwarg_only, has_default,
-                         a.default_value if has_default else None, getattr(a, "N", None)))
-    _SCHEMAS[target] = out = tuple(args)
-    return out
-
-
-def bind_arguments(node: torch.fx.Node) -> dict[str, Any]:
-    """The node's raw FX arguments by Python parameter name, with schema defaults filled."""
-    specs = _schema_args(node.target)
-    raw: dict[str, Any] = {}
-    positional = [s for s in specs if not s.kwarg_only]
-    if len(node.args) > len(positional):
-        raise TypeError(f"{len(node.args)} positional arguments for a schema with "
-                        f"{len(positional)} positional parameters")
-    for spec, arg in zip(positional, node.args, strict=False):
-        raw[spec.name] = arg
-    for spec in specs:
-        if spec.name in raw:
-            continue
-        if spec.schema_name in node.kwargs:
-            raw[spec.name] = node.kwargs[spec.schema_name]
-        elif spec.has_default:
-            raw[spec.name] = spec.default
-        else:
-            raise TypeError(f"the node gives no value for the required argument "
-                            f"{spec.schema_name!r}")
-    return raw
-
 
 # A schema default of type ScalarType is its c10::ScalarType code (``randint``'s ``dtype=4``).
 _SCALAR_TYPE_CODES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32,
@@ -240,13 +221,13 @@ def _torch_dtype(arg: Any) -> torch.dtype:
     return _SCALAR_TYPE_CODES[arg]
 
 
-def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> Any:
+def _convert(spec: SchemaArg, arg: Any, values: NodeValues) -> Any:
     if arg is None:
         return None
     if spec.kind == TENSOR:
-        return _tensor(arg, values, node)
+        return _tensor(arg, values)
     if spec.kind == TENSORS:
-        return [None if a is None else _tensor(a, values, node) for a in arg]
+        return [None if a is None else _tensor(a, values) for a in arg]
     if spec.kind == DTYPE:
         return utils.dtype_of(_torch_dtype(arg))
     if spec.kind == INTS and isinstance(arg, (int, torch.fx.Node)):
@@ -254,8 +235,7 @@ def _convert(spec: _Arg, arg: Any, values: NodeValues, node: torch.fx.Node) -> A
     return _plain(arg, values)
 
 
-def _tensor(arg: Any, values: NodeValues, node: torch.fx.Node,
-            ) -> Value | bool | int | float | complex:
+def _tensor(arg: Any, values: NodeValues) -> Value | bool | int | float | complex:
     if isinstance(arg, torch.fx.Node):
         return values.value(arg)
     if isinstance(arg, (bool, int, float, complex)):
@@ -281,17 +261,25 @@ def _is_default(value: Any, default: Any) -> bool:
     return value is default or (type(value) is not bool and value == default)
 
 
-def _misnamed(param: str, by_name: Mapping[str, _Arg], node: torch.fx.Node) -> str:
+def _misnamed(param: str, by_name: Mapping[str, SchemaArg], node: torch.fx.Node) -> str:
     close = difflib.get_close_matches(param, list(by_name), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = (f" (did you mean {close[0]!r}?)" if close else
+            f" (its arguments: {', '.join(by_name) or 'none'})")
     schema = getattr(node.target, "_schema", node.target)
     return f"lowering parameter {param!r} is not an argument of {schema}{hint}"
+
+
+_HOW_TO_NAME = ("; name the parameters of a schema-bound lowering after the schema, or write "
+                "the FX-node form fn(values_map, node, loc) (or register it with form='node')")
+_NO_NODE = ("; a schema-bound lowering does not receive the FX node: read torch's metadata of "
+            "the node being lowered with coreai_torch.utils (result_type, result_meta, "
+            "arg_meta, promoted_dtype), or write the FX-node form fn(values_map, node, loc)")
 
 
 def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node,
                   loc: Any) -> Any:
     """Call ``fn`` for ``node`` in its form (see the module docstring), with ``node`` as the
-    conversion context's current node (what ``result_type()`` describes)."""
+    conversion context's current node (what ``result_type()`` and ``arg_meta()`` describe)."""
     ctx = utils.active_context()
     token = None
     if ctx is None:  # called outside a conversion, e.g. from a test
@@ -307,30 +295,39 @@ def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Nod
 
 
 def _call(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
-    if is_node_form(fn, node.target):
+    if is_node_form(fn):
         return fn(values, node, loc)
+    if not has_schema(node.target):
+        raise TypeError(f"{node.target} has no schema, so its lowering must take the FX node: "
+                        "write fn(values_map, node, loc), or register the function with "
+                        "form='node'")
     sig = _signature_of(fn)
-    specs = _schema_args(node.target)
-    raw = bind_arguments(node)
+    specs = schema_args(node.target)
     by_name = {s.name: s for s in specs}
+    if sig.positional_only:
+        raise TypeError(f"lowering parameter {sig.positional_only[0]!r} is positional-only; a "
+                        "schema-bound lowering receives its arguments by name")
     extra = [p for p in sig.params if p not in by_name]
-    unknown = [p for p in extra if p not in sig.optional]
+    # a default lets one function serve several overloads, but never makes ``node`` a schema
+    # argument: the FX node is read through the accessors
+    unknown = [p for p in extra if p not in sig.optional or p == "node"]
     if unknown:
-        raise TypeError(_misnamed(unknown[0], by_name, node) + "; name the parameters after "
-                        "the schema, or write the lowering in the FX-node form "
-                        "fn(values_map, node, loc)")
+        raise TypeError(_misnamed(unknown[0], by_name, node)
+                        + (_NO_NODE if unknown[0] == "node" else _HOW_TO_NAME))
+    raw = bind_arguments(node)
     kwargs: dict[str, Any] = {}
     for spec in specs:
+        value = raw[spec.name]
         if spec.name in sig.params or sig.var_keyword:
-            kwargs[spec.name] = _convert(spec, raw[spec.name], values, node)
-        elif not spec.has_default or not _is_default(raw[spec.name], spec.default):
-            what = (f"argument {spec.schema_name}={raw[spec.name]!r} is not supported by this "
+            kwargs[spec.name] = _convert(spec, value, values)
+        elif spec.ignorable(value) or (spec.has_default and _is_default(value, spec.default)):
+            continue
+        else:
+            what = (f"argument {spec.schema_name}={value!r} is not supported by this "
                     f"lowering (it handles only the default, {spec.default!r})"
                     if spec.has_default else
                     f"the lowering does not declare the required argument {spec.schema_name!r}")
             # a misspelt optional parameter is the likely cause: name it
             hints = [_misnamed(p, by_name, node) for p in extra]
             raise NotImplementedError("; ".join([what, *hints]))
-    if sig.wants_node:
-        kwargs["node"] = node
     return fn(**kwargs)

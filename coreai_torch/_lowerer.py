@@ -19,8 +19,16 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from coreai_core import Composite, Dim, Graph, Program, TensorType, Value
-from coreai_core._builder import current_graph, default_location
+from coreai_core import (
+    Composite,
+    Dim,
+    Graph,
+    Program,
+    TensorType,
+    Value,
+    current_graph,
+    default_location,
+)
 from coreai_core.dialects import coreai
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering

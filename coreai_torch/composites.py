@@ -18,10 +18,10 @@ import attrs
 import torch
 import torch.fx
 
-from coreai_core import Composite, Program, Value
-from coreai_core._builder import current
+from coreai_core import Composite, Program, Value, current_graph
 from coreai_core.dialects import coreai
-from coreai_torch._binding import NodeValues, _schema_args, bind_arguments, call_lowering
+from coreai_torch._binding import NodeValues, call_lowering
+from coreai_torch._schema import bind_arguments, schema_args
 from coreai_torch.utils import active_context
 
 __all__ = ["COMPOSITE_OPS", "CompositeSpec", "CompositeBuilder"]
@@ -137,7 +137,7 @@ def _shadow(node: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, torch.fx.Node
             p.meta = dict(v.meta)
             replaced[k] = p
     kwargs: dict[str, Any] = {k: replaced.get(k, v) for k, v in args.items()}
-    specs = _schema_args(node.target)
+    specs = schema_args(node.target)
     positional = tuple(kwargs[s.name] for s in specs if not s.kwarg_only)
     keywords = {s.schema_name: kwargs[s.name] for s in specs if s.kwarg_only}
     assert callable(node.target)
@@ -147,7 +147,7 @@ def _shadow(node: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, torch.fx.Node
 
 
 def _current_graph_name() -> str | None:
-    g = current().graph
+    g = current_graph()
     program = g.program
     if program is None:
         return None

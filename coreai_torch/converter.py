@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from coreai_core import Program
+from coreai_torch._binding import LoweringForm, as_lowering, check_form
 from coreai_torch._locations import describe
 from coreai_torch._lowerer import (
     DROPPED_TARGETS,
@@ -59,13 +60,16 @@ class TorchConverter:
         self.conversion_log: list[str] = []
 
     # -- lowering table ------------------------------------------------------------------------
-    def register_torch_lowering(self, qualified_name: str, allow_override: bool = False,
-                                ) -> Callable[[Callable], Callable]:
+    def register_torch_lowering(self, qualified_name: str, allow_override: bool = False, *,
+                                form: LoweringForm = None) -> Callable[[Callable], Callable]:
         """Decorator: lower FX nodes calling ``qualified_name`` with the decorated function.
 
-        ``qualified_name`` is ``"namespace::op_name.overload"``. The function is called as
-        ``fn(values_map, node, loc)`` and returns a Value or a list of Values. Replacing an
-        existing (built-in or user) lowering requires ``allow_override=True``.
+        ``qualified_name`` is ``"namespace::op_name.overload"``. The function returns a Value
+        or a list of Values. It is **schema-bound** (its parameters are named after the op's
+        schema arguments and receive Values and Python values) unless its parameters are
+        exactly ``(values_map, node, loc)`` or ``form="node"`` is passed: then it is called as
+        ``fn(values_map, node, loc)`` with the FX node (see :mod:`coreai_torch._binding`).
+        Replacing an existing (built-in or user) lowering requires ``allow_override=True``.
         """
         from coreai_torch._table import check_qualified_name
 
@@ -76,12 +80,14 @@ class TorchConverter:
         check_qualified_name(qualified_name)
         if not isinstance(allow_override, bool):
             raise TypeError(f"allow_override must be True or False, got {allow_override!r}")
+        check_form(form)
 
         def register(fn: Callable) -> Callable:
             if not callable(fn):
                 raise TypeError(f"register_torch_lowering({qualified_name!r}) decorates a "
                                 f"function, got {type(fn).__name__}")
-            self._table.register(qualified_name, fn, allow_override=allow_override)
+            self._table.register(qualified_name, as_lowering(fn, form),
+                                 allow_override=allow_override)
             return fn
 
         return register

@@ -1,28 +1,35 @@
-"""Helpers for lowering authors: operands, result types, scalars, dims.
+"""Helpers for lowering authors: torch's metadata of the node being lowered, operands, scalars.
 
-:func:`get_operand` and :func:`get_operands` serve lowerings written in the FX-node form
-``fn(values_map, node, loc)``; the rest serves both forms. The module is also importable under
-its former name, ``coreai_torch._utils``.
+A schema-bound lowering reads what torch knows about the node it lowers through
+:func:`result_type`, :func:`result_dtype`, :func:`result_meta` (its results),
+:func:`arg_meta` (an argument's fake tensor, shape, dtype or symbolic size, by schema name)
+and :func:`promoted_dtype` (torch's type promotion of its arguments). :func:`get_operand` and
+:func:`get_operands` serve lowerings written in the FX-node form ``fn(values_map, node, loc)``;
+the rest serves both forms. The module is also importable under its former name,
+``coreai_torch._utils``.
 """
 
 from __future__ import annotations
 
 import contextvars
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 import torch.fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from coreai_core import Dim, DType, Location, TensorType, Value
 from coreai_core.dialects import coreai
+from coreai_torch._schema import bind_arguments, schema_args
 
 __all__ = [
     "get_operand", "get_operands", "get_arg", "result_type", "result_dtype", "node_dtype",
     "scalar_constant", "cast_to", "normalize_dim", "normalize_dims", "to_numpy", "shape_value",
     "dtype_of", "int_list", "ConversionContext", "current_context", "peer_dtype", "scalar_like",
-    "tensor_data",
+    "tensor_data", "result_meta", "arg_meta", "promoted_dtype", "is_sole_reader",
 ]
 
 
@@ -104,13 +111,13 @@ def _val(node: torch.fx.Node) -> Any:
     return node.meta["val"]
 
 
-def _node_or_current(node: torch.fx.Node | None) -> torch.fx.Node:
+def _node_or_current(node: torch.fx.Node | None, what: str = "result_type()/result_dtype() "
+                     "without a node") -> torch.fx.Node:
     if node is not None:
         return node
     current = current_context().node
     if current is None:
-        raise RuntimeError("result_type()/result_dtype() without a node work only while a "
-                           "lowering runs")
+        raise RuntimeError(f"{what} work only while a lowering runs")
     return current
 
 
@@ -141,6 +148,91 @@ def _type_of_val(val: Any) -> TensorType:
 def result_dtype(node: torch.fx.Node | None = None, index: int | None = None) -> DType:
     """The element type of :func:`result_type`."""
     return result_type(node, index).element_type
+
+
+# -- torch's metadata of the node being lowered ----------------------------------------------------
+
+def result_meta() -> Any:
+    """torch's (fake) value of the node being lowered, ``node.meta["val"]``: a tensor, a tuple
+    of them for several results (None for a result torch does not compute, as where a
+    backward op's ``output_mask`` is False), or a SymInt/SymFloat/SymBool."""
+    return _val(_node_or_current(None, "result_meta()"))
+
+
+def _argument(name: str) -> tuple[torch.fx.Node, Any]:
+    """The node being lowered and its raw FX argument ``name`` (Python or schema name)."""
+    node = _node_or_current(None, "arg_meta()/promoted_dtype()/is_sole_reader()")
+    raw = bind_arguments(node)
+    if name in raw:
+        return node, raw[name]
+    for spec in schema_args(node.target):
+        if spec.schema_name == name:
+            return node, raw[spec.name]
+    close = difflib.get_close_matches(name, list(raw), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"its arguments: {', '.join(raw)}"
+    raise KeyError(f"{name!r} is not an argument of {getattr(node.target, '_schema', node)} "
+                   f"({hint})")
+
+
+def _meta_of(arg: Any) -> Any:
+    if isinstance(arg, torch.fx.Node):
+        return _val(arg)
+    if isinstance(arg, (list, tuple)):
+        return [_meta_of(a) for a in arg]
+    return arg
+
+
+def arg_meta(name: str) -> Any:
+    """torch's value of the argument ``name`` of the node being lowered, as traced at export.
+
+    ``name`` is the schema argument's name (``self``, ``dim``, ...). A tensor argument gives
+    its fake tensor (``.shape`` holds a SymInt for each dynamic size; ``.dtype``,
+    ``.stride()``, ``.is_contiguous()``), a symbolic scalar its SymInt/SymFloat/SymBool, a
+    list a list of these, any other argument its Python value (the schema default when the
+    call leaves it out).
+    """
+    return _meta_of(_argument(name)[1])
+
+
+def _promotion_operand(meta: Any) -> Any:
+    """A stand-in with the same type-promotion category as ``meta`` (torch.result_type rules:
+    a dimensioned tensor, a 0-d tensor and a Python number weigh differently)."""
+    if isinstance(meta, torch.Tensor):
+        return torch.empty([1] * meta.dim(), dtype=meta.dtype, device="meta")
+    if isinstance(meta, torch.SymBool):
+        return True
+    if isinstance(meta, torch.SymInt):
+        return 1
+    if isinstance(meta, torch.SymFloat):
+        return 1.0
+    return meta
+
+
+def promoted_dtype(name: str, *names: str) -> DType:
+    """torch's promoted dtype of arguments of the node being lowered, by schema name: the
+    dtype torch computes an elementwise op in (``torch.result_type`` rules, wrapped numbers
+    included, so ``int_tensor < 2.5`` compares in float32). Name the operands: a scale such
+    as ``add``'s ``alpha`` takes no part in torch's promotion.
+    """
+    names = (name, *names)
+    operands = [_promotion_operand(arg_meta(n)) for n in names]
+    operands = [o for o in operands if o is not None]
+    if not operands:
+        raise ValueError(f"promoted_dtype{names}: no tensor or number among these arguments")
+    if not any(isinstance(o, torch.Tensor) for o in operands):  # numbers only
+        operands[0] = torch.tensor(operands[0], device="meta")
+    _, dtype = elementwise_dtypes(
+        *operands, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH)
+    return dtype_of(dtype)
+
+
+def is_sole_reader(name: str) -> bool:
+    """True if the argument ``name`` is a graph input (a parameter, buffer, constant or user
+    input) that only the node being lowered reads: a lowering may then retype that input's
+    weight in place instead of keeping a converted copy."""
+    node, arg = _argument(name)
+    return (isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
+            and set(arg.users) == {node})
 
 
 def node_dtype(arg: Any) -> DType | None:

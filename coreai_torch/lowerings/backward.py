@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch.fx
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
@@ -35,7 +34,7 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
-from coreai_torch.utils import cast_to, result_dtype
+from coreai_torch.utils import cast_to, result_dtype, result_meta
 
 LOWERINGS = LoweringSet("backward")
 reg = LOWERINGS.register_torch_lowering
@@ -56,10 +55,10 @@ def _zeros_like(x: Value, dtype: DType) -> Value:
     return filled(0, dtype, shape_like(x))
 
 
-def _masked(node: torch.fx.Node, results: Sequence[Value | None]) -> list[Value | None]:
+def _masked(results: Sequence[Value | None]) -> list[Value | None]:
     """Results cast to torch's dtypes; None where ``output_mask`` switched an output off."""
-    val = node.meta["val"]
-    return [None if v is None or val[i] is None else cast_to(v, result_dtype(node, i))
+    val = result_meta()
+    return [None if v is None or val[i] is None else cast_to(v, result_dtype(index=i))
             for i, v in enumerate(results)]
 
 
@@ -209,8 +208,7 @@ def _input_grad(dy_gamma: Value, x: Value, mean: Value, rstd: Value, ds: Value, 
 @reg("aten::native_layer_norm_backward.default")
 def aten_native_layer_norm_backward_default(
         grad_out: Value, input: Value, normalized_shape: list[int], mean: Value, rstd: Value,
-        weight: Value | None, bias: Value | None, output_mask: list[bool], *,
-        node: torch.fx.Node) -> list[Value | None]:
+        weight: Value | None, bias: Value | None, output_mask: list[bool]) -> list[Value | None]:
     """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     compute = opmath(input.type.element_type)
     dy, x, mean, rstd = (cast_to(v, compute) for v in (grad_out, input, mean, rstd))
@@ -230,7 +228,7 @@ def aten_native_layer_norm_backward_default(
         grads[1] = _batch_sum(_mul(dy, x_hat), batch_axes)
     if mask[2]:
         grads[2] = _batch_sum(dy, batch_axes)
-    return _masked(node, grads)
+    return _masked(grads)
 
 
 def _batch_sum(v: Value, axes: list[int]) -> Value:
@@ -241,7 +239,7 @@ def _batch_sum(v: Value, axes: list[int]) -> Value:
 def aten_native_group_norm_backward_default(
         grad_out: Value, input: Value, mean: Value, rstd: Value, weight: Value | None,
         N: int | Value, C: int | Value, HxW: int | Value, group: int,
-        output_mask: list[bool], *, node: torch.fx.Node) -> list[Value | None]:
+        output_mask: list[bool]) -> list[Value | None]:
     """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     compute = opmath(input.type.element_type)
     dy, x, mean, rstd = (cast_to(v, compute) for v in (grad_out, input, mean, rstd))
@@ -273,7 +271,7 @@ def aten_native_group_norm_backward_default(
         grads[1] = coreai.reshape(coreai.reduce_sum(dgamma, axes=[0]), [c])
     if mask[2]:
         grads[2] = coreai.reshape(coreai.reduce_sum(db, axes=[0]), [c])
-    return _masked(node, grads)
+    return _masked(grads)
 
 
 # -- convolution ----------------------------------------------------------------------------------
@@ -314,8 +312,7 @@ def _weight_grad(inp: Value, grad: Value, kernel: Sequence[int], stride: Sequenc
 def aten_convolution_backward_default(
         grad_output: Value, input: Value, weight: Value, bias_sizes: list[int] | None,
         stride: list[int], padding: list[int], dilation: list[int], transposed: bool,
-        output_padding: list[int], groups: int, output_mask: list[bool], *,
-        node: torch.fx.Node) -> list[Value | None]:
+        output_padding: list[int], groups: int, output_mask: list[bool]) -> list[Value | None]:
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
 
     ``transposed`` swaps the roles: grad_input is a convolution with the same weight.
@@ -350,7 +347,7 @@ def aten_convolution_backward_default(
     if mask[2]:
         acc = cast_to(dy, opmath(dy.type.element_type))
         grads[2] = coreai.reduce_sum(acc, axes=[0, *range(2, n + 2)])
-    return _masked(node, grads)
+    return _masked(grads)
 
 
 __all__ = ["LOWERINGS"]

@@ -10,21 +10,19 @@ read by this op only, its weight is retyped in place, so the program keeps one c
 from __future__ import annotations
 
 import numpy as np
-import torch.fx
 
-from coreai_core import DType, TensorType, Value, WeightRef
-from coreai_core._builder import current_program
-from coreai_core._dtypes import SUB_BYTE
+from coreai_core import DType, TensorType, Value, WeightRef, current_program
 from coreai_core.dialects import coreai
 from coreai_core.packing import unpack_nibbles
 from coreai_torch._table import LoweringSet
-from coreai_torch.utils import cast_to
+from coreai_torch.utils import cast_to, is_sole_reader
 
 LOWERINGS = LoweringSet("compression")
 reg = LOWERINGS.register_torch_lowering
 
 
-def _four_bit_weight(packed: Value, dtype: DType, shape: list[int], arg: object) -> Value:
+def _four_bit_weight(packed: Value, dtype: DType, shape: list[int], sole_reader: bool,
+                     ) -> Value:
     """The constant 4-bit tensor held, packed, by the uint8 constant ``packed``."""
     t = TensorType(tuple(shape), dtype)
     if packed.type == t:  # an entrypoint converted earlier already retyped the shared weight
@@ -41,8 +39,6 @@ def _four_bit_weight(packed: Value, dtype: DType, shape: list[int], arg: object)
     if data is None:
         raise ValueError(f"{dtype} data must be bound (the weight {ref} has no data)")
     unpacked = unpack_nibbles(np.asarray(data).reshape(-1), dtype, shape)
-    sole_reader = isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
-        len(arg.users) == 1
     if isinstance(ref, WeightRef) and sole_reader:
         program.weights[ref.name] = unpacked
         program.weight_types[ref.name] = t
@@ -59,12 +55,11 @@ def coreai_lut_to_dense_default(indices: Value, lut: Value, shape: list[int]) ->
 
 @reg("coreai::constexpr_blockwise_shift_scale.default")
 def coreai_constexpr_blockwise_shift_scale_default(
-        data: Value, scale: Value, offset: Value | None, dtype: str, shape: list[int], *,
-        node: torch.fx.Node) -> Value:
+        data: Value, scale: Value, offset: Value | None, dtype: str, shape: list[int]) -> Value:
     """constexpr_blockwise_shift_scale(Tensor data, Tensor scale, Tensor? offset, str dtype, int[] shape) -> Tensor"""  # noqa: E501
     element = DType.of(dtype)
-    if element in SUB_BYTE:
-        data = _four_bit_weight(data, element, shape, node.args[0])
+    if element.bits < 8:  # 4-bit data, packed two per byte in torch
+        data = _four_bit_weight(data, element, shape, is_sole_reader("data"))
     if offset is not None:
         offset = cast_to(offset, element)  # int8/uint8 zero points in the data's type
     return coreai.constexpr_blockwise_shift_scale(data, scale, offset)

@@ -72,21 +72,20 @@ def _filled(value: float | Value, shape: Any) -> Value:
 
 
 # -- factories ------------------------------------------------------------------------------------
-# Core AI tensors are dense values on one device: ``layout``, ``device``, ``pin_memory`` and
-# ``memory_format`` arguments do not change them.
+# Core AI tensors are dense values on one device: the binder ignores ``layout``, ``device``,
+# ``pin_memory`` and ``memory_format`` (coreai_torch._schema.IGNORED_ARGUMENTS). ``dtype`` is
+# declared so that any value is accepted; the result type already carries it.
 
 @reg("aten::full.default")
 def aten_full_default(size: list[int | Value], fill_value: float | Value,
-                      dtype: DType | None = None, layout: object = None, device: object = None,
-                      pin_memory: bool | None = None) -> Value:
+                      dtype: DType | None = None) -> Value:
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _filled(fill_value, sizes_operand(size))
 
 
 def _constant_factory(value: int) -> Callable[..., Value]:
     def lowering(size: list[int | Value], stride: list[int | Value] | None = None,
-                 dtype: DType | None = None, layout: object = None, device: object = None,
-                 pin_memory: bool | None = None, memory_format: object = None) -> Value:
+                 dtype: DType | None = None) -> Value:
         return _filled(value, sizes_operand(size))
 
     return lowering
@@ -99,9 +98,7 @@ for _name, _value in (("zeros.default", 0), ("ones.default", 1), ("empty.memory_
 
 
 def _new_factory(value: int) -> Callable[..., Value]:
-    def lowering(self: Value, size: list[int | Value], dtype: DType | None = None,
-                 layout: object = None, device: object = None,
-                 pin_memory: bool | None = None) -> Value:
+    def lowering(self: Value, size: list[int | Value], dtype: DType | None = None) -> Value:
         return _filled(value, sizes_operand(size))
 
     return lowering
@@ -114,16 +111,13 @@ for _name, _value in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
 
 @reg("aten::new_full.default")
 def aten_new_full_default(self: Value, size: list[int | Value], fill_value: float | Value,
-                          dtype: DType | None = None, layout: object = None,
-                          device: object = None, pin_memory: bool | None = None) -> Value:
+                          dtype: DType | None = None) -> Value:
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _filled(fill_value, sizes_operand(size))
 
 
 def _like_factory(value: int) -> Callable[..., Value]:
-    def lowering(self: Value, dtype: DType | None = None, layout: object = None,
-                 device: object = None, pin_memory: bool | None = None,
-                 memory_format: object = None) -> Value:
+    def lowering(self: Value, dtype: DType | None = None) -> Value:
         return _filled(value, shape_of(self))
 
     return lowering
@@ -135,10 +129,8 @@ for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
 
 
 @reg("aten::full_like.default")
-def aten_full_like_default(self: Value, fill_value: float | Value, dtype: DType | None = None,
-                           layout: object = None, device: object = None,
-                           pin_memory: bool | None = None, memory_format: object = None,
-                           ) -> Value:
+def aten_full_like_default(self: Value, fill_value: float | Value,
+                           dtype: DType | None = None) -> Value:
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
     return _filled(fill_value, shape_of(self))
 
@@ -159,9 +151,7 @@ def aten_fill_tensor(self: Value, value: Value) -> Value:
 
 
 @reg("aten::scalar_tensor.default")
-def aten_scalar_tensor_default(s: float | Value, dtype: DType | None = None,
-                               layout: object = None, device: object = None,
-                               pin_memory: bool | None = None) -> Value:
+def aten_scalar_tensor_default(s: float | Value, dtype: DType | None = None) -> Value:
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _filled(s, np.zeros(0, np.int64))
 
@@ -192,22 +182,19 @@ def _arange(start: float | Value, end: float | Value, step: float | Value) -> Va
 
 @reg("aten::arange.start_step")
 def aten_arange_start_step(start: float | Value, end: float | Value, step: float | Value = 1,
-                           dtype: DType | None = None, layout: object = None,
-                           device: object = None, pin_memory: bool | None = None) -> Value:
+                           dtype: DType | None = None) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _arange(start, end, step)
 
 
 @reg("aten::arange.start")
-def aten_arange_start(start: float | Value, end: float | Value, dtype: DType | None = None,
-                      layout: object = None, device: object = None,
-                      pin_memory: bool | None = None) -> Value:
+def aten_arange_start(start: float | Value, end: float | Value,
+                      dtype: DType | None = None) -> Value:
     """arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _arange(start, end, 1)
 
 
 @reg("aten::arange.default")
-def aten_arange_default(end: float | Value, dtype: DType | None = None, layout: object = None,
-                        device: object = None, pin_memory: bool | None = None) -> Value:
+def aten_arange_default(end: float | Value, dtype: DType | None = None) -> Value:
     """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _arange(0, end, 1)

@@ -5,8 +5,6 @@ Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from coreai_core import DType, Value
@@ -84,13 +82,31 @@ def _trailing(v: Value, n: int) -> Value:
 _SUM, _MEAN, _MAX = 0, 1, 2
 
 
-@reg("aten::_embedding_bag.default", "aten::_embedding_bag_forward_only.default")
+@reg("aten::_embedding_bag.default")
 def aten__embedding_bag_default(weight: Value, indices: Value, offsets: Value,
                                 scale_grad_by_freq: bool = False, mode: int = 0,
                                 sparse: bool = False, per_sample_weights: Value | None = None,
                                 include_last_offset: bool = False, padding_idx: int = -1,
-                                *, node: Any) -> list[Value]:
+                                ) -> list[Value]:
     """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
+    return _embedding_bag(weight, indices, offsets, mode, per_sample_weights,
+                          include_last_offset, padding_idx, forward_only=False)
+
+
+@reg("aten::_embedding_bag_forward_only.default")
+def aten__embedding_bag_forward_only_default(
+        weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+        mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+        include_last_offset: bool = False, padding_idx: int = -1) -> list[Value]:
+    """_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
+    return _embedding_bag(weight, indices, offsets, mode, per_sample_weights,
+                          include_last_offset, padding_idx, forward_only=True)
+
+
+def _embedding_bag(weight: Value, indices: Value, offsets: Value, mode: int,
+                   per_sample_weights: Value | None, include_last_offset: bool,
+                   padding_idx: int | None, *, forward_only: bool) -> list[Value]:
+    # scale_grad_by_freq and sparse shape only the backward pass.
     # Bags are indices[offsets[b]:offsets[b+1]] (with include_last_offset the last offset must
     # equal len(indices)); empty bags give zeros; padding_idx entries are skipped. The
     # bookkeeping outputs follow torch's meta shapes and CPU values (see _bookkeeping).
@@ -138,7 +154,6 @@ def aten__embedding_bag_default(weight: Value, indices: Value, offsets: Value,
         out = cast_to(out, wdtype)
         max_indices = None
     out = _head(out, nb)
-    forward_only = "forward_only" in str(node.target)
     return [out, *_bookkeeping(mode, bag, counts, max_indices, nb, n_offsets, forward_only)]
 
 

@@ -15,7 +15,7 @@ same reason the ``_linalg_check_errors`` effect that ``torch.linalg.inv``/``solv
 from __future__ import annotations
 
 import numpy as np
-import torch.fx
+import torch
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
@@ -33,7 +33,7 @@ from coreai_torch.lowerings._linalg_utils import (
     slice_matrix,
     triangle,
 )
-from coreai_torch.utils import cast_to, result_type
+from coreai_torch.utils import arg_meta, cast_to, result_type
 
 LOWERINGS = LoweringSet("linalg")
 reg = LOWERINGS.register_torch_lowering
@@ -265,10 +265,10 @@ def aten_linalg_inv_ex_default(A: Value, check_errors: bool = False) -> tuple[Va
     return coreai.lu_solve(lu, pivots, eye(n, n, A.type.element_type)), info
 
 
-def _det_factor(A: Value, node: torch.fx.Node) -> tuple[Value, Value]:
+def _det_factor(A: Value) -> tuple[Value, Value]:
     """The LU factor torch's det/slogdet return: of A.T when A is real and row-major (torch
     factors the column-major view), else of A. Either has the same determinant."""
-    val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    val = arg_meta("A")
     row_major = not isinstance(val, torch.Tensor) or val.is_contiguous()
     transposed = row_major and not A.type.element_type.is_complex
     lu, pivots, _ = coreai.lu_factor(mT(A) if transposed else A)
@@ -276,26 +276,25 @@ def _det_factor(A: Value, node: torch.fx.Node) -> tuple[Value, Value]:
 
 
 @reg("aten::_linalg_det.default")
-def aten__linalg_det_default(A: Value, *, node: torch.fx.Node) -> tuple[Value, Value, Value]:
+def aten__linalg_det_default(A: Value) -> tuple[Value, Value, Value]:
     """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
 
     ``det = sign(P) * prod(diag(U))``.
     """
-    lu, pivots = _det_factor(A, node)
+    lu, pivots = _det_factor(A)
     sign = permutation_sign(pivots, A.type.element_type)
     det = coreai.broadcasting_mul(sign, coreai.reduce_product(diagonal(lu), axes=[-1]))
     return det, lu, pivots
 
 
 @reg("aten::_linalg_slogdet.default")
-def aten__linalg_slogdet_default(A: Value, *, node: torch.fx.Node,
-                                 ) -> tuple[Value, Value, Value, Value]:
+def aten__linalg_slogdet_default(A: Value) -> tuple[Value, Value, Value, Value]:
     """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
 
     ``sign = sign(P) * prod(sgn(diag(U)))``, ``logabsdet = sum(log|diag(U)|)`` (a singular
     matrix gives sign 0 and -inf; complex input gives a complex sign of modulus 1).
     """
-    lu, pivots = _det_factor(A, node)
+    lu, pivots = _det_factor(A)
     d = diagonal(lu)
     sign = coreai.broadcasting_mul(permutation_sign(pivots, A.type.element_type),
                                    coreai.reduce_product(sgn(d), axes=[-1]))

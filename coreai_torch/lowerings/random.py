@@ -213,14 +213,14 @@ def _random_top(dtype: DType) -> int:
 
 
 @reg("aten::random.default")
-def aten_random_default(self: Value, generator: Any = None) -> Value:
+def aten_random_default(self: Value) -> Value:
     """random(Tensor self, *, Generator? generator=None) -> Tensor"""
     dtype = result_dtype()
     return _integers(shape_of(self), 0, _random_top(dtype) + 1, dtype)
 
 
 @reg("aten::random.to")
-def aten_random_to(self: Value, to: int, generator: Any = None) -> Value:
+def aten_random_to(self: Value, to: int) -> Value:
     """random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor"""
     return _integers(shape_of(self), 0, to, result_dtype())
 
@@ -233,13 +233,13 @@ def _bernoulli(p: Value) -> Value:
 
 
 @reg("aten::bernoulli.default")
-def aten_bernoulli_default(self: Value, generator: Any = None) -> Value:
+def aten_bernoulli_default(self: Value) -> Value:
     """bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
     return _bernoulli(self)
 
 
 @reg("aten::bernoulli.p")
-def aten_bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
+def aten_bernoulli_p(self: Value, p: float) -> Value:
     """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli expects p in [0, 1], got {p}")
@@ -247,7 +247,7 @@ def aten_bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
 
 
 @reg("aten::bernoulli.Tensor")
-def aten_bernoulli_tensor(self: Value, p: Value, generator: Any = None) -> Value:
+def aten_bernoulli_tensor(self: Value, p: Value) -> Value:
     """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
     prob = p if p.type.element_type.is_float else cast_to(p, F64)
     return _bernoulli(coreai.broadcast_to(prob, shape_of(self)))
@@ -278,20 +278,20 @@ def _broadcast_shape(a: Value, b: Value) -> Any:
 
 
 @reg("aten::normal.Tensor_float")
-def aten_normal_tensor_float(mean: Value, std: float = 1.0, generator: Any = None) -> Value:
+def aten_normal_tensor_float(mean: Value, std: float = 1.0) -> Value:
     """normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"""
     _check_std(std)
     return _normal(mean, std, shape_of(mean))
 
 
 @reg("aten::normal.float_Tensor")
-def aten_normal_float_tensor(mean: float, std: Value, generator: Any = None) -> Value:
+def aten_normal_float_tensor(mean: float, std: Value) -> Value:
     """normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
     return _normal(mean, std, shape_of(std))
 
 
 @reg("aten::normal.Tensor_Tensor")
-def aten_normal_tensor_tensor(mean: Value, std: Value, generator: Any = None) -> Value:
+def aten_normal_tensor_tensor(mean: Value, std: Value) -> Value:
     """normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"""
     return _normal(mean, std, _broadcast_shape(mean, std))
 
@@ -307,8 +307,7 @@ def aten_normal_float_float(mean: float, std: float, size: list[int | Value],
 
 
 @reg("aten::normal_functional.default")
-def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 1.0,
-                                   generator: Any = None) -> Value:
+def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 1.0) -> Value:
     """normal_functional(Tensor self, float mean=0., float std=1., *,
     Generator? generator=None) -> Tensor"""
     _check_std(std)
@@ -316,8 +315,7 @@ def aten_normal_functional_default(self: Value, mean: float = 0.0, std: float = 
 
 
 @reg("aten::uniform.default")
-def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0, generator: Any = None,
-                         ) -> Value:
+def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0) -> Value:
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     if not from_ <= to:
         raise ValueError(f"uniform expects from <= to, got from={from_}, to={to}")
@@ -325,7 +323,7 @@ def aten_uniform_default(self: Value, from_: float = 0.0, to: float = 1.0, gener
 
 
 @reg("aten::exponential.default")
-def aten_exponential_default(self: Value, lambd: float = 1.0, generator: Any = None) -> Value:
+def aten_exponential_default(self: Value, lambd: float = 1.0) -> Value:
     """exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"""
     if not lambd > 0.0:
         raise ValueError(f"exponential expects lambd > 0, got {lambd}")
@@ -335,7 +333,7 @@ def aten_exponential_default(self: Value, lambd: float = 1.0, generator: Any = N
 
 
 @reg("aten::geometric.default")
-def aten_geometric_default(self: Value, p: float, generator: Any = None) -> Value:
+def aten_geometric_default(self: Value, p: float) -> Value:
     """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"geometric expects p in (0, 1], got {p}")
@@ -346,8 +344,7 @@ def aten_geometric_default(self: Value, p: float, generator: Any = None) -> Valu
 
 
 @reg("aten::cauchy.default")
-def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0,
-                        generator: Any = None) -> Value:
+def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0) -> Value:
     """cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None)
     -> Tensor"""
     if not sigma > 0.0:
@@ -359,8 +356,7 @@ def aten_cauchy_default(self: Value, median: float = 0.0, sigma: float = 1.0,
 
 
 @reg("aten::log_normal.default")
-def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0,
-                            generator: Any = None) -> Value:
+def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0) -> Value:
     """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None)
     -> Tensor"""
     if not std > 0.0:
@@ -371,7 +367,7 @@ def aten_log_normal_default(self: Value, mean: float = 1.0, std: float = 2.0,
 
 @reg("aten::multinomial.default")
 def aten_multinomial_default(self: Value, num_samples: int | Value,
-                             replacement: bool = False, generator: Any = None) -> Value:
+                             replacement: bool = False) -> Value:
     """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *,
     Generator? generator=None) -> Tensor"""
     if isinstance(num_samples, Value):
@@ -416,7 +412,7 @@ def aten_native_dropout_default(input: Value, p: float, train: bool | None) -> t
 @reg("aten::rrelu_with_noise_functional.default")
 def aten_rrelu_with_noise_functional_default(
         self: Value, noise: Value, lower: float = 0.125, upper: float = 1.0 / 3.0,
-        training: bool = False, generator: Any = None) -> tuple[Value, Value]:
+        training: bool = False) -> tuple[Value, Value]:
     """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125,
     Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None)
     -> (Tensor, Tensor noise_out)

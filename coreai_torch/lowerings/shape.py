@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch.fx
+import torch
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
@@ -29,11 +29,7 @@ from coreai_torch.lowerings.creation import (
     size_piece,
     sizes_operand,
 )
-from coreai_torch.utils import (
-    cast_to,
-    normalize_dim,
-    result_dtype,
-)
+from coreai_torch.utils import arg_meta, cast_to, normalize_dim, result_dtype, result_meta
 
 LOWERINGS = LoweringSet("shape")
 reg = LOWERINGS.register_torch_lowering
@@ -41,37 +37,30 @@ reg = LOWERINGS.register_torch_lowering
 _INT64_MAX = 2**63 - 1
 
 
-def _in_shape(node: torch.fx.Node) -> list[Any]:
-    """The torch shape of the node's first (tensor) argument (ints and SymInts)."""
-    return list(_input_val(node).shape)
-
-
-def _input_val(node: torch.fx.Node) -> torch.Tensor:
-    """torch's (fake) value of the node's first argument."""
-    arg = node.args[0]
-    if not isinstance(arg, torch.fx.Node):
-        raise TypeError(f"{node.name}: the first argument is not a tensor")
-    return arg.meta["val"]
+def _input_val() -> torch.Tensor:
+    """torch's (fake) value of the ``self`` argument of the node being lowered."""
+    val = arg_meta("self")
+    if not isinstance(val, torch.Tensor):
+        raise TypeError(f"the self argument is not a tensor: {val!r}")
+    return val
 
 
 # -- identities and casts -------------------------------------------------------------------------
 
 @reg("aten::alias.default", "aten::clone.default", "aten::detach.default")
-def aten_alias_default(self: Value, memory_format: object = None) -> Value:
+def aten_alias_default(self: Value) -> Value:
     """alias(Tensor(a) self) -> Tensor(a); also clone (memory_format ignored) and detach"""
     return self
 
 
 @reg("aten::_to_copy.default")
-def aten__to_copy_default(self: Value, dtype: DType | None = None, layout: object = None,
-                          device: object = None, pin_memory: bool | None = None,
-                          non_blocking: bool = False, memory_format: object = None) -> Value:
+def aten__to_copy_default(self: Value, dtype: DType | None = None) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
     return cast_to(self, result_dtype())
 
 
 @reg("aten::copy.default")
-def aten_copy_default(self: Value, src: Value, non_blocking: bool = False) -> Value:
+def aten_copy_default(self: Value, src: Value) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor: src broadcast to self"""
     src = cast_to(src, result_dtype())
     if src.type.shape == self.type.shape:
@@ -148,10 +137,10 @@ def aten_unsqueeze_default(self: Value, dim: int) -> Value:
     return coreai.expand_dims(self, [normalize_dim(dim, self.type.rank + 1)])
 
 
-def _squeeze(x: Value, node: torch.fx.Node, dims: list[int]) -> Value:
+def _squeeze(x: Value, dims: list[int]) -> Value:
     # torch squeezes only the listed dims whose size is 1; a dynamic size is never 1 here
     # (export would have specialized it), so the fake input shape decides.
-    sizes = _in_shape(node)
+    sizes = list(_input_val().shape)
     axes = [d for d in dims if isinstance(sizes[d], int) and sizes[d] == 1]
     if not axes:
         return x
@@ -159,25 +148,25 @@ def _squeeze(x: Value, node: torch.fx.Node, dims: list[int]) -> Value:
 
 
 @reg("aten::squeeze.dim")
-def aten_squeeze_dim(self: Value, dim: int, *, node: torch.fx.Node) -> Value:
+def aten_squeeze_dim(self: Value, dim: int) -> Value:
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
     if self.type.rank == 0:
         return self
-    return _squeeze(self, node, [normalize_dim(dim, self.type.rank)])
+    return _squeeze(self, [normalize_dim(dim, self.type.rank)])
 
 
 @reg("aten::squeeze.dims")
-def aten_squeeze_dims(self: Value, dim: list[int], *, node: torch.fx.Node) -> Value:
+def aten_squeeze_dims(self: Value, dim: list[int]) -> Value:
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     if self.type.rank == 0:
         return self
-    return _squeeze(self, node, sorted({normalize_dim(d, self.type.rank) for d in dim}))
+    return _squeeze(self, sorted({normalize_dim(d, self.type.rank) for d in dim}))
 
 
 @reg("aten::squeeze.default")
-def aten_squeeze_default(self: Value, *, node: torch.fx.Node) -> Value:
+def aten_squeeze_default(self: Value) -> Value:
     """squeeze(Tensor(a) self) -> Tensor(a)"""
-    return _squeeze(self, node, list(range(self.type.rank)))
+    return _squeeze(self, list(range(self.type.rank)))
 
 
 # -- permutations ---------------------------------------------------------------------------------
@@ -374,8 +363,7 @@ def _diagonal_gathered(y: Value, offset: int) -> Value:
 
 @reg("aten::as_strided.default")
 def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[int | Value],
-                            storage_offset: int | Value | None = None, *,
-                            node: torch.fx.Node) -> Value:
+                            storage_offset: int | Value | None = None) -> Value:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 
     Exact when the input is dense and non-overlapping (any dim order, e.g. contiguous or a
@@ -383,7 +371,7 @@ def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[i
     input is laid out in storage order and the strided flat indices are gathered from it.
     """  # noqa: E501
     x = self
-    val = _input_val(node)
+    val = _input_val()
     sizes = _static_ints(size, "size")
     strides = _static_ints(stride, "stride")
     if isinstance(storage_offset, Value):
@@ -476,11 +464,10 @@ def aten_split_with_sizes_default(self: Value, split_sizes: list[int | Value],
 
 
 @reg("aten::split.Tensor")
-def aten_split_tensor(self: Value, split_size: int | Value, dim: int = 0, *,
-                      node: torch.fx.Node) -> list[Value]:
+def aten_split_tensor(self: Value, split_size: int | Value, dim: int = 0) -> list[Value]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     axis = normalize_dim(dim, self.type.rank)
-    pieces = node.meta["val"]
+    pieces = result_meta()
     # the number of pieces is fixed by torch; the sizes come from the (fake) results
     sizes = [p.shape[axis] for p in pieces]
     if all(isinstance(s, int) for s in sizes):
@@ -489,10 +476,10 @@ def aten_split_tensor(self: Value, split_size: int | Value, dim: int = 0, *,
 
 
 @reg("aten::unbind.int")
-def aten_unbind_int(self: Value, dim: int = 0, *, node: torch.fx.Node) -> list[Value]:
+def aten_unbind_int(self: Value, dim: int = 0) -> list[Value]:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     axis = normalize_dim(dim, self.type.rank)
-    n = len(node.meta["val"])
+    n = len(result_meta())
     if n == 0:
         return []
     return [coreai.shrink_dims(p, [axis]) for p in _split(self, [1] * n, axis)]

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coreai_core import DType, Value
-from coreai_core.dialects import coreai
-from coreai_core.dialects._special import BinaryFn, UnaryFn
+from coreai_core.dialects import SpecialBinaryFn, SpecialFn, coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import lower_binary
 from coreai_torch.utils import cast_to, result_dtype, scalar_like
@@ -25,7 +24,7 @@ Number = bool | int | float
 # -- special functions of one argument -------------------------------------------------------------
 
 # aten op -> coreai.special fn
-_UNARY: dict[str, UnaryFn] = {
+_UNARY: dict[str, SpecialFn] = {
     "erfc": "erfc", "special_erfcx": "erfcx",
     "i0": "i0", "special_i0e": "i0e", "special_i1": "i1", "special_i1e": "i1e",
     "special_modified_bessel_i0": "i0", "special_modified_bessel_i1": "i1",
@@ -40,7 +39,7 @@ _UNARY: dict[str, UnaryFn] = {
 }
 
 
-def _special_unary(fn: UnaryFn) -> Callable[..., Value]:
+def _special_unary(fn: SpecialFn) -> Callable[..., Value]:
     def lowering(**operand: Value) -> Value:  # the schema names it self or x
         (x,) = operand.values()
         return coreai.special(cast_to(x, result_dtype()), fn=fn)
@@ -55,7 +54,7 @@ for _aten, _fn in _UNARY.items():
 
 # -- special functions of two arguments ------------------------------------------------------------
 
-def _special_binary(fn: BinaryFn) -> Callable[..., Value]:
+def _special_binary(fn: SpecialBinaryFn) -> Callable[..., Value]:
     """Both schema arguments (tensors or Python numbers, either side) in the result dtype."""
 
     def lowering(**operands: Value | Number) -> Value:
@@ -71,7 +70,7 @@ reg("aten::igammac.default")(_special_binary("igammac"))
 reg("aten::special_zeta.default", "aten::special_zeta.self_scalar",
     "aten::special_zeta.other_scalar")(_special_binary("zeta"))
 
-_POLYNOMIALS: tuple[BinaryFn, ...] = (
+_POLYNOMIALS: tuple[SpecialBinaryFn, ...] = (
     "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
     "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
     "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",

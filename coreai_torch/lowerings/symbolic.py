@@ -57,7 +57,7 @@ def aten_sym_storage_offset_default(self: Value) -> Value:
 
 
 @reg("aten::sym_is_contiguous.default")
-def aten_sym_is_contiguous_default(self: Value, memory_format: object = None) -> Value:
+def aten_sym_is_contiguous_default(self: Value) -> Value:
     """sym_is_contiguous(Tensor self, MemoryFormat memory_format) -> SymBool (always true)"""
     return coreai.constant(True)
 

@@ -105,9 +105,7 @@ def aten_as_strided_scatter_default(self: Value, src: Value, size: list[int | Va
 
 @reg("aten::empty_permuted.default")
 def aten_empty_permuted_default(size: list[int | Value], physical_layout: list[int],
-                                dtype: DType | None = None, layout: object = None,
-                                device: object = None, pin_memory: bool | None = None,
-                                ) -> Value:
+                                dtype: DType | None = None) -> Value:
     """empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 
     Zeros of the logical ``size`` (the physical layout is a storage order Core AI tensors do
@@ -121,9 +119,7 @@ def aten_empty_permuted_default(size: list[int | Value], physical_layout: list[i
 
 
 def _triangle_indices(pick: Callable[..., tuple[np.ndarray, np.ndarray]]) -> Callable[..., Value]:
-    def lowering(row: int, col: int, offset: int = 0, dtype: DType | None = None,
-                 layout: object = None, device: object = None,
-                 pin_memory: bool | None = None) -> Value:
+    def lowering(row: int, col: int, offset: int = 0, dtype: DType | None = None) -> Value:
         rows, cols = pick(row, offset, col)
         coords = np.stack([rows, cols]).astype(np.int64).reshape(2, len(rows))
         return cast_to(coreai.constant(coords), result_dtype())

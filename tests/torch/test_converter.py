@@ -202,7 +202,7 @@ def test_lowering_returning_wrong_type_is_reported() -> None:
         converter.add_exported_program(ep).to_coreai()
 
     converter = TorchConverter()
-    converter.register_torch_lowering("aten::relu.default", allow_override=True)(
+    converter.register_torch_lowering("aten::relu.default", allow_override=True, form="node")(
         lambda v, n, loc: 3)
     with pytest.raises(LoweringError, match="expected a Value, got int"):
         converter.add_exported_program(ep).to_coreai()

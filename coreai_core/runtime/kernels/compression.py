@@ -9,7 +9,7 @@ Float16/bfloat16 scales compute in float32 and round once to their type.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -35,7 +35,8 @@ def _blocked(x: np.ndarray, params: np.ndarray) -> tuple[tuple[int, ...], tuple[
     return tuple(xs), tuple(ps)
 
 
-def _apply(x: np.ndarray, fn, params: list[np.ndarray | None], axis: int | None) -> np.ndarray:
+def _apply(x: np.ndarray, fn: Callable[..., np.ndarray], params: list[np.ndarray | None],
+           axis: int | None) -> np.ndarray:
     """``fn(x, *params)`` with the params broadcast per tensor, per channel or per block."""
     present = [p for p in params if p is not None]
     ref = present[0]

@@ -1,0 +1,54 @@
+"""coreai_torch's layering: it uses coreai_core through its public modules only, and coreai_core
+never depends on coreai_torch."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import coreai_core
+import coreai_torch
+
+TORCH_PACKAGE = Path(coreai_torch.__file__).parent
+CORE_PACKAGE = Path(coreai_core.__file__).parent
+
+
+def _imported_modules(source: str) -> list[tuple[int, str]]:
+    """(line, dotted name) of every absolute import in ``source``, ``from m import n`` giving
+    ``m.n`` (so a private module imported by name counts too)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.extend((node.lineno, f"{node.module}.{a.name}") for a in node.names)
+    return out
+
+
+def _private(dotted: str) -> bool:
+    return any(part.startswith("_") for part in dotted.split("."))
+
+
+def test_coreai_torch_imports_no_private_coreai_core_module_or_name() -> None:
+    found = [f"{path.relative_to(TORCH_PACKAGE.parent)}:{line} {name}"
+             for path in sorted(TORCH_PACKAGE.rglob("*.py"))
+             for line, name in _imported_modules(path.read_text(encoding="utf-8"))
+             if name.startswith("coreai_core.") and _private(name)]
+    assert found == [], ("coreai_torch reaches into coreai_core's private modules; export what "
+                         "it needs from a public module instead")
+
+
+def test_coreai_core_does_not_import_coreai_torch() -> None:
+    found = [f"{path.relative_to(CORE_PACKAGE.parent)}:{line} {name}"
+             for path in sorted(CORE_PACKAGE.rglob("*.py"))
+             for line, name in _imported_modules(path.read_text(encoding="utf-8"))
+             if name == "coreai_torch" or name.startswith("coreai_torch.")]
+    assert found == []
+
+
+def test_the_check_sees_private_imports() -> None:
+    """The scan reports both spellings of a private import (guards the guard)."""
+    source = "from coreai_core._builder import current\nfrom coreai_core import _ir\n"
+    names = [n for _, n in _imported_modules(source)]
+    assert names == ["coreai_core._builder.current", "coreai_core._ir"]
+    assert all(_private(n) for n in names)
