@@ -131,10 +131,13 @@ class Registry(Generic[T]):
             return wrap
         return self._add(name, entry, allow_override)
 
-    def _add(self, name: str, entry: T, allow_override: bool) -> T:
+    def _check_writable(self) -> None:
         if self._frozen:
             raise RuntimeError(f"the {self.owner} {self.kind} registry is frozen; register on "
                                "an instance (a Runtime or a TorchConverter) instead")
+
+    def _add(self, name: str, entry: T, allow_override: bool) -> T:
+        self._check_writable()
         if self._check_name is not None:
             self._check_name(name)
         if self._callable_entries and not callable(entry):
@@ -151,8 +154,7 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> T:
         """Remove and return this registry's own entry for ``name`` (KeyError if none)."""
-        if self._frozen:
-            raise RuntimeError(f"the {self.owner} {self.kind} registry is frozen")
+        self._check_writable()
         with self._lock:
             entry = self._own.pop(name)
             self._changes += 1
@@ -160,6 +162,7 @@ class Registry(Generic[T]):
 
     def update(self, other: Registry[T]) -> None:
         """Copy ``other``'s own entries here; a name both define raises, naming both owners."""
+        self._check_writable()
         for name, entry in other.own_items():
             if name in self._own:
                 raise ValueError(
