@@ -40,6 +40,7 @@ from coreai_core._builder import (
 from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, Location, Operation, TensorType, Value, WeightRef
 from coreai_core.errors import TypeRuleError
+from coreai_core.registry import Registry, describe_entry
 
 Ints = tuple[int, ...]
 Floats = tuple[float, ...]
@@ -77,8 +78,14 @@ class _Define(Protocol):
                  ) -> Builder[tuple[Value, ...]]: ...
 
 
-OPS: dict[str, OpDef] = {}
-_BUILDERS: dict[str, Builder[Any]] = {}  # op name -> its builder function
+def _describe(opdef: OpDef) -> str:
+    return describe_entry(opdef.rule)
+
+
+# Every op definition by name: the dialect's (registered when coreai_core.dialects is
+# imported) and any a user defines with @defop.
+OPS: Registry[OpDef] = Registry("op definition", "the op definitions", callable_entries=False,
+                                describe=_describe)
 
 
 @attrs.frozen
@@ -129,6 +136,8 @@ class OpDef:
 
     operands: tuple[Param, ...] = attrs.field(init=False)
     attributes: tuple[Param, ...] = attrs.field(init=False)
+    builder: Builder[Any] = attrs.field(init=False, eq=False, repr=False)
+    """The op's builder function (what :func:`defop` returns)."""
 
     def __attrs_post_init__(self) -> None:
         # derived once: builders read them on every call
@@ -136,6 +145,7 @@ class OpDef:
             p for p in self.params if p.role in ("operand", "optional", "variadic")))
         object.__setattr__(self, "attributes", tuple(
             p for p in self.params if p.role in ("attr", "region")))
+        object.__setattr__(self, "builder", _make_builder(self))
 
     def split_operands(self, values: Sequence[Value]) -> dict[str, Any]:
         """Map a flat operand list back to the rule's operand parameters."""
@@ -240,15 +250,17 @@ def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> _Define:
 
     def wrap(rule: Callable[..., Any]) -> Builder[Any]:
         op_name = name or "coreai." + rule.__name__.rstrip("_")
-        if op_name in OPS:
-            raise ValueError(f"op {op_name!r} is already defined by {OPS[op_name].rule}")
+        existing = OPS.get(op_name)
+        if existing is not None:
+            raise ValueError(f"op {op_name!r} is already defined by "
+                             f"{describe_entry(existing.rule)}")
         hints = typing.get_type_hints(rule, include_extras=True)
         sig = inspect.signature(rule)
         params = tuple(_classify(p.name, hints[p.name], p.default) for p in sig.parameters.values())
         opdef = OpDef(op_name, rule, params, frozenset(traits), sig,
                       inspect.cleandoc(rule.__doc__ or ""))
-        OPS[op_name] = opdef
-        return _make_builder(opdef)
+        OPS.register(op_name, opdef)
+        return opdef.builder
 
     return cast(_Define, wrap)
 
@@ -486,7 +498,6 @@ def _make_builder(opdef: OpDef) -> Builder[Any]:
     ]))
     typed = cast(Builder[Any], builder)
     typed.opdef = opdef
-    _BUILDERS[opdef.name] = typed
     return typed
 
 
@@ -504,9 +515,10 @@ def build_constant(value: Any, dtype: Any = None, *, name: str | None = None,
     The logic behind :func:`coreai.constant <coreai_core.dialects.coreai.constant>`; it lives
     here because every builder turns non-Value operands into constants.
     """
-    constant = _BUILDERS.get("coreai.constant")
-    if constant is None:  # pragma: no cover - the dialect package defines it on import
+    opdef = OPS.get("coreai.constant")
+    if opdef is None:  # pragma: no cover - the dialect package defines it on import
         raise RuntimeError("coreai.constant is not defined; import coreai_core.dialects")
+    constant = opdef.builder
     if isinstance(value, WeightRef):
         return constant(value, loc=loc)
     if isinstance(value, Value):

@@ -28,7 +28,7 @@ from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.optimizer import Check, OptimizeReport, Pass, optimize
-from coreai_core.runtime import Seed, default_runtime, run_program
+from coreai_core.runtime import Runtime, Seed, default_runtime, run_program
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
 
@@ -87,15 +87,17 @@ class Program(ProgramData):
         return default_runtime().explain_plan(self, entrypoint)
 
     def optimize(self, passes: Sequence[str | Pass] | None = None, *,
-                 check: Check | bool | Mapping[str, Any] | None = None) -> OptimizeReport:
+                 check: Check | bool | Mapping[str, Any] | None = None,
+                 runtime: Runtime | None = None) -> OptimizeReport:
         """Run the optimizer pipeline in place and return its per-pass report.
 
         ``check`` (``True`` for random inputs, a dict of inputs, or a ``Check``) compares the
         results after every pass with the unoptimized program's and raises
         ``OptimizationMismatchError`` naming the first pass, rewrite, op and location that
-        changed them (see :mod:`coreai_core.optimizer.validate`).
+        changed them (see :mod:`coreai_core.optimizer.validate`). ``runtime`` is the runtime
+        the program will run with: constant folding computes with its kernels.
         """
-        return optimize(self, passes, check=check)
+        return optimize(self, passes, check=check, runtime=runtime)
 
     def verify(self) -> None:
         """Raise :class:`VerificationError` if any op does not satisfy its definition."""

@@ -87,4 +87,9 @@ class LoweringSet(Registry[Lowering]):
 
     def register_torch_lowering(self, *names: str) -> Callable[[Lowering], Lowering]:
         """Decorator: ``@reg("aten::op.overload", ...)`` registers one function for each name."""
-        return self.decorator(*names)
+        def wrap(fn: Lowering) -> Lowering:
+            for name in names:
+                self.register(name, fn)
+            return fn
+
+        return wrap

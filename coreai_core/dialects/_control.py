@@ -127,3 +127,6 @@ def output(values: Any = None, /, state: Any = None, **named: Value) -> None:
 def yield_(*values: Value) -> None:
     """Terminate the current region graph with positional results."""
     current().graph.outputs([as_value(v) for v in values])
+
+
+__all__ = ["if_", "invoke", "output", "while_", "yield_"]

@@ -24,6 +24,7 @@ INEXACT = "float or complex"
 NUMERIC = "numeric"  # ints and floats
 NUMBER = "numeric or complex"
 INTEGRAL = "integral"  # ints and bool
+INTEGER = "integer"  # ints only
 BOOL = "bool"
 ORDERED = "non-complex"  # every type with an order: all but complex
 ANY = "any"
@@ -44,13 +45,16 @@ def _accepts(kind: str, dtype: DType) -> bool:
         return dtype is not DType.bool
     if kind == INTEGRAL:
         return dtype is DType.bool or dtype.is_int
+    if kind == INTEGER:
+        return dtype.is_int
     return dtype is DType.bool
 
 
 def _check(kind: str, **operands: Value) -> None:
     for name, v in operands.items():
         if not _accepts(kind, v.type.element_type):
-            fail(f"operand {name!r} must be a {kind} tensor, got {v.type}")
+            article = "an" if kind[0] in "aeiou" else "a"
+            fail(f"operand {name!r} must be {article} {kind} tensor, got {v.type}")
 
 
 # -- constants and casts -------------------------------------------------------------------------
@@ -85,14 +89,17 @@ def cast(x: Value, dtype: DType) -> TensorType:
 
 # -- unary ---------------------------------------------------------------------------------------
 
-def _unary(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None,
-           ) -> Builder[Value]:
+def unary_op(name: str, doc: str, accepts: str = FLOAT, result: DType | None = None, *,
+             module: str = __name__) -> Builder[Value]:
+    """Define ``coreai.<name>``: one operand of the ``accepts`` kind, a result of its shape and
+    dtype (or ``result``). ``module`` is the family module that defines the op."""
     def rule(x: Value) -> TensorType:
         _check(accepts, x=x)
         return x.type if result is None else x.type.with_dtype(result)
 
     rule.__name__ = rule.__qualname__ = name
     rule.__doc__ = doc
+    rule.__module__ = module
     return defop(traits=("elementwise", "unary"))(rule)
 
 
@@ -103,45 +110,45 @@ def abs_(x: Value) -> TensorType:
     return x.type.with_dtype(x.type.element_type.real_dtype)
 
 
-neg = _unary("neg", "Negation.", NUMBER)
-sign = _unary("sign", "-1, 0 or 1 (NaN gives 0, like torch.sign).", NUMERIC)
-floor = _unary("floor", "Round toward -inf.", NUMERIC)
-ceil = _unary("ceil", "Round toward +inf.", NUMERIC)
-round_ = _unary("round_", "Round half to even.", NUMERIC)
-trunc = _unary("trunc", "Round toward zero.", NUMERIC)
-relu = _unary("relu", "max(x, 0).", NUMERIC)
-acos = _unary("acos", "Inverse cosine.", INEXACT)
-acosh = _unary("acosh", "Inverse hyperbolic cosine.", INEXACT)
-asin = _unary("asin", "Inverse sine.", INEXACT)
-asinh = _unary("asinh", "Inverse hyperbolic sine.", INEXACT)
-atan = _unary("atan", "Inverse tangent.", INEXACT)
-atanh = _unary("atanh", "Inverse hyperbolic tangent.", INEXACT)
-cos = _unary("cos", "Cosine.", INEXACT)
-cosh = _unary("cosh", "Hyperbolic cosine.", INEXACT)
-sin = _unary("sin", "Sine.", INEXACT)
-sinh = _unary("sinh", "Hyperbolic sine.", INEXACT)
-tan = _unary("tan", "Tangent.", INEXACT)
-tanh = _unary("tanh", "Hyperbolic tangent.", INEXACT)
-exp = _unary("exp", "e**x.", INEXACT)
-exp2 = _unary("exp2", "2**x.", INEXACT)
-expm1 = _unary("expm1", "e**x - 1, accurate near 0.", INEXACT)
-log = _unary("log", "Natural logarithm.", INEXACT)
-log2 = _unary("log2", "Base-2 logarithm.", INEXACT)
-log10 = _unary("log10", "Base-10 logarithm.", INEXACT)
-log1p = _unary("log1p", "log(1 + x), accurate near 0.", INEXACT)
-sqrt = _unary("sqrt", "Square root.", INEXACT)
-rsqrt = _unary("rsqrt", "1 / sqrt(x).", INEXACT)
-reciprocal = _unary("reciprocal", "1 / x.", INEXACT)
-erf = _unary("erf", "Gauss error function.")
-erfinv = _unary("erfinv", "Inverse error function.")
-lgamma = _unary("lgamma", "log|Gamma(x)|.")
-digamma = _unary("digamma", "Derivative of lgamma.")
-sigmoid = _unary("sigmoid", "1 / (1 + exp(-x)).", INEXACT)
-silu = _unary("silu", "x * sigmoid(x).", INEXACT)
-not_ = _unary("not_", "Logical not.", BOOL)
-bitwise_not = _unary("bitwise_not", "Bitwise not (logical not for bool).", INTEGRAL)
-isnan = _unary("isnan", "True where x (either part of a complex x) is NaN.", INEXACT, DType.bool)
-isinf = _unary("isinf", "True where x (either part of a complex x) is +-inf.", INEXACT,
+neg = unary_op("neg", "Negation.", NUMBER)
+sign = unary_op("sign", "-1, 0 or 1 (NaN gives 0, like torch.sign).", NUMERIC)
+floor = unary_op("floor", "Round toward -inf.", NUMERIC)
+ceil = unary_op("ceil", "Round toward +inf.", NUMERIC)
+round_ = unary_op("round_", "Round half to even.", NUMERIC)
+trunc = unary_op("trunc", "Round toward zero.", NUMERIC)
+relu = unary_op("relu", "max(x, 0).", NUMERIC)
+acos = unary_op("acos", "Inverse cosine.", INEXACT)
+acosh = unary_op("acosh", "Inverse hyperbolic cosine.", INEXACT)
+asin = unary_op("asin", "Inverse sine.", INEXACT)
+asinh = unary_op("asinh", "Inverse hyperbolic sine.", INEXACT)
+atan = unary_op("atan", "Inverse tangent.", INEXACT)
+atanh = unary_op("atanh", "Inverse hyperbolic tangent.", INEXACT)
+cos = unary_op("cos", "Cosine.", INEXACT)
+cosh = unary_op("cosh", "Hyperbolic cosine.", INEXACT)
+sin = unary_op("sin", "Sine.", INEXACT)
+sinh = unary_op("sinh", "Hyperbolic sine.", INEXACT)
+tan = unary_op("tan", "Tangent.", INEXACT)
+tanh = unary_op("tanh", "Hyperbolic tangent.", INEXACT)
+exp = unary_op("exp", "e**x.", INEXACT)
+exp2 = unary_op("exp2", "2**x.", INEXACT)
+expm1 = unary_op("expm1", "e**x - 1, accurate near 0.", INEXACT)
+log = unary_op("log", "Natural logarithm.", INEXACT)
+log2 = unary_op("log2", "Base-2 logarithm.", INEXACT)
+log10 = unary_op("log10", "Base-10 logarithm.", INEXACT)
+log1p = unary_op("log1p", "log(1 + x), accurate near 0.", INEXACT)
+sqrt = unary_op("sqrt", "Square root.", INEXACT)
+rsqrt = unary_op("rsqrt", "1 / sqrt(x).", INEXACT)
+reciprocal = unary_op("reciprocal", "1 / x.", INEXACT)
+erf = unary_op("erf", "Gauss error function.")
+erfinv = unary_op("erfinv", "Inverse error function.")
+lgamma = unary_op("lgamma", "log|Gamma(x)|.")
+digamma = unary_op("digamma", "Derivative of lgamma.")
+sigmoid = unary_op("sigmoid", "1 / (1 + exp(-x)).", INEXACT)
+silu = unary_op("silu", "x * sigmoid(x).", INEXACT)
+not_ = unary_op("not_", "Logical not.", BOOL)
+bitwise_not = unary_op("bitwise_not", "Bitwise not (logical not for bool).", INTEGRAL)
+isnan = unary_op("isnan", "True where x (either part of a complex x) is NaN.", INEXACT, DType.bool)
+isinf = unary_op("isinf", "True where x (either part of a complex x) is +-inf.", INEXACT,
                DType.bool)
 
 
@@ -172,8 +179,12 @@ def log_softmax(x: Value, axis: int = -1) -> TensorType:
 
 # -- binary --------------------------------------------------------------------------------------
 
-def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = None,
-            broadcast: bool = True, traits: tuple[str, ...] = ()) -> Builder[Value]:
+def binary_op(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = None,
+              broadcast: bool = True, traits: tuple[str, ...] = (), *,
+              module: str = __name__) -> Builder[Value]:
+    """Define ``coreai.<name>``: two operands of one dtype of the ``accepts`` kind, broadcast
+    (or of one shape), a result of that dtype (or ``result``). ``module`` is the family module
+    that defines the op."""
     def rule(lhs: Value, rhs: Value) -> TensorType:
         dtype = same_dtype(lhs, rhs)
         _check(accepts, lhs=lhs, rhs=rhs)
@@ -188,52 +199,53 @@ def _binary(name: str, doc: str, accepts: str = NUMERIC, result: DType | None = 
 
     rule.__name__ = rule.__qualname__ = name
     rule.__doc__ = doc + (" Numpy broadcasting." if broadcast else " Operands have one shape.")
+    rule.__module__ = module
     return defop(traits=("elementwise", "binary", *traits))(rule)
 
 
 COMMUTATIVE = ("commutative",)
-broadcasting_add = _binary("broadcasting_add", "lhs + rhs.", NUMBER, traits=COMMUTATIVE)
-broadcasting_sub = _binary("broadcasting_sub", "lhs - rhs.", NUMBER)
-broadcasting_mul = _binary("broadcasting_mul", "lhs * rhs.", NUMBER, traits=COMMUTATIVE)
-broadcasting_divide = _binary(
+broadcasting_add = binary_op("broadcasting_add", "lhs + rhs.", NUMBER, traits=COMMUTATIVE)
+broadcasting_sub = binary_op("broadcasting_sub", "lhs - rhs.", NUMBER)
+broadcasting_mul = binary_op("broadcasting_mul", "lhs * rhs.", NUMBER, traits=COMMUTATIVE)
+broadcasting_divide = binary_op(
     "broadcasting_divide", "lhs / rhs (integers: rounded toward zero, like C).", NUMBER)
-broadcasting_floor_divide = _binary("broadcasting_floor_divide", "floor(lhs / rhs).")
-broadcasting_modulo = _binary(
+broadcasting_floor_divide = binary_op("broadcasting_floor_divide", "floor(lhs / rhs).")
+broadcasting_modulo = binary_op(
     "broadcasting_modulo", "C-style remainder, sign of lhs (torch.fmod).")
-broadcasting_remainder = _binary(
+broadcasting_remainder = binary_op(
     "broadcasting_remainder", "Python-style remainder, sign of rhs (torch.remainder).")
-broadcasting_pow = _binary(
+broadcasting_pow = binary_op(
     "broadcasting_pow", "lhs ** rhs (complex: the principal value).", NUMBER)
-broadcasting_atan2 = _binary("broadcasting_atan2", "atan2(lhs, rhs).", FLOAT)
-broadcasting_maximum = _binary(
+broadcasting_atan2 = binary_op("broadcasting_atan2", "atan2(lhs, rhs).", FLOAT)
+broadcasting_maximum = binary_op(
     "broadcasting_maximum", "Elementwise max, NaN propagates.", ORDERED, traits=COMMUTATIVE)
-broadcasting_minimum = _binary(
+broadcasting_minimum = binary_op(
     "broadcasting_minimum", "Elementwise min, NaN propagates.", ORDERED, traits=COMMUTATIVE)
-broadcasting_equal = _binary(
+broadcasting_equal = binary_op(
     "broadcasting_equal", "lhs == rhs.", ANY, DType.bool, traits=COMMUTATIVE)
-broadcasting_not_equal = _binary(
+broadcasting_not_equal = binary_op(
     "broadcasting_not_equal", "lhs != rhs.", ANY, DType.bool, traits=COMMUTATIVE)
-broadcasting_greater = _binary("broadcasting_greater", "lhs > rhs.", ORDERED, DType.bool)
-broadcasting_greater_equal = _binary(
+broadcasting_greater = binary_op("broadcasting_greater", "lhs > rhs.", ORDERED, DType.bool)
+broadcasting_greater_equal = binary_op(
     "broadcasting_greater_equal", "lhs >= rhs.", ORDERED, DType.bool)
-broadcasting_less = _binary("broadcasting_less", "lhs < rhs.", ORDERED, DType.bool)
-broadcasting_less_equal = _binary("broadcasting_less_equal", "lhs <= rhs.", ORDERED, DType.bool)
-broadcasting_and = _binary("broadcasting_and", "Logical and.", BOOL, traits=COMMUTATIVE)
-broadcasting_or = _binary("broadcasting_or", "Logical or.", BOOL, traits=COMMUTATIVE)
-broadcasting_xor = _binary("broadcasting_xor", "Logical xor.", BOOL, traits=COMMUTATIVE)
-broadcasting_bitwise_and = _binary(
+broadcasting_less = binary_op("broadcasting_less", "lhs < rhs.", ORDERED, DType.bool)
+broadcasting_less_equal = binary_op("broadcasting_less_equal", "lhs <= rhs.", ORDERED, DType.bool)
+broadcasting_and = binary_op("broadcasting_and", "Logical and.", BOOL, traits=COMMUTATIVE)
+broadcasting_or = binary_op("broadcasting_or", "Logical or.", BOOL, traits=COMMUTATIVE)
+broadcasting_xor = binary_op("broadcasting_xor", "Logical xor.", BOOL, traits=COMMUTATIVE)
+broadcasting_bitwise_and = binary_op(
     "broadcasting_bitwise_and", "Bitwise and.", INTEGRAL, traits=COMMUTATIVE)
-broadcasting_bitwise_or = _binary(
+broadcasting_bitwise_or = binary_op(
     "broadcasting_bitwise_or", "Bitwise or.", INTEGRAL, traits=COMMUTATIVE)
-broadcasting_bitwise_xor = _binary(
+broadcasting_bitwise_xor = binary_op(
     "broadcasting_bitwise_xor", "Bitwise xor.", INTEGRAL, traits=COMMUTATIVE)
-broadcasting_shift_left = _binary("broadcasting_shift_left", "lhs << rhs.", INTEGRAL)
-broadcasting_shift_right = _binary(
+broadcasting_shift_left = binary_op("broadcasting_shift_left", "lhs << rhs.", INTEGRAL)
+broadcasting_shift_right = binary_op(
     "broadcasting_shift_right", "lhs >> rhs (arithmetic for signed types).", INTEGRAL)
-add = _binary("add", "lhs + rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
-sub = _binary("sub", "lhs - rhs.", NUMBER, broadcast=False)
-mul = _binary("mul", "lhs * rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
-divide = _binary("divide", "lhs / rhs (integers: rounded toward zero).", NUMBER,
+add = binary_op("add", "lhs + rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
+sub = binary_op("sub", "lhs - rhs.", NUMBER, broadcast=False)
+mul = binary_op("mul", "lhs * rhs.", NUMBER, broadcast=False, traits=COMMUTATIVE)
+divide = binary_op("divide", "lhs / rhs (integers: rounded toward zero).", NUMBER,
                  broadcast=False)
 
 

@@ -13,8 +13,9 @@ from typing import Literal, get_args
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
-from coreai_core._opdef import defop
+from coreai_core._opdef import Builder, defop
 from coreai_core._shapes import broadcast_shapes, fail, same_dtype
+from coreai_core.dialects._elementwise import ANY, FLOAT, INTEGER, binary_op
 
 # fn name -> definition; every function maps float to float of the same dtype.
 SPECIAL_UNARY: dict[str, str] = {
@@ -90,12 +91,6 @@ def _floats(**operands: Value) -> None:
             fail(f"operand {name!r} must be a float tensor, got {v.type}")
 
 
-def _ints(**operands: Value) -> None:
-    for name, v in operands.items():
-        if not v.type.element_type.is_int:
-            fail(f"operand {name!r} must be an integer tensor, got {v.type}")
-
-
 def _broadcast(lhs: Value, rhs: Value) -> TensorType:
     return TensorType(broadcast_shapes(lhs.type.shape, rhs.type.shape), same_dtype(lhs, rhs))
 
@@ -124,55 +119,36 @@ def special_binary(lhs: Value, rhs: Value, fn: BinaryFn) -> TensorType:
 
 # -- the elementwise numeric long tail ------------------------------------------------------------
 
-@defop(traits=("elementwise", "binary", "commutative"))
-def broadcasting_fmax(lhs: Value, rhs: Value) -> TensorType:
-    """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax."""
-    return _broadcast(lhs, rhs)
+def _binary(name: str, doc: str, accepts: str, commutative: bool = False) -> Builder[Value]:
+    return binary_op(name, doc, accepts, traits=("commutative",) if commutative else (),
+                     module=__name__)
 
 
-@defop(traits=("elementwise", "binary", "commutative"))
-def broadcasting_fmin(lhs: Value, rhs: Value) -> TensorType:
-    """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin."""
-    return _broadcast(lhs, rhs)
-
-
-@defop(traits=("elementwise", "binary"))
-def broadcasting_copysign(lhs: Value, rhs: Value) -> TensorType:
-    """|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative)."""
-    _floats(lhs=lhs, rhs=rhs)
-    return _broadcast(lhs, rhs)
-
-
-@defop(traits=("elementwise", "binary", "commutative"))
-def broadcasting_hypot(lhs: Value, rhs: Value) -> TensorType:
-    """sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either is +-inf."""
-    _floats(lhs=lhs, rhs=rhs)
-    return _broadcast(lhs, rhs)
-
-
-@defop(traits=("elementwise", "binary"))
-def broadcasting_nextafter(lhs: Value, rhs: Value) -> TensorType:
-    """The next representable value after lhs in the direction of rhs (in lhs's dtype)."""
-    _floats(lhs=lhs, rhs=rhs)
-    return _broadcast(lhs, rhs)
-
-
-@defop(traits=("elementwise", "binary", "commutative"))
-def broadcasting_gcd(lhs: Value, rhs: Value) -> TensorType:
-    """Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) = 0).
-
-    The minimum integer's absolute value wraps to itself, so results involving it can be
-    negative, exactly as in torch.
-    """
-    _ints(lhs=lhs, rhs=rhs)
-    return _broadcast(lhs, rhs)
-
-
-@defop(traits=("elementwise", "binary", "commutative"))
-def broadcasting_lcm(lhs: Value, rhs: Value) -> TensorType:
-    """Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0)."""
-    _ints(lhs=lhs, rhs=rhs)
-    return _broadcast(lhs, rhs)
+broadcasting_fmax = _binary(
+    "broadcasting_fmax",
+    "Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax.", ANY,
+    commutative=True)
+broadcasting_fmin = _binary(
+    "broadcasting_fmin",
+    "Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin.", ANY,
+    commutative=True)
+broadcasting_copysign = _binary(
+    "broadcasting_copysign", "|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative).",
+    FLOAT)
+broadcasting_hypot = _binary(
+    "broadcasting_hypot", "sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either "
+    "is +-inf.", FLOAT, commutative=True)
+broadcasting_nextafter = _binary(
+    "broadcasting_nextafter",
+    "The next representable value after lhs in the direction of rhs (in lhs's dtype).", FLOAT)
+broadcasting_gcd = _binary(
+    "broadcasting_gcd", "Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) "
+    "= 0). The minimum integer's absolute value wraps to itself, so results involving it can "
+    "be negative, exactly as in torch.", INTEGER, commutative=True)
+broadcasting_lcm = _binary(
+    "broadcasting_lcm",
+    "Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0).",
+    INTEGER, commutative=True)
 
 
 @defop(traits=("multi_result", "elementwise"))

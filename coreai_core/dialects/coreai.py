@@ -7,225 +7,43 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 ``tools/gen_dialect_stub.py``.
 """
 
+from types import ModuleType
+
 from coreai_core._opdef import OPS
-from coreai_core.dialects._complex import (
-    complex_,
-    conj,
-    imag,
-    real,
-    view_as_complex,
-    view_as_real,
-)
-from coreai_core.dialects._compression import (
-    constexpr_blockwise_shift_scale,
-    dequantize,
-    lut_to_dense,
-    quantize,
-    sparse_to_dense,
-)
-from coreai_core.dialects._control import (
-    if_,
-    invoke,
-    output,
-    while_,
-    yield_,
-)
-from coreai_core.dialects._elementwise import (
-    abs_,
-    acos,
-    acosh,
-    add,
-    asin,
-    asinh,
-    atan,
-    atanh,
-    bitwise_not,
-    broadcasting_add,
-    broadcasting_and,
-    broadcasting_atan2,
-    broadcasting_bitwise_and,
-    broadcasting_bitwise_not,
-    broadcasting_bitwise_or,
-    broadcasting_bitwise_xor,
-    broadcasting_divide,
-    broadcasting_equal,
-    broadcasting_floor_divide,
-    broadcasting_greater,
-    broadcasting_greater_equal,
-    broadcasting_less,
-    broadcasting_less_equal,
-    broadcasting_maximum,
-    broadcasting_minimum,
-    broadcasting_modulo,
-    broadcasting_mul,
-    broadcasting_not_equal,
-    broadcasting_or,
-    broadcasting_pow,
-    broadcasting_remainder,
-    broadcasting_shift_left,
-    broadcasting_shift_right,
-    broadcasting_sub,
-    broadcasting_where,
-    broadcasting_xor,
-    cast,
-    ceil,
-    constant,
-    cos,
-    cosh,
-    digamma,
-    divide,
-    erf,
-    erfinv,
-    exp,
-    exp2,
-    expm1,
-    floor,
-    gelu,
-    isinf,
-    isnan,
-    lgamma,
-    log,
-    log1p,
-    log2,
-    log10,
-    log_softmax,
-    mul,
-    neg,
-    not_,
-    reciprocal,
-    relu,
-    round_,
-    rsqrt,
-    sigmoid,
-    sign,
-    silu,
-    sin,
-    sinh,
-    softmax,
-    sqrt,
-    sub,
-    tan,
-    tanh,
-    trunc,
-    where,
-)
-from coreai_core.dialects._fft import (
-    fft_c2c,
-    fft_c2r,
-    fft_r2c,
-)
-from coreai_core.dialects._linalg import (
-    cholesky,
-    eig,
-    eigh,
-    geqrf,
-    householder_product,
-    ldl_factor,
-    ldl_solve,
-    lu_factor,
-    lu_solve,
-    matrix_exp,
-    pivots_to_permutation,
-    svd,
-    triangular_solve,
-)
-from coreai_core.dialects._nn import (
-    avgpool,
-    batch_matmul,
-    conv,
-    conv2d,
-    conv_transpose,
-    interpolate,
-    maxpool,
-    maxpool2d,
-    sumpool,
-    sumpool2d,
-)
-from coreai_core.dialects._random import (
-    random_bernoulli,
-    random_integers,
-    random_multinomial,
-    random_normal,
-    random_permutation,
-    random_uniform,
-)
-from coreai_core.dialects._special import (
-    broadcasting_copysign,
-    broadcasting_fmax,
-    broadcasting_fmin,
-    broadcasting_gcd,
-    broadcasting_hypot,
-    broadcasting_lcm,
-    broadcasting_nextafter,
-    frexp,
-    signbit,
-    special,
-    special_binary,
-)
-from coreai_core.dialects._tensor import (
-    all_,
-    any_,
-    argmax,
-    argmin,
-    argsort,
-    broadcast_to,
-    concat,
-    expand_dims,
-    gather,
-    gather_along_axis,
-    gather_nd,
-    get_shape,
-    non_zero,
-    pad,
-    range_,
-    reduce_max,
-    reduce_mean,
-    reduce_min,
-    reduce_product,
-    reduce_sum,
-    reshape,
-    reverse,
-    scan,
-    scatter_along_axis,
-    scatter_nd,
-    shrink_dims,
-    slice_,
-    slice_update,
-    sort,
-    split,
-    tile,
-    topk,
-    transpose,
+from coreai_core.dialects import (
+    _complex,
+    _compression,
+    _control,
+    _elementwise,
+    _fft,
+    _linalg,
+    _nn,
+    _random,
+    _special,
+    _tensor,
 )
 
-__all__ = [
-    "OPS", "if_", "invoke", "output", "while_", "yield_", "constant", "cast", "abs_", "neg",
-    "sign", "floor", "ceil", "round_", "trunc", "relu", "acos", "acosh", "asin", "asinh", "atan",
-    "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "exp", "exp2", "expm1", "log", "log2",
-    "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "erf", "erfinv", "lgamma", "digamma",
-    "sigmoid", "silu", "not_", "bitwise_not", "isnan", "isinf", "gelu", "softmax", "log_softmax",
-    "broadcasting_add", "broadcasting_sub", "broadcasting_mul", "broadcasting_divide",
-    "broadcasting_floor_divide", "broadcasting_modulo", "broadcasting_remainder",
-    "broadcasting_pow", "broadcasting_atan2", "broadcasting_maximum", "broadcasting_minimum",
-    "broadcasting_equal", "broadcasting_not_equal", "broadcasting_greater",
-    "broadcasting_greater_equal", "broadcasting_less", "broadcasting_less_equal",
-    "broadcasting_and", "broadcasting_or", "broadcasting_xor", "broadcasting_bitwise_and",
-    "broadcasting_bitwise_or", "broadcasting_bitwise_xor", "broadcasting_shift_left",
-    "broadcasting_shift_right", "add", "sub", "mul", "divide", "broadcasting_bitwise_not",
-    "broadcasting_where", "where", "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool",
-    "avgpool", "interpolate", "quantize", "dequantize", "conv2d", "sumpool2d", "maxpool2d",
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_product", "all_", "any_",
-    "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
-    "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
-    "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
-    "constexpr_blockwise_shift_scale", "sparse_to_dense", "random_uniform", "random_normal",
-    "random_integers", "random_permutation", "random_bernoulli", "random_multinomial",
-    "special", "special_binary", "broadcasting_fmax", "broadcasting_fmin",
-    "broadcasting_copysign", "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd",
-    "broadcasting_lcm", "frexp", "signbit",
-    "complex_", "real", "imag", "conj", "view_as_real", "view_as_complex",
-    "fft_c2c", "fft_r2c", "fft_c2r",
-    "svd", "eigh", "eig", "cholesky", "lu_factor", "lu_solve", "pivots_to_permutation",
-    "triangular_solve", "geqrf", "householder_product", "matrix_exp", "ldl_factor", "ldl_solve",
-]
+# The family modules, in the order their names are listed; each one's ``__all__`` names its
+# builders, so a new op is exported by its definition's module alone.
+_FAMILIES: tuple[ModuleType, ...] = (
+    _control, _elementwise, _nn, _tensor, _compression, _random, _special, _complex, _fft,
+    _linalg,
+)
+
+
+def _exports(families: tuple[ModuleType, ...]) -> dict[str, object]:
+    """Every family's public names; a name two families export is an error naming both."""
+    found: dict[str, object] = {}
+    home: dict[str, str] = {}
+    for family in families:
+        for name in family.__all__:
+            if name in found:
+                raise ImportError(f"coreai.{name} is exported by both {home[name]} and "
+                                  f"{family.__name__}; rename one of them")
+            found[name] = getattr(family, name)
+            home[name] = family.__name__
+    return found
+
+
+globals().update(_exports(_FAMILIES))
+__all__ = ["OPS", *_exports(_FAMILIES)]

@@ -17,6 +17,7 @@ from coreai_core.optimizer.dce import DCEPass
 from coreai_core.optimizer.fold_affine import FoldAffinePass
 from coreai_core.optimizer.validate import Check, PassChecker, copy_program
 from coreai_core.optimizer.validate_report import OptimizationMismatchError, ValidationReport
+from coreai_core.runtime import Runtime
 
 DEFAULT_MAX_ITERATIONS = 8
 
@@ -37,9 +38,17 @@ class Pass(Protocol):
     def run(self, program: ProgramData) -> PassStats: ...
 
 
-def _registry() -> dict[str, Callable[[], Pass]]:
-    classes = (CanonicalizePass, ConstantFoldingPass, FoldAffinePass, CSEPass, DCEPass)
-    return {cls.name: cls for cls in classes}
+def _registry() -> dict[str, Callable[[Runtime | None], Pass]]:
+    """Pass name -> factory taking the runtime that passes evaluating ops use."""
+    def folding(runtime: Runtime | None) -> Pass:
+        return ConstantFoldingPass(runtime=runtime)
+
+    def plain(cls: Callable[[], Pass]) -> Callable[[Runtime | None], Pass]:
+        return lambda runtime: cls()
+
+    return {CanonicalizePass.name: plain(CanonicalizePass), ConstantFoldingPass.name: folding,
+            FoldAffinePass.name: plain(FoldAffinePass), CSEPass.name: plain(CSEPass),
+            DCEPass.name: plain(DCEPass)}
 
 
 def pass_names() -> list[str]:
@@ -47,18 +56,20 @@ def pass_names() -> list[str]:
     return list(_registry())
 
 
-def default_passes() -> list[Pass]:
-    """Fresh instances of the default pipeline, in order; edit the list freely."""
-    return [factory() for factory in _registry().values()]
+def default_passes(runtime: Runtime | None = None) -> list[Pass]:
+    """Fresh instances of the default pipeline, in order; edit the list freely. ``runtime``
+    is what constant folding evaluates ops with (the default runtime when None)."""
+    return [factory(runtime) for factory in _registry().values()]
 
 
-def resolve_pass(p: str | Pass) -> Pass:
-    """A pass instance for a pass or a pass name."""
+def resolve_pass(p: str | Pass, runtime: Runtime | None = None) -> Pass:
+    """A pass instance for a pass or a pass name (made with ``runtime``, see
+    :func:`default_passes`); an instance is returned as it is."""
     if isinstance(p, str):
         registry = _registry()
         if p not in registry:
             raise ValueError(f"unknown optimizer pass {p!r}; known passes: {list(registry)}")
-        return registry[p]()
+        return registry[p](runtime)
     if not isinstance(p, Pass):
         raise TypeError(f"expected a pass name or an object with .name and .run(program), "
                         f"got {p!r}")
@@ -143,15 +154,19 @@ class PassManager:
 
     ``passes`` holds pass names or instances (default: :func:`default_passes`); it is a plain
     list, so ``pm.passes.insert(...)`` / ``remove`` edit the pipeline. ``max_iterations`` caps
-    the repetitions.
+    the repetitions. ``runtime`` is the runtime the program will run with: constant folding
+    evaluates ops with its kernels and a checked run compares results computed with it (the
+    default runtime when None).
     """
 
     def __init__(self, passes: Iterable[str | Pass] | None = None,
-                 max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
+                 max_iterations: int = DEFAULT_MAX_ITERATIONS, *,
+                 runtime: Runtime | None = None) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
-        self.passes: list[Pass] = (default_passes() if passes is None
-                                   else [resolve_pass(p) for p in passes])
+        self.runtime = runtime
+        self.passes: list[Pass] = (default_passes(runtime) if passes is None
+                                   else [resolve_pass(p, runtime) for p in passes])
         self.max_iterations = max_iterations
 
     def run(self, program: ProgramData, check: CheckArg = None) -> OptimizeReport:
@@ -161,9 +176,9 @@ class PassManager:
         :mod:`coreai_core.optimizer.validate`): on a mismatch it is restored to what it was
         before that run and :class:`OptimizationMismatchError` is raised.
         """
-        passes = [resolve_pass(p) for p in self.passes]
-        checker = None if check is None or check is False else PassChecker(program,
-                                                                            Check.of(check))
+        passes = [resolve_pass(p, self.runtime) for p in self.passes]
+        checker = None if check is None or check is False else PassChecker(
+            program, Check.of(check), self.runtime)
         report = OptimizeReport([PassRecord(p.name) for p in passes],
                                 ops_before=count_ops(program))
         for _ in range(self.max_iterations):
@@ -191,7 +206,7 @@ class PassManager:
 
 def optimize(program: ProgramData, passes: Sequence[str | Pass] | None = None, *,
              max_iterations: int = DEFAULT_MAX_ITERATIONS, check: CheckArg = None,
-             ) -> OptimizeReport:
+             runtime: Runtime | None = None) -> OptimizeReport:
     """Optimize ``program`` in place with ``passes`` (names or instances; default pipeline
     when None), repeating them until nothing changes, and return the per-pass report.
 
@@ -200,24 +215,31 @@ def optimize(program: ProgramData, passes: Sequence[str | Pass] | None = None, *
     beyond tolerance raises :class:`OptimizationMismatchError` naming the pass, the rewrite,
     the op and its location; the program is left as it was before that run.
 
+    ``runtime`` is the runtime the program will run with (default: the default runtime):
+    constant folding computes with its kernels, so a kernel registered on it is what folds.
+
     >>> report = program.optimize()                    # doctest: +SKIP
     >>> program.optimize(["canonicalize", "dce"])      # doctest: +SKIP
     >>> program.optimize(check=True)                   # doctest: +SKIP
     """
-    return PassManager(passes, max_iterations=max_iterations).run(program, check)
+    return PassManager(passes, max_iterations=max_iterations, runtime=runtime).run(program,
+                                                                                     check)
 
 
 def validate_optimization(program: ProgramData, passes: Sequence[str | Pass] | None = None,
                           check: Check | bool | Mapping[str, Any] = True, *,
-                          max_iterations: int = DEFAULT_MAX_ITERATIONS) -> ValidationReport:
+                          max_iterations: int = DEFAULT_MAX_ITERATIONS,
+                          runtime: Runtime | None = None) -> ValidationReport:
     """Run a checked :func:`optimize` on a copy of ``program`` and return the report.
 
     ``program`` is not changed. ``report.passed`` tells whether every pass run kept the
     results; otherwise ``report.culprit`` names the first pass, rewrite, op and location.
+    ``runtime`` is as for :func:`optimize`.
     """
     work = copy_program(program)
     try:
-        report = PassManager(passes, max_iterations=max_iterations).run(work, check)
+        report = PassManager(passes, max_iterations=max_iterations, runtime=runtime).run(
+            work, check)
     except OptimizationMismatchError as e:
         return e.report
     assert report.validation is not None  # a checked run always has one

@@ -1,7 +1,9 @@
 """Constant folding: evaluate ops whose operands are all constants with the runtime kernels.
 
 The runtime's kernels are the single source of op semantics, so a folded value is exactly
-what ``run()`` would have computed. An op is folded only when
+what ``run()`` would have computed: folding uses the runtime given to the pass (``optimize(...,
+runtime=rt)`` passes it on), the default runtime when none is, so a kernel registered on ``rt``
+is the one that folds. An op is folded only when
 
 - it is pure and not random, has no regions and is neither a control op nor a
   ``decompression`` op (a compressed weight stays compressed: folding would store its dense
@@ -31,7 +33,7 @@ from coreai_core._builder import INLINE_LIMIT
 from coreai_core._ir import Operation, Value
 from coreai_core._opdef import OPS
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, is_deterministic
-from coreai_core.runtime import evaluate_op
+from coreai_core.runtime import Runtime, evaluate_op
 
 DEFAULT_MAX_ELEMENTS = 1 << 16
 # Control ops run regions; decompression ops would turn a compressed weight into a dense one.
@@ -42,16 +44,20 @@ class ConstantFoldingPass(RewritePass):
     """Replace ops computing from constants only by the constants they compute.
 
     ``max_elements`` bounds the total number of result elements of a fold that would keep its
-    source weights alive (see the module docstring).
+    source weights alive (see the module docstring). ``runtime`` evaluates the ops (the
+    default runtime when None).
     """
 
     name = "constant_folding"
 
-    def __init__(self, max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+    def __init__(self, max_elements: int = DEFAULT_MAX_ELEMENTS, *,
+                 runtime: Runtime | None = None) -> None:
         self.max_elements = max_elements
+        self.runtime = runtime
 
     def __repr__(self) -> str:
-        return f"ConstantFoldingPass(max_elements={self.max_elements})"
+        shown = "" if self.runtime is None else f", runtime={self.runtime!r}"
+        return f"ConstantFoldingPass(max_elements={self.max_elements}{shown})"
 
     def visit(self, op: Operation, rw: Rewriter) -> Sequence[Value] | None:
         if op.name == "coreai.constant" or not op.operands or op.regions \
@@ -66,7 +72,7 @@ class ConstantFoldingPass(RewritePass):
             return None
         if not self._worth_folding(op, rw):
             return None
-        results = _evaluate(op, arrays)
+        results = _evaluate(op, arrays, self.runtime)
         if results is None:
             return None
         hint = next((n for n in map(rw.weight_name, op.operands) if n is not None), "folded")
@@ -86,10 +92,11 @@ class ConstantFoldingPass(RewritePass):
         return size <= freed
 
 
-def _evaluate(op: Operation, arrays: list) -> list[np.ndarray] | None:
+def _evaluate(op: Operation, arrays: list, runtime: Runtime | None,
+              ) -> list[np.ndarray] | None:
     try:
         with np.errstate(all="ignore"):
-            out = evaluate_op(op, arrays)
+            out = evaluate_op(op, arrays, runtime=runtime)
     except Exception:  # the program raises the same error when run; do not fold it away
         return None
     results = [out] if isinstance(out, np.ndarray) else list(out)

@@ -46,7 +46,7 @@ from coreai_core.optimizer.validate_report import (
     ValidationReport,
     compare_arrays,
 )
-from coreai_core.runtime import run_program
+from coreai_core.runtime import Runtime, run_program
 from coreai_core.text import print_program
 
 if TYPE_CHECKING:
@@ -227,11 +227,14 @@ def _observable(p: Pass) -> bool:
 class PassChecker:
     """Checks a pipeline pass run by pass run; :class:`PassManager` calls ``before`` and
     ``after`` around each run. Creating it runs the unoptimized program once (the reference).
+    ``runtime`` runs the programs (the default runtime when None).
     """
 
-    def __init__(self, program: ProgramData, check: Check) -> None:
+    def __init__(self, program: ProgramData, check: Check, runtime: Runtime | None = None,
+                 ) -> None:
         self.program = program
         self.check = check
+        self.runtime = runtime
         names = (list(check.entrypoints) if check.entrypoints is not None
                  else [k for k, g in program.graphs.items() if g.composite is None])
         unknown = [n for n in names if n not in program.graphs]
@@ -266,7 +269,7 @@ class PassChecker:
             state = {k: np.array(v) for k, v in self.state.items()}
             prefix = "" if len(self.inputs) == 1 else f"@{entry} "
             outputs = run_program(program, inputs, entrypoint=entry, state=state,
-                                  seed=self.check.seed)
+                                  runtime=self.runtime, seed=self.check.seed)
             results.update({prefix + k: v for k, v in outputs.items()})
             results.update({f"{prefix}state {k}": state[k]
                             for k in program.graphs[entry].state_outputs})

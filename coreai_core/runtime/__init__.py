@@ -2,10 +2,10 @@
 
 ``Program.run`` uses the default runtime. The pieces:
 
-- :class:`Runtime` holds a kernel table that overlays the process-wide defaults; register
-  kernels for custom ops on an instance with ``Runtime.register_kernel`` (local to it) or
-  process-wide with :func:`register_default_kernel`; run with ``Runtime(...).run(program,
-  inputs)``.
+- :class:`Runtime` holds a kernel table that overlays the frozen default table
+  (``DEFAULT_TABLE``); register kernels for custom ops on an instance with
+  ``Runtime.register_kernel`` (local to it); run with ``Runtime(...).run(program, inputs)``,
+  and pass it on (``program.optimize(runtime=rt)`` folds constants with it).
 - :class:`Plan` is a graph compiled once (kernels, decoded attributes, value slots);
   ``Runtime.plan(program, entrypoint)`` returns the cached one.
 - :func:`run_program`, :func:`run_graph_collect` (also returns every intermediate value) and
@@ -23,11 +23,11 @@ from coreai_core.runtime._runtime import (
     run_graph_collect,
     run_program,
 )
-from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable, register_default_kernel
+from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
 from coreai_core.runtime.plan import KernelError, Plan, PlanError, Region
 
 __all__ = [
     "DEFAULT_TABLE", "KernelError", "KernelTable", "Plan", "PlanError", "Region", "Runtime",
-    "Seed", "current_generator", "default_runtime", "evaluate_op", "register_default_kernel",
+    "Seed", "current_generator", "default_runtime", "evaluate_op",
     "run_graph_collect", "run_program", "seeded", "to_array",
 ]

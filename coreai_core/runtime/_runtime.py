@@ -134,7 +134,7 @@ class Runtime:
         and returns one array or a tuple of arrays. Overriding an existing kernel (a default
         one included) needs ``allow_override=True``.
         """
-        return self.kernels.decorator(op_name, fn, allow_override=allow_override)
+        return self.kernels.register(op_name, fn, allow_override=allow_override)
 
     def kernel_for(self, op_name: str) -> Kernel | None:
         """The kernel this runtime uses for ``op_name``, or None."""

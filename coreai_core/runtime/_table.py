@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from coreai_core.registry import Registry
+from coreai_core.registry import Registry, frozen_union
 from coreai_core.runtime.kernels import FAMILIES
 from coreai_core.runtime.kernels._registry import Kernel, check_op_name
 
-__all__ = ["DEFAULT_TABLE", "KernelTable", "register_default_kernel"]
+__all__ = ["DEFAULT_TABLE", "KernelTable"]
 
 
 class KernelTable(Registry[Kernel]):
@@ -23,31 +23,7 @@ class KernelTable(Registry[Kernel]):
         super().__init__("kernel", owner, parent=parent, entries=kernels,
                          check_name=check_op_name)
 
-    def decorator(self, op_name: str, fn: Kernel | None = None, *,  # type: ignore[override]
-                  allow_override: bool = False) -> Callable[[Kernel], Kernel] | Kernel:
-        """``register`` usable as ``@table.decorator("ns.op")`` or called with ``fn``."""
-        if fn is not None:
-            return self.register(op_name, fn, allow_override=allow_override)
-        return super().decorator(op_name, allow_override=allow_override)
 
-
-def _build_default() -> KernelTable:
-    table = KernelTable(owner="the default table")
-    for family in FAMILIES:
-        table.update(family)
-    return table
-
-
-DEFAULT_TABLE: KernelTable = _build_default()
-
-
-def register_default_kernel(op_name: str, fn: Kernel | None = None, *,
-                            allow_override: bool = False) -> Callable[[Kernel], Kernel] | Kernel:
-    """Register a kernel in the process-wide default table (every runtime sees it).
-
-    Usable as a decorator, ``@register_default_kernel("my_lib.op")``, or called with the
-    function. Registering an op that already has a kernel raises ``ValueError`` unless
-    ``allow_override=True``. Prefer ``Runtime().register_kernel`` to keep a registration
-    local to one runtime.
-    """
-    return DEFAULT_TABLE.decorator(op_name, fn, allow_override=allow_override)
+# The kernels of every family, frozen like the built-in lowering table: register a kernel on
+# a Runtime (``Runtime.register_kernel``), whose table has this one as parent.
+DEFAULT_TABLE: KernelTable = frozen_union(KernelTable(owner="the default table"), FAMILIES)

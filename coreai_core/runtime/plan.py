@@ -110,8 +110,8 @@ class Problems:
         if self.missing:
             raise MissingKernelError(
                 f"cannot run the program; {len(self.missing)} op kind(s) have no kernel:\n  "
-                f"{text}\nregister one with Runtime().register_kernel(op_name) (this runtime "
-                "only) or coreai_core.runtime.register_default_kernel(op_name)")
+                f"{text}\nregister one with Runtime().register_kernel(op_name) and run the "
+                "program with that runtime")
         raise PlanError(f"cannot plan the program:\n  {text}")
 
 

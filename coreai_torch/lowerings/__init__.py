@@ -6,8 +6,7 @@ with ``@LOWERINGS.register_torch_lowering("aten::op.overload")``.
 
 from __future__ import annotations
 
-import threading
-
+from coreai_core.registry import frozen_union
 from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     attention,
@@ -51,21 +50,12 @@ FAMILIES = (
     padding,
 )
 
-_DEFAULT: LoweringTable | None = None
-_LOCK = threading.Lock()
+# Every family's lowerings, frozen like the runtime's default kernel table: a converter's own
+# table has this one as parent and takes the user's registrations.
+DEFAULT_TABLE: LoweringTable = frozen_union(
+    LoweringTable(owner="the built-in lowerings"), (family.LOWERINGS for family in FAMILIES))
 
 
 def default_table() -> LoweringTable:
-    """The frozen table of built-in lowerings (built once, shared read-only)."""
-    global _DEFAULT
-    table = _DEFAULT
-    if table is None:
-        with _LOCK:
-            table = _DEFAULT
-            if table is None:
-                table = LoweringTable(owner="the built-in lowerings")
-                for family in FAMILIES:
-                    table.update(family.LOWERINGS)
-                table.freeze()
-                _DEFAULT = table
-    return table
+    """The frozen table of built-in lowerings (shared read-only)."""
+    return DEFAULT_TABLE

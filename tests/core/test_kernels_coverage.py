@@ -7,8 +7,9 @@ import inspect
 import pytest
 
 from coreai_core._opdef import OPS
-from coreai_core.runtime import DEFAULT_TABLE
-from coreai_core.runtime.kernels import FAMILIES, default_kernels
+from coreai_core.registry import frozen_union
+from coreai_core.runtime import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime.kernels import FAMILIES
 from coreai_core.runtime.kernels._registry import KernelSet
 
 CORE_OPS = sorted(n for n in OPS if n.startswith("coreai."))
@@ -20,8 +21,16 @@ def test_every_dialect_op_has_a_default_kernel():
 
 
 def test_every_default_kernel_belongs_to_a_dialect_op():
-    stray = sorted(n for n in default_kernels() if n not in OPS)
+    stray = sorted(n for n in DEFAULT_TABLE if n not in OPS)
     assert not stray, f"kernels for ops that do not exist: {stray}"
+
+
+def test_default_table_is_exactly_the_families() -> None:
+    assert DEFAULT_TABLE.parent is None
+    for family in FAMILIES:
+        for name, kernel in family.own_items():
+            assert DEFAULT_TABLE.get(name) is kernel, (name, family.family)
+    assert len(DEFAULT_TABLE) == sum(len(family.own_names()) for family in FAMILIES)
 
 
 @pytest.mark.parametrize("op_name", CORE_OPS)
@@ -42,9 +51,8 @@ def test_kernel_signature_mirrors_the_op(op_name):
             f"{op_name}: kernel does not accept attribute {attr.name!r}")
 
 
-def test_a_kernel_defined_by_two_families_is_an_error(monkeypatch):
+def test_a_kernel_defined_by_two_families_is_an_error() -> None:
     twin = KernelSet("twin")
-    twin.kernel("coreai.relu")(lambda x: x)
-    monkeypatch.setattr("coreai_core.runtime.kernels.FAMILIES", (*FAMILIES, twin))
+    twin.register("coreai.relu")(lambda x: x)
     with pytest.raises(ValueError, match=r"coreai\.relu.*elementwise.*twin"):
-        default_kernels()
+        frozen_union(KernelTable(owner="a twin table"), (*FAMILIES, twin))

@@ -30,7 +30,6 @@ from coreai_core.runtime import (
     PlanError,
     Runtime,
     default_runtime,
-    register_default_kernel,
     run_program,
     to_array,
 )
@@ -46,7 +45,7 @@ def scale_op():
         return x.type
 
     yield scale
-    del OPS["test_rt.scale"]
+    OPS.unregister("test_rt.scale")
 
 
 def _affine_program() -> Program:
@@ -224,7 +223,7 @@ def test_missing_kernels_are_all_listed_when_planning(scale_op):
         assert "test_rt.scale: no kernel (2 op(s); first: test_rt.scale at " in text
         assert '"model.py":12' in text and "register_kernel" in text
     finally:
-        del OPS["test_rt.other"]
+        OPS.unregister("test_rt.other")
 
 
 def test_unbound_weight_is_reported_by_name():
@@ -450,18 +449,14 @@ def test_duplicate_and_malformed_registrations(scale_op):
             rt.register_kernel(bad, lambda x: x)
 
 
-def test_register_default_kernel_reaches_every_runtime(scale_op):
-    existing = Runtime()
-    try:
-        register_default_kernel("test_rt.scale", lambda x, *, factor: x * factor)
-        with pytest.raises(ValueError, match="already registered"):
-            register_default_kernel("test_rt.scale", lambda x, *, factor: x)
-        p = _scaled(scale_op)
-        x = np.full(3, 4, np.float32)
-        for rt in (existing, Runtime(), default_runtime()):
-            np.testing.assert_array_equal(rt.run(p, {"x": x})["y"], x)
-    finally:
-        DEFAULT_TABLE.unregister("test_rt.scale")
+def test_default_table_is_frozen(scale_op):
+    """Like the built-in lowering table: kernels go on a Runtime, never process-wide."""
+    with pytest.raises(RuntimeError, match=r"default table kernel registry is frozen.*Runtime"):
+        DEFAULT_TABLE.register("test_rt.scale", lambda x, *, factor: x * factor)
+    with pytest.raises(RuntimeError, match="frozen"):
+        DEFAULT_TABLE.register("coreai.relu", lambda x: x, allow_override=True)
+    with pytest.raises(RuntimeError, match="frozen"):
+        DEFAULT_TABLE.update(Runtime(kernels={"test_rt.scale": lambda x, *, factor: x}).kernels)
     assert "test_rt.scale" not in DEFAULT_TABLE
 
 

@@ -1,12 +1,12 @@
 """Numpy kernels of the Core AI dialect, one module per op family.
 
-The default kernel table is built from the family modules listed here, explicitly; a kernel
-registered twice (in two families) is an error naming both owners.
+The default kernel table (``coreai_core.runtime.DEFAULT_TABLE``) is the frozen union of the
+family modules listed here, explicitly; a kernel registered twice (in two families) is an
+error naming both owners.
 """
 
 from __future__ import annotations
 
-from coreai_core.registry import Registry
 from coreai_core.runtime.kernels import (
     complex,
     compression,
@@ -21,7 +21,7 @@ from coreai_core.runtime.kernels import (
 )
 from coreai_core.runtime.kernels._registry import Kernel, KernelSet
 
-__all__ = ["FAMILIES", "Kernel", "KernelSet", "default_kernels"]
+__all__ = ["FAMILIES", "Kernel", "KernelSet"]
 
 FAMILIES: tuple[KernelSet, ...] = (
     elementwise.KERNELS,
@@ -36,10 +36,3 @@ FAMILIES: tuple[KernelSet, ...] = (
     linalg.KERNELS,
 )
 
-
-def default_kernels() -> dict[str, Kernel]:
-    """Op name -> kernel for every family, merged; duplicates across families raise."""
-    merged: Registry[Kernel] = Registry("kernel", "the default table")
-    for family in FAMILIES:
-        merged.update(family)
-    return dict(merged.own_items())

@@ -3,7 +3,8 @@
 A kernel mirrors its op's definition: it is called with the operands in the op's parameter
 order (a variadic operand as a list, a missing optional operand as None) followed by the
 attributes as keyword arguments, and returns one array or a tuple/list of arrays (one per
-result). Each family module owns a ``KernelSet``; ``coreai_core.runtime.kernels`` lists the
+result). Each family module owns a ``KernelSet`` and registers with
+``@KERNELS.register("coreai.<op>")``; ``coreai_core.runtime.kernels`` lists the
 family modules explicitly to build the default table.
 """
 
@@ -33,7 +34,3 @@ class KernelSet(Registry[Kernel]):
     def __init__(self, family: str) -> None:
         super().__init__("kernel", f"the {family} family", check_name=check_op_name)
         self.family = family
-
-    def kernel(self, op_name: str) -> Callable[[Kernel], Kernel]:
-        """Decorator: ``@KERNELS.kernel("coreai.relu")``."""
-        return self.decorator(op_name)

@@ -7,7 +7,7 @@ import numpy as np
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("complex")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 
 @kernel("coreai.complex")

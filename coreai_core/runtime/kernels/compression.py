@@ -20,7 +20,7 @@ from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels._windows import acc_dtype
 
 KERNELS = KernelSet("compression")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 Ints = Sequence[int]
 

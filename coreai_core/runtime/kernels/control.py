@@ -14,7 +14,7 @@ import numpy as np
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("control")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 RegionFn = Callable[..., list[np.ndarray]]
 

@@ -22,7 +22,7 @@ from coreai_core._dtypes import DType
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("elementwise")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)

@@ -9,7 +9,7 @@ import numpy as np
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("fft")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 # numpy's ``norm`` names the direction that carries the scale; ours scales the result
 # whatever the direction: forward "none" is numpy's "backward", inverse "none" its "forward".

@@ -77,7 +77,7 @@ def _check(info: int, routine: str) -> None:
         raise RuntimeError(f"LAPACK {routine}: invalid argument {-info}")
 
 
-@KERNELS.kernel("coreai.svd")
+@KERNELS.register("coreai.svd")
 def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) -> list:
     """``numpy.linalg.svd`` (LAPACK gesdd, torch's CPU driver)."""
     if not compute_uv:
@@ -87,7 +87,7 @@ def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) 
             vh.astype(x.dtype, copy=False)]
 
 
-@KERNELS.kernel("coreai.eigh")
+@KERNELS.register("coreai.eigh")
 def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
     """``numpy.linalg.eigh`` (LAPACK syevd, torch's CPU routine) on the chosen triangle."""
     uplo: Literal["L", "U"] = "U" if upper else "L"
@@ -97,7 +97,7 @@ def eigh(x: np.ndarray, *, upper: bool = False, compute_v: bool = True) -> list:
     return [w.astype(_real(x), copy=False), v.astype(x.dtype, copy=False)]
 
 
-@KERNELS.kernel("coreai.eig")
+@KERNELS.register("coreai.eig")
 def eig(x: np.ndarray) -> list:
     """``numpy.linalg.eig`` (LAPACK geev, torch's CPU routine), cast to complex."""
     c = np.result_type(x.dtype, np.complex64)
@@ -105,7 +105,7 @@ def eig(x: np.ndarray) -> list:
     return [w.astype(c, copy=False), v.astype(c, copy=False)]
 
 
-@KERNELS.kernel("coreai.cholesky")
+@KERNELS.register("coreai.cholesky")
 def cholesky(x: np.ndarray, *, upper: bool = False) -> list:
     """LAPACK potrf per matrix; the unused triangle of the factor is zeroed."""
     batch = x.shape[:-2]
@@ -122,7 +122,7 @@ def cholesky(x: np.ndarray, *, upper: bool = False) -> list:
     return [np.triu(out) if upper else np.tril(out), info]
 
 
-@KERNELS.kernel("coreai.lu_factor")
+@KERNELS.register("coreai.lu_factor")
 def lu_factor(x: np.ndarray) -> list:
     """LAPACK getrf per matrix; 1-based int32 pivots."""
     *batch_l, m, n = x.shape
@@ -140,7 +140,7 @@ def lu_factor(x: np.ndarray) -> list:
     return [lu, piv, info]
 
 
-@KERNELS.kernel("coreai.lu_solve")
+@KERNELS.register("coreai.lu_solve")
 def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
              adjoint: bool = False) -> np.ndarray:
     """LAPACK getrs per matrix of the broadcast batch."""
@@ -158,7 +158,7 @@ def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
     return out
 
 
-@KERNELS.kernel("coreai.pivots_to_permutation")
+@KERNELS.register("coreai.pivots_to_permutation")
 def pivots_to_permutation(pivots: np.ndarray, *, size: int) -> np.ndarray:
     """Apply the row interchanges in order to ``0..size-1`` (vectorized over the batch)."""
     batch = pivots.shape[:-1]
@@ -172,7 +172,7 @@ def pivots_to_permutation(pivots: np.ndarray, *, size: int) -> np.ndarray:
     return perm
 
 
-@KERNELS.kernel("coreai.triangular_solve")
+@KERNELS.register("coreai.triangular_solve")
 def triangular_solve(a: np.ndarray, b: np.ndarray, *, upper: bool, left: bool = True,
                      unitriangular: bool = False) -> np.ndarray:
     """BLAS trsm per matrix of the broadcast batch (no singularity check, like torch)."""
@@ -187,7 +187,7 @@ def triangular_solve(a: np.ndarray, b: np.ndarray, *, upper: bool, left: bool = 
     return out
 
 
-@KERNELS.kernel("coreai.geqrf")
+@KERNELS.register("coreai.geqrf")
 def geqrf(x: np.ndarray) -> list:
     """LAPACK geqrf per matrix."""
     *batch_l, m, n = x.shape
@@ -204,7 +204,7 @@ def geqrf(x: np.ndarray) -> list:
     return [a, tau]
 
 
-@KERNELS.kernel("coreai.householder_product")
+@KERNELS.register("coreai.householder_product")
 def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """LAPACK orgqr (ungqr for complex) per matrix."""
     batch = a.shape[:-2]
@@ -222,7 +222,7 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return q
 
 
-@KERNELS.kernel("coreai.matrix_exp")
+@KERNELS.register("coreai.matrix_exp")
 def matrix_exp(x: np.ndarray) -> np.ndarray:
     """``scipy.linalg.expm`` (batched over the leading axes) in float64/complex128, rounded
     once: scipy's float32 Pade evaluation loses ~13 ulp on entries of 1e5."""
@@ -232,7 +232,7 @@ def matrix_exp(x: np.ndarray) -> np.ndarray:
     return np.asarray(expm(x.astype(wide))).astype(x.dtype, copy=False)
 
 
-@KERNELS.kernel("coreai.ldl_factor")
+@KERNELS.register("coreai.ldl_factor")
 def ldl_factor(x: np.ndarray, *, hermitian: bool = False) -> list:
     """LAPACK sytrf (hetrf for complex hermitian; lower) per matrix; the upper triangle of
     ``ld`` is zeroed."""
@@ -250,7 +250,7 @@ def ldl_factor(x: np.ndarray, *, hermitian: bool = False) -> list:
     return [ld, piv, info]
 
 
-@KERNELS.kernel("coreai.ldl_solve")
+@KERNELS.register("coreai.ldl_solve")
 def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
               hermitian: bool = False) -> np.ndarray:
     """LAPACK sytrs (hetrs for complex hermitian; lower) per matrix of the broadcast batch."""

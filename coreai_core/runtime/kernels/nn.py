@@ -25,7 +25,7 @@ def _acc(x: np.ndarray) -> np.ndarray:
     return x.astype(acc_dtype(x.dtype), copy=False)
 
 
-@KERNELS.kernel("coreai.batch_matmul")
+@KERNELS.register("coreai.batch_matmul")
 def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``numpy.matmul`` with float32 accumulation for half types."""
     if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
@@ -41,7 +41,7 @@ def _bias_shape(n: int) -> tuple[int, ...]:
     return (1, -1, *(1,) * n)
 
 
-@KERNELS.kernel("coreai.conv")
+@KERNELS.register("coreai.conv")
 def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
          strides: Ints | None = None, pads: Ints | None = None, dilation: Ints | None = None,
          groups: int = 1) -> np.ndarray:
@@ -58,7 +58,7 @@ def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
     return np.ascontiguousarray(y.astype(x.dtype, copy=False))
 
 
-@KERNELS.kernel("coreai.conv_transpose")
+@KERNELS.register("coreai.conv_transpose")
 def conv_transpose(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
                    strides: Ints | None = None, pads: Ints | None = None,
                    dilation: Ints | None = None, groups: int = 1,
@@ -71,7 +71,7 @@ def conv_transpose(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *
     return np.ascontiguousarray(y.astype(x.dtype, copy=False))
 
 
-@KERNELS.kernel("coreai.maxpool")
+@KERNELS.register("coreai.maxpool")
 def maxpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
             pads: Ints | None = None, dilation: Ints | None = None, ceil_mode: bool = False,
             return_indices: bool = False) -> list[np.ndarray]:
@@ -81,7 +81,7 @@ def maxpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
     return [y] if idx is None else [y, idx]
 
 
-@KERNELS.kernel("coreai.sumpool")
+@KERNELS.register("coreai.sumpool")
 def sumpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
             pads: Ints | None = None, dilation: Ints | None = None,
             ceil_mode: bool = False) -> np.ndarray:
@@ -90,7 +90,7 @@ def sumpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
     return y.astype(x.dtype, copy=False)
 
 
-@KERNELS.kernel("coreai.avgpool")
+@KERNELS.register("coreai.avgpool")
 def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
             pads: Ints | None = None, ceil_mode: bool = False, count_include_pad: bool = True,
             divisor_override: int | None = None) -> np.ndarray:
@@ -105,7 +105,7 @@ def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
     return (total / np.asarray(div, total.dtype)).astype(x.dtype, copy=False)
 
 
-@KERNELS.kernel("coreai.interpolate")
+@KERNELS.register("coreai.interpolate")
 def interpolate(x: np.ndarray, output_size: np.ndarray | None = None, *, sizes: Ints,
                 mode: str = "nearest", align_corners: bool = False,
                 scales: Sequence[float] | None = None) -> np.ndarray:

@@ -13,7 +13,7 @@ from coreai_core.runtime._rng import current_generator
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("random")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 # Significand bits (implicit bit included): k * 2**-bits for k < 2**bits is exact in the dtype.
 _GRID_BITS = {DType.float64: 53, DType.float32: 24, DType.float16: 11, DType.bfloat16: 8}

@@ -16,7 +16,7 @@ import scipy.special as sc
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("special")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)

@@ -17,7 +17,7 @@ from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels.elementwise import F32, HALF, up
 
 KERNELS = KernelSet("tensor")
-kernel = KERNELS.kernel
+kernel = KERNELS.register
 
 Ints = Sequence[int]
 
