@@ -1,0 +1,32 @@
+"""Interop with Apple's Core AI: export a ``Program`` as an ``.aimodel`` and run it there.
+
+Needs Apple's ``coreai-core`` package (``pip install 'coreai-torch[coreai]'``); importing this
+package without it raises :class:`~coreai_torch.errors.MissingExtraError` saying so. Nothing
+else in coreai_torch or coreai_core imports it. See docs/coreai-interop.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from coreai_torch.errors import MissingExtraError
+
+if importlib.util.find_spec("coreai") is None or importlib.util.find_spec(
+        "coreai.authoring") is None:
+    raise MissingExtraError(
+        "exporting to .aimodel needs Apple's Core AI Python package, which is not installed: "
+        "pip install 'coreai-torch[coreai]' (it installs coreai-core, Linux x86-64 and macOS, "
+        "Python 3.11)")
+
+from coreai_torch.aimodel.export import build_module, export_aimodel  # noqa: E402
+from coreai_torch.aimodel.ops import MAPPINGS, mapping_table_markdown  # noqa: E402
+from coreai_torch.aimodel.verify import (  # noqa: E402
+    AimodelVerifyReport,
+    run_aimodel,
+    verify_aimodel,
+)
+
+__all__ = [
+    "MAPPINGS", "AimodelVerifyReport", "build_module", "export_aimodel",
+    "mapping_table_markdown", "run_aimodel", "verify_aimodel",
+]

@@ -1,0 +1,217 @@
+"""Export a Core AI ``Program`` as an ``.aimodel`` that Apple's Core AI runtime runs.
+
+The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an
+Apple ``coreai.authoring.Module``. An op that cannot be exported exactly is recorded (with a
+placeholder standing in for its results so that the walk goes on and finds every other one);
+if anything was recorded, one :class:`UnexportableOpsError` lists it all and nothing is
+written. The asset is staged next to ``path`` and moved into place, so ``path`` holds the old
+or the new asset, never a partial one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import os
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._context import (
+    ExportContext,
+    Refused,
+    exported_dtype,
+    narrow_constant,
+)
+from coreai_torch.aimodel.ops import MAPPINGS
+from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
+
+__all__ = ["export_aimodel"]
+
+
+class _Refusals:
+    """Refusals grouped by (op, reason): a count and the first location."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.first: dict[tuple[str, str], str] = {}
+
+    def add(self, op: str, reason: str, location: str) -> None:
+        key = (op, reason)
+        self.counts[key] += 1
+        self.first.setdefault(key, location)
+
+    def raise_if_any(self) -> None:
+        if self.counts:
+            raise UnexportableOpsError([UnexportableOp(op, reason, n, self.first[(op, reason)])
+                                        for (op, reason), n in self.counts.items()])
+
+
+def _where(op: Operation, graph: Graph) -> str:
+    loc = op.location
+    return f"{loc} (graph {graph.name!r})" if loc.is_known else f"graph {graph.name!r}"
+
+
+def _apple_type(t: TensorType, name: str | None = None) -> Any:
+    shape = t.static_shape
+    if shape is None:
+        raise Refused(f"dynamic shape {t}: this slice exports static shapes only")
+    return ca.TensorType(shape, ExportContext.apple_dtype(t), name=name)
+
+
+def _check_interface(program: Program, graph: Graph, refusals: _Refusals) -> None:
+    here = f"graph {graph.name!r}"
+    if len(program.graphs) > 1:
+        refusals.add("program", f"{len(program.graphs)} graphs (entrypoints or composites): "
+                     "this slice exports a single graph", here)
+    if graph.state_inputs or graph.state_outputs:
+        refusals.add("program", "state (e.g. a KV cache): not exported in this slice", here)
+    for name, value in [*graph.inputs.items(), *graph.output_values.items()]:
+        if name in graph.inputs and (not name.isidentifier() or keyword.iskeyword(name)):
+            refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's graph "
+                         "builder names inputs after parameters); rename it when converting",
+                         here)
+        try:
+            _apple_type(value.type)
+        except Refused as e:
+            refusals.add("input" if name in graph.inputs else "output",
+                         f"{name!r}: {e.reason}", here)
+
+
+def _placeholder(value: Value) -> Any:
+    """A stand-in for a refused op's result, so that the walk can go on."""
+    shape = value.type.static_shape or ()
+    try:
+        dtype = ExportContext.apple_dtype(value)
+    except Refused:
+        dtype = np.float32
+    return ca.broadcast_to(constant(np.zeros((), dtype)), np.asarray(shape, np.int32))
+
+
+def _emit_constant(ctx: ExportContext, op: Operation) -> list[Any]:
+    return [constant(narrow_constant(ctx.constant_array(op.results[0])))]
+
+
+def _check_results(op: Operation, emitted: list[Any]) -> None:
+    if len(emitted) != len(op.results):
+        raise Refused(f"exporter bug: {len(emitted)} results for {len(op.results)}")
+    for ours, theirs in zip(op.results, emitted, strict=True):
+        want = _apple_type(ours.type)
+        if tuple(theirs.type.shape) != want.shape or str(theirs.type.dtype) != str(want.dtype):
+            raise Refused(f"exporter bug: Core AI produced {theirs.type}, expected {want} "
+                          "(please report)")
+
+
+def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
+                refusals: _Refusals) -> list[Any]:
+    values: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs.values(), args, strict=True)}
+    for op in graph.ops:
+        try:
+            mapping = MAPPINGS.get(op.name)
+            if mapping is None:
+                raise Refused("no Core AI counterpart and no exact expansion")
+            for r in op.results:
+                _apple_type(r.type)
+            if op.name == "coreai.constant":
+                emitted = _emit_constant(ctx, op)
+            else:
+                for v in op.operands:
+                    _apple_type(v.type)
+                emitted = mapping.emit(ctx, op, [values[id(v)] for v in op.operands])
+            _check_results(op, emitted)
+        except Refused as e:
+            refusals.add(op.name, e.reason, _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        except (TypeError, ValueError, RuntimeError) as e:  # Apple's builders rejected it
+            refusals.add(op.name, f"Core AI's builder rejected the mapping: {e}",
+                         _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        for r, a in zip(op.results, emitted, strict=True):
+            values[id(r)] = a
+    return [values[id(v)] for v in graph.output_values.values()]
+
+
+def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Any:
+    """A function whose signature is the graph's (Apple's ``graph`` decorator reads it)."""
+    def body(*args: Any) -> Any:
+        outs = _emit_graph(ctx, graph, args, refusals)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+              for n in graph.inputs]
+    body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    results = [Annotated[ca.Value, _apple_type(v.type, name)]  # type: ignore[valid-type]
+               for name, v in graph.output_values.items()]
+    body.__annotations__ = {
+        **{n: Annotated[ca.Value, _apple_type(v.type)]  # type: ignore[valid-type]
+           for n, v in graph.inputs.items()},
+        "return": results[0] if len(results) == 1 else tuple[tuple(results)],  # type: ignore[misc]
+    }
+    body.__name__ = body.__qualname__ = graph.name
+    return body
+
+
+def build_module(program: Program, entrypoint: str = "main") -> Any:
+    """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
+
+    Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
+    """
+    graph = program.graphs[entrypoint]
+    refusals = _Refusals()
+    _check_interface(program, graph, refusals)
+    refusals.raise_if_any()
+    ctx = ExportContext(program)
+    module = ca.Module.create()
+    try:
+        with module:
+            ca.graph(_graph_function(ctx, graph, refusals))
+            refusals.raise_if_any()  # inside: Apple's rewrite passes do not run on a failure
+    except RuntimeError as e:
+        raise AimodelExportError(f"Core AI rejected the exported graph {entrypoint!r} (an "
+                                 f"exporter bug, please report): {e}") from e
+    return module
+
+
+def _replace_atomically(staged: Path, path: Path, scratch: Path) -> None:
+    if path.exists():
+        old = scratch / "previous.aimodel"
+        os.replace(path, old)
+    os.replace(staged, path)
+
+
+def export_aimodel(program: Program, path: str | os.PathLike[str], *,
+                   entrypoint: str = "main") -> Path:
+    """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
+
+    Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
+    :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
+    count, a location and the reason, and nothing is written. int64 and float64 tensors become
+    int32 and float32 (constants are checked to fit; inputs must fit at run time). An existing
+    ``.aimodel`` at ``path`` is replaced atomically; any other existing file is left alone and
+    an error raised. Returns the path written.
+    """
+    from coreai.authoring import AIModelAsset, AIProgram
+
+    target = Path(path)
+    if target.suffix != ".aimodel":
+        raise AimodelExportError(f"{target}: an .aimodel path must end in '.aimodel'")
+    if target.exists() and not AIModelAsset.is_valid(target):
+        raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
+                                 "overwriting it")
+    module = build_module(program, entrypoint)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        staged = scratch / target.name
+        AIProgram(module).save_asset(staged)
+        _replace_atomically(staged, target, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target

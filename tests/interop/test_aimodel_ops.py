@@ -1,0 +1,54 @@
+"""Every mapped op's sample (tests/core/op_samples.py): export, run on Apple's interpreter,
+compare with coreai_core's runtime. A sample the exporter refuses must be refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("coreai.authoring", reason="needs the coreai extra")
+
+from coreai_core import Program, TensorType  # noqa: E402
+from coreai_torch.aimodel import MAPPINGS, export_aimodel, run_aimodel  # noqa: E402
+from coreai_torch.errors import UnexportableOpsError  # noqa: E402
+from coreai_torch.verify import compare  # noqa: E402
+from tests.core.op_samples import SAMPLES, build_sample  # noqa: E402
+
+# float32 kernels of two implementations (transcendentals, summation order) differ by ulps
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _data(t: TensorType, rng: np.random.Generator) -> np.ndarray:
+    dtype = t.element_type.numpy
+    if t.element_type.is_float:
+        return rng.standard_normal(t.shape).astype(dtype)
+    return rng.integers(0, 2, t.shape).astype(dtype)  # valid as indices, bools and counts
+
+
+def _inputs(program: Program) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {n: _data(v.type, rng) for n, v in program.graphs["main"].inputs.items()}
+
+
+def check_matches_runtime(program: Program, path: Path) -> None:
+    inputs = _inputs(program)
+    export_aimodel(program, path)
+    got = run_aimodel(path, inputs)
+    want = program.run(inputs)
+    assert list(got) == list(want)
+    for name in want:
+        err = compare(name, got[name], want[name], RTOL, ATOL)
+        assert err.passed, f"{name}: {err}"
+
+
+@pytest.mark.parametrize("op_name", sorted(set(MAPPINGS) & set(SAMPLES)))
+def test_mapped_op_sample_matches_runtime(op_name: str, tmp_path: Path) -> None:
+    program = build_sample(op_name)
+    try:
+        check_matches_runtime(program, tmp_path / "op.aimodel")
+    except UnexportableOpsError as e:
+        assert any(op.op in (op_name, "input", "output") for op in e.ops), str(e)
+        assert not (tmp_path / "op.aimodel").exists()
+        pytest.fail(f"refused (see test_refused_samples if expected):\n{e}")
