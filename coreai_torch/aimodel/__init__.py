@@ -18,9 +18,9 @@ if importlib.util.find_spec("coreai") is None or importlib.util.find_spec(
         "pip install 'coreai-torch[coreai]' (it installs coreai-core, Linux x86-64 and macOS, "
         "Python 3.11)")
 
-from coreai_torch.aimodel.export import build_module, export_aimodel  # noqa: E402
-from coreai_torch.aimodel.ops import MAPPINGS, mapping_table_markdown  # noqa: E402
-from coreai_torch.aimodel.verify import (  # noqa: E402
+from coreai_torch.aimodel.export import build_module, export_aimodel
+from coreai_torch.aimodel.ops import MAPPINGS, mapping_table_markdown
+from coreai_torch.aimodel.verify import (
     AimodelVerifyReport,
     run_aimodel,
     verify_aimodel,

@@ -16,13 +16,14 @@ __all__ = ["APPLE_DTYPES", "NARROWED", "ExportContext", "Refused", "narrow_const
 # Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
 APPLE_DTYPES: dict[DType, Any] = {
     DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
-    DType.int16: np.int16, DType.int8: np.int8, DType.uint8: np.uint8, DType.bool: np.bool_,
+    DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
+    DType.uint8: np.uint8, DType.bool: np.bool_,
 }
 # 64-bit types become 32-bit ones: Apple's runtime has no 64-bit tensors in practice.
 NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32}
 
 
-class Refused(Exception):  # noqa: N818  (a signal between a mapping and the exporter)
+class Refused(Exception):
     """A mapping cannot export this op exactly; ``reason`` says why."""
 
     def __init__(self, reason: str) -> None:

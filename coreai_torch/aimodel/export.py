@@ -27,7 +27,6 @@ from coreai_core import Graph, Operation, Program, TensorType, Value
 from coreai_torch.aimodel._context import (
     ExportContext,
     Refused,
-    exported_dtype,
     narrow_constant,
 )
 from coreai_torch.aimodel.ops import MAPPINGS

@@ -19,7 +19,7 @@ import coreai.authoring as ca
 import numpy as np
 from coreai.authoring.constant import constant
 
-from coreai_core import Operation
+from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import ExportContext, Refused
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
@@ -73,7 +73,8 @@ _BINARY = {
     "broadcasting_mul": ca.broadcasting_mul, "broadcasting_divide": ca.broadcasting_divide,
     "broadcasting_maximum": ca.broadcasting_maximum,
     "broadcasting_minimum": ca.broadcasting_minimum,
-    "broadcasting_equal": ca.broadcasting_equal, "broadcasting_not_equal": ca.broadcasting_not_equal,
+    "broadcasting_equal": ca.broadcasting_equal,
+    "broadcasting_not_equal": ca.broadcasting_not_equal,
     "broadcasting_greater": ca.broadcasting_greater, "broadcasting_and": ca.broadcasting_and,
     "broadcasting_or": ca.broadcasting_or, "broadcasting_xor": ca.broadcasting_xor,
     "broadcasting_bitwise_and": ca.broadcasting_bitwise_and,
@@ -144,13 +145,6 @@ def _batch_matmul(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]
     return [_reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
 
 
-def _spatial_2d(ctx: ExportContext, op: Operation) -> int:
-    n = op.operands[0].type.rank - 2
-    if n != 2:
-        raise Refused(f"{n}-d windows: Core AI's conv2d/pooling ops take 2 spatial dims")
-    return n
-
-
 def _pads(op: Operation, n: int) -> list[int]:
     pads = list(op.attributes.get("pads") or [])
     if not pads:
@@ -172,44 +166,73 @@ def _fill(values: Any, n: int, default: int) -> list[int]:
     return list(values) * n if len(values) == 1 else list(values)
 
 
+@attrs.frozen
+class _Windows:
+    """A conv/pool op's windows on 2 spatial dims (a 1-d op gets a leading axis of size 1)."""
+
+    x: Any
+    kernel: list[int]
+    strides: list[int]
+    dilation: list[int]
+    pads: list[int]
+
+
+def _windows_2d(ctx: ExportContext, op: Operation, x: Any, kernel: list[int],
+                default_strides: list[int] | None = None) -> _Windows:
+    n = op.operands[0].type.rank - 2
+    if n not in (1, 2):
+        raise Refused(f"{n}-d windows: Core AI's conv2d/pooling ops take 2 spatial dims")
+    strides = op.attributes.get("strides")
+    s = _fill(strides, n, 1) if strides or default_strides is None else default_strides
+    d, pads = _fill(op.attributes.get("dilation"), n, 1), _pads(op, n)
+    if n == 1:  # exact: a 1-d window is a 2-d one on a leading axis of size 1
+        x = ca.reshape(x, _i32([*x.type.shape[:2], 1, x.type.shape[2]]))
+        return _Windows(x, [1, *kernel], [1, *s], [1, *d], [0, 0, *pads])
+    return _Windows(x, kernel, s, d, pads)
+
+
 def _conv(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
-    n = _spatial_2d(ctx, op)
-    x = _pad_spatial(xs[0], _pads(op, n), _scalar(ctx, op, 0))
-    y = ca.conv2d(x, xs[1], _u32(_fill(op.attributes.get("strides"), n, 1)),
-                  _u32(_fill(op.attributes.get("dilation"), n, 1)),
+    w_shape = ctx.static_shape(op.operands[1])
+    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
+    weight = ca.reshape(xs[1], _i32([*w_shape[:2], *win.kernel]))
+    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, 0))
+    y = ca.conv2d(x, weight, _u32(win.strides), _u32(win.dilation),
                   np.uint32(op.attributes.get("groups", 1)))
     if len(xs) > 2:
-        bias = ca.reshape(xs[2], _i32([1, -1, 1, 1]))
-        y = ca.broadcasting_add(y, bias)
-    return [y]
+        y = ca.broadcasting_add(y, ca.reshape(xs[2], _i32([1, -1, 1, 1])))
+    return [_reshape_to_result(ctx, op, y)]
 
 
-def _window_attrs(op: Operation, n: int) -> tuple[list[int], list[int], list[int]]:
-    k = _fill(op.attributes["kernel_size"], n, 1)
-    s = _fill(op.attributes.get("strides"), n, 1) if op.attributes.get("strides") else k
-    d = _fill(op.attributes.get("dilation"), n, 1)
+def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
     if op.attributes.get("ceil_mode"):
-        raise Refused("ceil_mode=True (Core AI's pooling has no ceil mode with padding)")
-    return k, s, d
+        raise Refused("ceil_mode=True (Core AI's pooling has no ceil mode)")
+    n = op.operands[0].type.rank - 2
+    k = _fill(op.attributes["kernel_size"], n, 1)
+    return _windows_2d(ctx, op, x, k, default_strides=k)
 
 
 def _maxpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
-    n = _spatial_2d(ctx, op)
     if op.attributes.get("return_indices"):
         raise Refused("return_indices=True (Core AI's maxpool returns no indices)")
     if not op.operands[0].type.element_type.is_float:
-        raise Refused("integer max pooling (padding needs -inf)")
-    k, s, d = _window_attrs(op, n)
-    x = _pad_spatial(xs[0], _pads(op, n), _scalar(ctx, op, -np.inf))
-    out = ca.TensorType(ctx.result_shape(op), ctx.apple_dtype(op.results[0]))
-    return [ca.maxpool2d(out, x, _u32(k), _u32(s), _u32(d), False)]
+        raise Refused("integer max pooling (its padding needs -inf)")
+    win = _pool_windows(ctx, op, xs[0])
+    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, -np.inf))
+    shape = [*ctx.static_shape(op.operands[0])[:2],
+             *[(x.type.shape[2 + i] - win.dilation[i] * (win.kernel[i] - 1) - 1)
+               // win.strides[i] + 1 for i in range(2)]]
+    out = ca.TensorType(shape, ctx.apple_dtype(op.results[0]))
+    y = ca.maxpool2d(out, x, _u32(win.kernel), _u32(win.strides), _u32(win.dilation), False)
+    return [_reshape_to_result(ctx, op, y)]
+
+
+def _sum_windows(ctx: ExportContext, op: Operation, win: _Windows) -> Any:
+    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, 0))
+    return ca.sumpool2d(x, _u32(win.kernel), _u32(win.strides), constant(_u32(win.dilation)))
 
 
 def _sumpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
-    n = _spatial_2d(ctx, op)
-    k, s, d = _window_attrs(op, n)
-    x = _pad_spatial(xs[0], _pads(op, n), _scalar(ctx, op, 0))
-    return [ca.sumpool2d(x, _u32(k), _u32(s), _u32(d))]
+    return [_reshape_to_result(ctx, op, _sum_windows(ctx, op, _pool_windows(ctx, op, xs[0])))]
 
 
 def _window_counts(size: int, k: int, s: int, lo: int, out: int) -> np.ndarray:
@@ -219,38 +242,33 @@ def _window_counts(size: int, k: int, s: int, lo: int, out: int) -> np.ndarray:
 
 
 def _avgpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
-    n = _spatial_2d(ctx, op)
-    k, s, _ = _window_attrs(op, n)
-    pads = _pads(op, n)
-    total = _sumpool_sum(ctx, op, xs[0], k, s, pads)
-    out = ctx.result_shape(op)
+    win = _pool_windows(ctx, op, xs[0])
+    total = _sum_windows(ctx, op, win)
     dtype = ctx.apple_dtype(op.results[0])
+    k = win.kernel
     if op.attributes.get("divisor_override"):
         divisor: np.ndarray = np.asarray(op.attributes["divisor_override"], dtype)
-    elif op.attributes.get("count_include_pad", True) or not any(pads):
+    elif op.attributes.get("count_include_pad", True) or not any(win.pads):
         divisor = np.asarray(k[0] * k[1], dtype)
     else:
-        size = ctx.static_shape(op.operands[0])[2:]
-        rows = _window_counts(size[0], k[0], s[0], pads[0], out[2])
-        cols = _window_counts(size[1], k[1], s[1], pads[2], out[3])
+        size, out = win.x.type.shape[2:], total.type.shape[2:]
+        rows = _window_counts(size[0], k[0], win.strides[0], win.pads[0], out[0])
+        cols = _window_counts(size[1], k[1], win.strides[1], win.pads[2], out[1])
         divisor = np.outer(rows, cols).astype(dtype)
-    return [ca.broadcasting_divide(total, constant(divisor))]
-
-
-def _sumpool_sum(ctx: ExportContext, op: Operation, x: Any, k: list[int], s: list[int],
-                 pads: list[int]) -> Any:
-    x = _pad_spatial(x, pads, _scalar(ctx, op, 0))
-    return ca.sumpool2d(x, _u32(k), _u32(s), _u32([1, 1]))
+    return [_reshape_to_result(ctx, op, ca.broadcasting_divide(total, constant(divisor)))]
 
 
 # -- reductions ----------------------------------------------------------------------------------
 
-def _reduction(apple: Callable[..., Any]) -> Emit:
+def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
     def emit(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
         rank = op.operands[0].type.rank
         axes = op.attributes.get("axes")
         axes = list(range(rank)) if axes is None else [a % rank for a in axes]
-        return [_reshape_to_result(ctx, op, apple(xs[0], _i32(axes)))]
+        x = xs[0]
+        if logical and op.operands[0].type.element_type is not DType.bool:
+            x = ca.cast(x, np.bool_)  # Core AI's all_/any_ take booleans: nonzero is true
+        return [_reshape_to_result(ctx, op, apple(x, _i32(axes)))]
     emit.__name__ = f"reduce_via_{apple.__name__}"
     return emit
 
@@ -285,7 +303,7 @@ def _broadcast_to(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]
 
 def _transpose(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
-    return [ca.transpose(xs[0], _i32([p % rank for p in op.attributes["perm"]]))]
+    return [ca.transpose(xs[0], _u32([p % rank for p in op.attributes["perm"]]))]
 
 
 def _concat(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
@@ -298,7 +316,7 @@ def _tile(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
     if len(reps) != rank:
         raise Refused("tile repetitions of another rank than the input")
-    return [ca.tile(xs[0], _i32(reps))]
+    return [ca.tile(xs[0], _u32(reps))]
 
 
 def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
@@ -315,15 +333,16 @@ def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
 def _slice(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
-    ranges = {}
+    ranges: dict[int, tuple[int, int, int]] = {}
     for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
         if stride < 0:
-            raise Refused("negative slice strides")
+            raise Refused("negative slice strides (Core AI's reverse takes an index-typed "
+                          "operand its Python builders cannot make)")
         a = axis % len(shape)
-        ranges[a] = slice(begin[i], end[i], stride).indices(shape[a])
-        if ranges[a][1] < ranges[a][0]:  # empty: Core AI wants begin <= end
-            ranges[a] = (ranges[a][0], ranges[a][0], stride)
-    return [_full_slice(ctx, xs[0], shape, ranges)]
+        b, e, st = slice(begin[i], end[i], stride).indices(shape[a])
+        ranges[a] = (b, max(b, e), st)  # an empty range as begin == end
+    x = xs[0]
+    return [_full_slice(ctx, x, shape, ranges)]
 
 
 def _split(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
@@ -341,12 +360,12 @@ def _gather(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     rank, n_idx = op.operands[0].type.rank, op.operands[1].type.rank
     axis = op.attributes.get("axis", 0) % rank
     if axis:  # bring the gathered axis to the front, gather rows, move the axes back
-        x = ca.transpose(x, _i32([axis, *[a for a in range(rank) if a != axis]]))
+        x = ca.transpose(x, _u32([axis, *[a for a in range(rank) if a != axis]]))
     taken = ca.gather_nd(x, ca.reshape(indices, _i32([*indices.type.shape, 1])))
     if axis:
         # taken: [*indices dims, *x[:axis], *x[axis+1:]] -> [*x[:axis], *indices, *x[axis+1:]]
         order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
-        taken = ca.transpose(taken, _i32(order))
+        taken = ca.transpose(taken, _u32(order))
     return [taken]
 
 
@@ -378,18 +397,18 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.gelu": OpMapping(_gelu, "gelu"),
     "coreai.softmax": OpMapping(_softmax, "softmax"),
     "coreai.batch_matmul": OpMapping(_batch_matmul, "broadcasting_batch_matmul (+ reshape)"),
-    "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (2-d)"),
-    "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (2-d, no indices)"),
-    "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (2-d)"),
-    "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (2-d)"),
+    "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (1-d, 2-d)"),
+    "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (1-d, 2-d; no indices)"),
+    "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (1-d, 2-d)"),
+    "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (1-d, 2-d)"),
     "coreai.reduce_sum": OpMapping(_reduction(ca.reduce_sum), "reduce_sum (+ reshape)"),
     "coreai.reduce_mean": OpMapping(_reduction(ca.reduce_mean), "reduce_mean (+ reshape)"),
     "coreai.reduce_max": OpMapping(_reduction(ca.reduce_max), "reduce_max (+ reshape)"),
     "coreai.reduce_min": OpMapping(_reduction(ca.reduce_min), "reduce_min (+ reshape)"),
     "coreai.reduce_product": OpMapping(_reduction(ca.reduce_product),
                                        "reduce_product (+ reshape)"),
-    "coreai.all": OpMapping(_reduction(ca.all_), "all_ (+ reshape)"),
-    "coreai.any": OpMapping(_reduction(ca.any_), "any_ (+ reshape)"),
+    "coreai.all": OpMapping(_reduction(ca.all_, logical=True), "cast to bool + all_ (+ reshape)"),
+    "coreai.any": OpMapping(_reduction(ca.any_, logical=True), "cast to bool + any_ (+ reshape)"),
     "coreai.argmax": OpMapping(_argmax, "argmax + cast (+ reshape)"),
     "coreai.argmin": OpMapping(_argmin, "argmax(x * -1) + cast (floats)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
