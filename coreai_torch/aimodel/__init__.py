@@ -7,16 +7,14 @@ else in coreai_torch or coreai_core imports it. See docs/coreai-interop.md.
 
 from __future__ import annotations
 
-import importlib.util
-
 from coreai_torch.errors import MissingExtraError
 
-if importlib.util.find_spec("coreai") is None or importlib.util.find_spec(
-        "coreai.authoring") is None:
+try:
+    import coreai.authoring  # noqa: F401
+except ImportError as e:
     raise MissingExtraError(
-        "exporting to .aimodel needs Apple's Core AI Python package, which is not installed: "
-        "pip install 'coreai-torch[coreai]' (it installs coreai-core, Linux x86-64 and macOS, "
-        "Python 3.11)")
+        "exporting to .aimodel needs Apple's Core AI Python package (coreai-core), which is "
+        "not installed: pip install 'coreai-torch[coreai]'") from e
 
 from coreai_torch.aimodel.export import build_module, export_aimodel
 from coreai_torch.aimodel.ops import MAPPINGS, mapping_table_markdown

@@ -203,6 +203,37 @@ def _conv(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     return [_reshape_to_result(ctx, op, y)]
 
 
+def _conv_transpose(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+    w_shape = ctx.static_shape(op.operands[1])
+    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
+    lo, hi = win.pads[0::2], win.pads[1::2]
+    if lo != hi:
+        raise Refused(f"asymmetric padding {win.pads} (Core AI's conv_transpose2d pads both "
+                      "sides equally)")
+    output_padding = _fill(op.attributes.get("output_padding"), len(w_shape) - 2, 0)
+    if len(output_padding) == 1:
+        output_padding = [0, *output_padding]
+    weight = ca.reshape(xs[1], _i32([*w_shape[:2], *win.kernel]))
+    y = ca.conv_transpose2d(win.x, weight, _u32(win.strides), _u32(lo), _u32(win.dilation),
+                            _u32(output_padding), np.uint32(op.attributes.get("groups", 1)))
+    if len(xs) > 2:
+        y = ca.broadcasting_add(y, ca.reshape(xs[2], _i32([1, -1, 1, 1])))
+    return [_reshape_to_result(ctx, op, y)]
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "replicate"}
+
+
+def _pad(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+    pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise Refused(f"padding mode {mode!r} has no Core AI counterpart")
+    if min(pads) < 0:
+        raise Refused("negative padding (cropping)")
+    value = _scalar(ctx, op, op.attributes.get("value", 0.0))
+    return [ca.pad(xs[0], _u32(pads), value, _PAD_MODES[mode])]
+
+
 def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
     if op.attributes.get("ceil_mode"):
         raise Refused("ceil_mode=True (Core AI's pooling has no ceil mode)")
@@ -398,6 +429,9 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.softmax": OpMapping(_softmax, "softmax"),
     "coreai.batch_matmul": OpMapping(_batch_matmul, "broadcasting_batch_matmul (+ reshape)"),
     "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (1-d, 2-d)"),
+    "coreai.conv_transpose": OpMapping(
+        _conv_transpose, "conv_transpose2d + broadcasting_add (1-d, 2-d; symmetric pads)"),
+    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate; no cropping)"),
     "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (1-d, 2-d; no indices)"),
     "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (1-d, 2-d)"),
     "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (1-d, 2-d)"),

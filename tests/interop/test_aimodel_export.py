@@ -1,0 +1,137 @@
+"""Exporter behaviour beyond the per-op samples: the features the samples do not reach (1-d
+windows, padding rules, narrowing), the one refusal error, and how the path is written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("coreai.authoring", reason="needs the coreai extra")
+
+from coreai_core import Location, Program, TensorType  # noqa: E402
+from coreai_core._builder import default_location  # noqa: E402
+from coreai_core.dialects import coreai  # noqa: E402
+from coreai_torch.aimodel import export_aimodel  # noqa: E402
+from coreai_torch.errors import AimodelExportError, UnexportableOpsError  # noqa: E402
+from tests.interop.test_aimodel_ops import check_matches_runtime  # noqa: E402
+
+
+def t(*shape: int, dtype: str = "float32") -> TensorType:
+    return TensorType(shape, dtype)
+
+
+def program_of(inputs: dict[str, TensorType], build: Callable[..., Any]) -> Program:
+    p = Program()
+    with p.graph("main", inputs=inputs) as g:
+        with default_location(Location("model.py", 3, "block")):
+            out = build(*g.inputs.values())
+        outs = out if isinstance(out, tuple) else (out,)
+        g.outputs({f"y{i}": v for i, v in enumerate(outs)})
+    return p
+
+
+W = np.random.default_rng(1).standard_normal((6, 4, 3)).astype(np.float32)
+CASES: dict[str, tuple[dict[str, TensorType], Callable[..., Any]]] = {
+    "conv_1d_bias_pads": ({"x": t(2, 4, 9)}, lambda x: coreai.conv(
+        x, coreai.constant(W), coreai.constant(np.arange(6, dtype=np.float32)),
+        strides=[2], pads=[1, 2], dilation=[2])),
+    "maxpool_2d_pads": ({"x": t(1, 2, 7, 6)}, lambda x: coreai.maxpool2d(
+        x, kernel_size=[3, 2], strides=[2, 1], pads=[1, 1, 0, 1])),
+    "maxpool_1d": ({"x": t(1, 2, 9)}, lambda x: coreai.maxpool(x, kernel_size=[3])),
+    "avgpool_exclude_pad": ({"x": t(1, 2, 7, 6)}, lambda x: coreai.avgpool(
+        x, kernel_size=[3, 3], strides=[2, 2], pads=[1, 1], count_include_pad=False)),
+    "avgpool_include_pad": ({"x": t(1, 2, 7, 6)}, lambda x: coreai.avgpool(
+        x, kernel_size=[3, 2], strides=[1, 2], pads=[1, 1, 0, 0])),
+    "avgpool_1d_divisor": ({"x": t(1, 2, 8)}, lambda x: coreai.avgpool(
+        x, kernel_size=[2], divisor_override=3)),
+    "conv_transpose_2d": ({"x": t(1, 4, 5, 4)}, lambda x: coreai.conv_transpose(
+        x, coreai.constant(np.ones((4, 3, 3, 2), np.float32)), strides=[2, 1], pads=[1, 1],
+        groups=2, output_padding=[1, 0])),
+    "slice_clamped_strided": ({"x": t(5, 6)}, lambda x: coreai.slice_(
+        x, [1, -100], [100, 5], axes=[0, 1], strides=[2, 3])),
+    "gather_axis_1_int64_constant": ({"x": t(3, 5, 2)}, lambda x: coreai.gather(
+        x, coreai.constant(np.array([[4, 0], [1, 1]], np.int64)), axis=1)),
+    "argmax_all_axes": ({"x": t(3, 4)}, lambda x: coreai.argmax(x)),
+    "matmul_vectors": ({"a": t(4), "b": t(4, 3), "c": t(3)}, lambda a, b, c: (
+        coreai.batch_matmul(a, b), coreai.batch_matmul(b, c))),
+    "float64_constant_narrowed": ({"x": t(2, 3)}, lambda x: coreai.broadcasting_mul(
+        x, coreai.cast(coreai.constant(np.array([0.5, 2.0, -1.0])), "float32"))),
+    "reduce_all_axes_int64_input": ({"x": t(2, 3, dtype="int64")}, lambda x: (
+        coreai.reduce_sum(x), coreai.cast(x, "float32"))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_feature_matches_runtime(case: str, tmp_path: Path) -> None:
+    inputs, build = CASES[case]
+    check_matches_runtime(program_of(inputs, build), tmp_path / "case.aimodel")
+
+
+def _unexportable() -> Program:
+    def build(x: Any) -> Any:
+        y = coreai.log1p(coreai.expm1(x))
+        big = coreai.broadcasting_add(coreai.constant(np.array(2**40)), 1)
+        return (*coreai.maxpool2d(coreai.log1p(y), kernel_size=[2, 2], return_indices=True),
+                big)
+    return program_of({"x": t(1, 1, 4, 4, dtype="float64")}, build)
+
+
+def test_every_refusal_listed_once_before_writing(tmp_path: Path) -> None:
+    path = tmp_path / "m.aimodel"
+    with pytest.raises(UnexportableOpsError) as info:
+        export_aimodel(_unexportable(), path)
+    found = {(op.op, op.count) for op in info.value.ops}
+    assert {("coreai.log1p", 2), ("coreai.expm1", 1)} <= found
+    reasons = " | ".join(op.reason for op in info.value.ops)
+    assert "int64 constant values in [1099511627776, 1099511627776] do not fit int32" in reasons
+    assert "return_indices=True" in reasons
+    assert all('model.py":3' in op.location for op in info.value.ops)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_asset_replaced_other_files_kept(tmp_path: Path) -> None:
+    program = program_of({"x": t(2)}, lambda x: coreai.relu(x))
+    path = tmp_path / "m.aimodel"
+    export_aimodel(program, path)
+    first = sorted(p.name for p in path.iterdir())
+    export_aimodel(program_of({"x": t(2)}, lambda x: coreai.neg(x)), path)
+    assert sorted(p.name for p in path.iterdir()) == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.aimodel"]  # no staging left
+    other = tmp_path / "notes.aimodel"
+    other.write_text("mine")
+    with pytest.raises(AimodelExportError, match="not an .aimodel"):
+        export_aimodel(program, other)
+    assert other.read_text() == "mine"
+
+
+def test_state_and_bad_input_names_refused(tmp_path: Path) -> None:
+    p = Program()
+    with p.graph("main", inputs={"in": t(2)}, state={"s": np.zeros(2, np.float32)}) as g:
+        g.outputs({"y": coreai.relu(g["in"])}, state={"s": g["s"]})
+    with pytest.raises(UnexportableOpsError) as info:
+        export_aimodel(p, tmp_path / "m.aimodel")
+    text = str(info.value)
+    assert "state" in text and "'in' is not a Python identifier" in text
+
+
+def test_missing_extra_names_what_to_install() -> None:
+    code = ("import sys; sys.modules['coreai'] = None\n"
+            "try:\n    import coreai_torch.aimodel\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[2]).stdout
+    assert out.startswith("MissingExtraError") and "pip install 'coreai-torch[coreai]'" in out
+
+
+def test_core_packages_do_not_import_apple_package() -> None:
+    code = ("import sys, coreai_core, coreai_torch, coreai_torch.cli\n"
+            "print(sorted(m for m in sys.modules if m == 'coreai' or m.startswith('coreai.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[2]).stdout
+    assert out.strip() == "[]"
