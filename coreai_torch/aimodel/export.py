@@ -16,8 +16,9 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 import coreai.authoring as ca
 import numpy as np
@@ -94,10 +95,6 @@ def _placeholder(value: Value) -> Any:
     return ca.broadcast_to(constant(np.zeros((), dtype)), np.asarray(shape, np.int32))
 
 
-def _emit_constant(ctx: ExportContext, op: Operation) -> list[Any]:
-    return [constant(narrow_constant(ctx.constant_array(op.results[0])))]
-
-
 def _check_results(op: Operation, emitted: list[Any]) -> None:
     if len(emitted) != len(op.results):
         raise Refused(f"exporter bug: {len(emitted)} results for {len(op.results)}")
@@ -108,23 +105,66 @@ def _check_results(op: Operation, emitted: list[Any]) -> None:
                           "(please report)")
 
 
+class _Values(Sequence[Any]):
+    """Our values' Apple counterparts. A constant is emitted when first used as an Apple value:
+    one read at export time only (a slice bound, a shape) never reaches the .aimodel, so it
+    need not fit 32 bits."""
+
+    def __init__(self, ctx: ExportContext, graph: Graph, refusals: _Refusals,
+                 values: list[Value] | None = None, table: dict[int, Any] | None = None,
+                 ) -> None:
+        self.ctx, self.graph, self.refusals = ctx, graph, refusals
+        self.values = values or []
+        self.table: dict[int, Any] = {} if table is None else table
+
+    def operands(self, values: list[Value]) -> _Values:
+        return _Values(self.ctx, self.graph, self.refusals, values, self.table)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self.get(v) for v in self.values[index]]
+        return self.get(self.values[index])
+
+    def get(self, value: Value) -> Any:
+        found = self.table.get(id(value))
+        if found is None and value.owner is not None and value.owner.name == "coreai.constant":
+            op = value.owner
+            try:
+                found = constant(narrow_constant(self.ctx.constant_array(value)))
+            except Refused as e:
+                self.refusals.add(op.name, e.reason, _where(op, self.graph))
+                found = _placeholder(value)
+            self.table[id(value)] = found
+        return found
+
+
+def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
+    mapping = MAPPINGS.get(op.name)
+    if mapping is None:
+        raise Refused("no Core AI counterpart and no exact expansion")
+    for v in [*op.operands, *op.results]:
+        _apple_type(v.type)
+    emitted = mapping.emit(ctx, op, values.operands(op.operands))
+    _check_results(op, emitted)
+    return emitted
+
+
 def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
                 refusals: _Refusals) -> list[Any]:
-    values: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs.values(), args, strict=True)}
+    values = _Values(ctx, graph, refusals)
+    values.table.update({id(v): a for v, a in zip(graph.inputs.values(), args, strict=True)})
     for op in graph.ops:
+        if op.name == "coreai.constant":
+            continue  # emitted where it is used (see _Values)
         try:
-            mapping = MAPPINGS.get(op.name)
-            if mapping is None:
-                raise Refused("no Core AI counterpart and no exact expansion")
-            for r in op.results:
-                _apple_type(r.type)
-            if op.name == "coreai.constant":
-                emitted = _emit_constant(ctx, op)
-            else:
-                for v in op.operands:
-                    _apple_type(v.type)
-                emitted = mapping.emit(ctx, op, [values[id(v)] for v in op.operands])
-            _check_results(op, emitted)
+            emitted = _emit_op(ctx, op, values)
         except Refused as e:
             refusals.add(op.name, e.reason, _where(op, graph))
             emitted = [_placeholder(r) for r in op.results]
@@ -133,8 +173,8 @@ def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
                          _where(op, graph))
             emitted = [_placeholder(r) for r in op.results]
         for r, a in zip(op.results, emitted, strict=True):
-            values[id(r)] = a
-    return [values[id(v)] for v in graph.output_values.values()]
+            values.table[id(r)] = a
+    return [values.get(v) for v in graph.output_values.values()]
 
 
 def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Any:
@@ -146,10 +186,10 @@ def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> An
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
               for n in graph.inputs]
     body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    results = [Annotated[ca.Value, _apple_type(v.type, name)]  # type: ignore[valid-type]
+    results = [Annotated[ca.Value, _apple_type(v.type, name)]
                for name, v in graph.output_values.items()]
     body.__annotations__ = {
-        **{n: Annotated[ca.Value, _apple_type(v.type)]  # type: ignore[valid-type]
+        **{n: Annotated[ca.Value, _apple_type(v.type)]
            for n, v in graph.inputs.items()},
         "return": results[0] if len(results) == 1 else tuple[tuple(results)],  # type: ignore[misc]
     }

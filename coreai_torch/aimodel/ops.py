@@ -11,7 +11,7 @@ output has exactly our op's shape (the exporter checks it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -24,7 +24,7 @@ from coreai_torch.aimodel._context import ExportContext, Refused
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
 
-Emit = Callable[[ExportContext, Operation, list[Any]], list[Any]]
+Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
 
 
 @attrs.frozen
@@ -56,7 +56,7 @@ def _reshape_to_result(ctx: ExportContext, op: Operation, x: Any, index: int = 0
 # -- elementwise ---------------------------------------------------------------------------------
 
 def _direct(apple: Callable[..., Any]) -> Emit:
-    def emit(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+    def emit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
         return [apple(*xs)]
     return emit
 
@@ -89,54 +89,54 @@ def _fn_name(apple: Callable[..., Any]) -> str:
     return apple.__name__
 
 
-def _neg(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _neg(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # x * -1 rather than 0 - x: it keeps the sign of zero, like negation
     return [ca.broadcasting_mul(xs[0], _scalar(ctx, op, -1))]
 
 
-def _reciprocal(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _reciprocal(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_divide(_scalar(ctx, op, 1), xs[0])]
 
 
-def _less(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _less(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_greater(xs[1], xs[0])]
 
 
-def _or_equal(strict: Callable[[list[Any]], Any]) -> Emit:
+def _or_equal(strict: Callable[[Sequence[Any]], Any]) -> Emit:
     # a >= b is (a > b) or (a == b): exact, NaN included (both are false)
-    def emit(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+    def emit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
         return [ca.broadcasting_or(strict(xs), ca.broadcasting_equal(xs[0], xs[1]))]
     return emit
 
 
-def _isnan(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _isnan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_not_equal(xs[0], xs[0])]
 
 
-def _where(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _where(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_where(*xs)]
 
 
-def _gelu(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _gelu(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.gelu(xs[0], approximate=op.attributes["approximate"])]
 
 
-def _softmax(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _softmax(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.softmax(xs[0], _i32(op.attributes["axis"]))]
 
 
-def _cast(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _cast(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.cast(xs[0], ctx.apple_dtype(op.results[0]))]
 
 
-def _constant(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
-    # the exporter narrows and materializes constants itself (it checks the values fit)
+def _constant(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # the exporter emits each constant where it is first used (narrowed, values checked)
     raise AssertionError("coreai.constant is emitted by the exporter")
 
 
 # -- linear algebra and convolution --------------------------------------------------------------
 
-def _batch_matmul(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     a, b = xs
     if len(a.type.shape) == 1:
         a = ca.reshape(a, _i32([1, a.type.shape[0]]))
@@ -191,7 +191,7 @@ def _windows_2d(ctx: ExportContext, op: Operation, x: Any, kernel: list[int],
     return _Windows(x, kernel, s, d, pads)
 
 
-def _conv(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _conv(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     w_shape = ctx.static_shape(op.operands[1])
     win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
     weight = ca.reshape(xs[1], _i32([*w_shape[:2], *win.kernel]))
@@ -203,7 +203,7 @@ def _conv(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     return [_reshape_to_result(ctx, op, y)]
 
 
-def _conv_transpose(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _conv_transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     w_shape = ctx.static_shape(op.operands[1])
     win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
     lo, hi = win.pads[0::2], win.pads[1::2]
@@ -224,7 +224,7 @@ def _conv_transpose(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[An
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "replicate"}
 
 
-def _pad(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
     if mode not in _PAD_MODES:
         raise Refused(f"padding mode {mode!r} has no Core AI counterpart")
@@ -242,7 +242,7 @@ def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
     return _windows_2d(ctx, op, x, k, default_strides=k)
 
 
-def _maxpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _maxpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     if op.attributes.get("return_indices"):
         raise Refused("return_indices=True (Core AI's maxpool returns no indices)")
     if not op.operands[0].type.element_type.is_float:
@@ -262,7 +262,7 @@ def _sum_windows(ctx: ExportContext, op: Operation, win: _Windows) -> Any:
     return ca.sumpool2d(x, _u32(win.kernel), _u32(win.strides), constant(_u32(win.dilation)))
 
 
-def _sumpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _sumpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [_reshape_to_result(ctx, op, _sum_windows(ctx, op, _pool_windows(ctx, op, xs[0])))]
 
 
@@ -272,7 +272,7 @@ def _window_counts(size: int, k: int, s: int, lo: int, out: int) -> np.ndarray:
     return np.minimum(starts + k, size) - np.maximum(starts, 0)
 
 
-def _avgpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     win = _pool_windows(ctx, op, xs[0])
     total = _sum_windows(ctx, op, win)
     dtype = ctx.apple_dtype(op.results[0])
@@ -292,7 +292,7 @@ def _avgpool(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
 # -- reductions ----------------------------------------------------------------------------------
 
 def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
-    def emit(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+    def emit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
         rank = op.operands[0].type.rank
         axes = op.attributes.get("axes")
         axes = list(range(rank)) if axes is None else [a % rank for a in axes]
@@ -304,7 +304,8 @@ def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
     return emit
 
 
-def _argmax(ctx: ExportContext, op: Operation, xs: list[Any], negate: bool = False) -> list[Any]:
+def _argmax(ctx: ExportContext, op: Operation, xs: Sequence[Any], negate: bool = False,
+            ) -> list[Any]:
     x = xs[0]
     if negate:
         if not op.operands[0].type.element_type.is_float:
@@ -318,31 +319,31 @@ def _argmax(ctx: ExportContext, op: Operation, xs: list[Any], negate: bool = Fal
     return [_reshape_to_result(ctx, op, index)]
 
 
-def _argmin(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _argmin(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return _argmax(ctx, op, xs, negate=True)
 
 
 # -- shapes and indexing -------------------------------------------------------------------------
 
-def _reshape(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _reshape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.reshape(xs[0], _i32(ctx.result_shape(op)))]
 
 
-def _broadcast_to(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _broadcast_to(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcast_to(xs[0], _i32(ctx.result_shape(op)))]
 
 
-def _transpose(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
     return [ca.transpose(xs[0], _u32([p % rank for p in op.attributes["perm"]]))]
 
 
-def _concat(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _concat(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     rank = op.results[0].type.rank
-    return [ca.concat(np.int32(op.attributes["axis"] % rank), xs)]
+    return [ca.concat(np.int32(op.attributes["axis"] % rank), list(xs))]
 
 
-def _tile(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _tile(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     reps = list(op.attributes["reps"])
     rank = op.operands[0].type.rank
     if len(reps) != rank:
@@ -361,7 +362,7 @@ def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
     return ca.slice_(x, _i32(begin), _i32(end), _i32(step))
 
 
-def _slice(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
     ranges: dict[int, tuple[int, int, int]] = {}
@@ -376,7 +377,7 @@ def _slice(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     return [_full_slice(ctx, x, shape, ranges)]
 
 
-def _split(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     axis = op.attributes["axis"] % len(shape)
     out, start = [], 0
@@ -386,7 +387,7 @@ def _split(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     return out
 
 
-def _gather(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _gather(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     x, indices = xs
     rank, n_idx = op.operands[0].type.rank, op.operands[1].type.rank
     axis = op.attributes.get("axis", 0) % rank
@@ -400,11 +401,11 @@ def _gather(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
     return [taken]
 
 
-def _gather_nd(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _gather_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.gather_nd(xs[0], xs[1])]
 
 
-def _gather_along_axis(ctx: ExportContext, op: Operation, xs: list[Any]) -> list[Any]:
+def _gather_along_axis(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
     return [ca.gather_along_axis(xs[0], xs[1], np.int32(op.attributes["axis"] % rank))]
 

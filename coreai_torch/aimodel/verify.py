@@ -59,7 +59,13 @@ async def _run(path: Path, inputs: Mapping[str, np.ndarray], entrypoint: str,
             raise ValueError(f"{path}: missing inputs {sorted(missing)}; the function takes "
                              f"{fn.desc.input_names}")
         out = await fn(inputs={k: NDArray(narrow_input(k, v)) for k, v in inputs.items()})
-        return {name: np.array(out[name].numpy()) for name in fn.desc.output_names}
+        arrays = {}
+        for name in fn.desc.output_names:
+            value = out[name]
+            if not isinstance(value, NDArray):
+                raise TypeError(f"{path}: output {name!r} is an image, not a tensor")
+            arrays[name] = np.array(value.numpy())  # a copy: the model's buffers are freed
+        return arrays
 
 
 def run_aimodel(path: str | os.PathLike[str], inputs: Mapping[str, Any], *,

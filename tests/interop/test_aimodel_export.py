@@ -12,14 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("coreai.authoring", reason="needs the coreai extra")
-
-from coreai_core import Location, Program, TensorType  # noqa: E402
-from coreai_core._builder import default_location  # noqa: E402
-from coreai_core.dialects import coreai  # noqa: E402
-from coreai_torch.aimodel import export_aimodel  # noqa: E402
-from coreai_torch.errors import AimodelExportError, UnexportableOpsError  # noqa: E402
-from tests.interop.test_aimodel_ops import check_matches_runtime  # noqa: E402
+from coreai_core import Location, Program, TensorType
+from coreai_core._builder import default_location
+from coreai_core.dialects import coreai
+from coreai_torch.aimodel import export_aimodel
+from coreai_torch.errors import AimodelExportError, UnexportableOpsError
+from tests.interop.test_aimodel_ops import check_matches_runtime
 
 
 def t(*shape: int, dtype: str = "float32") -> TensorType:
@@ -105,7 +103,7 @@ def test_existing_asset_replaced_other_files_kept(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.aimodel"]  # no staging left
     other = tmp_path / "notes.aimodel"
     other.write_text("mine")
-    with pytest.raises(AimodelExportError, match="not an .aimodel"):
+    with pytest.raises(AimodelExportError, match=r"not an \.aimodel"):
         export_aimodel(program, other)
     assert other.read_text() == "mine"
 

@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("coreai.authoring", reason="needs the coreai extra")
-
-from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
-from coreai_torch.aimodel import export_aimodel, verify_aimodel  # noqa: E402
-from coreai_torch.errors import UnexportableOpsError  # noqa: E402
-from tests.models.zoo import all_models  # noqa: E402
+from coreai_torch import TorchConverter, get_decomp_table
+from coreai_torch.aimodel import export_aimodel, verify_aimodel
+from coreai_torch.errors import UnexportableOpsError
+from tests.models.zoo import all_models
 
 MODELS = all_models()
 # the model tests' float32 tolerances (tests/models/test_models.py)

@@ -8,13 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("coreai.authoring", reason="needs the coreai extra")
-
-from coreai_core import Program, TensorType  # noqa: E402
-from coreai_torch.aimodel import MAPPINGS, export_aimodel, run_aimodel  # noqa: E402
-from coreai_torch.errors import UnexportableOpsError  # noqa: E402
-from coreai_torch.verify import compare  # noqa: E402
-from tests.core.op_samples import SAMPLES, build_sample  # noqa: E402
+from coreai_core import Program, TensorType
+from coreai_torch.aimodel import MAPPINGS, export_aimodel, run_aimodel
+from coreai_torch.errors import UnexportableOpsError
+from coreai_torch.verify import compare
+from tests.core.op_samples import SAMPLES, build_sample
 
 # float32 kernels of two implementations (transcendentals, summation order) differ by ulps
 RTOL, ATOL = 1e-5, 1e-6
