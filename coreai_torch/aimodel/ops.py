@@ -66,7 +66,7 @@ _UNARY = {
     "atan": ca.atan, "atanh": ca.atanh, "cos": ca.cos, "cosh": ca.cosh, "sin": ca.sin,
     "sinh": ca.sinh, "tan": ca.tan, "tanh": ca.tanh, "exp": ca.exp, "log": ca.log,
     "sqrt": ca.sqrt, "rsqrt": ca.rsqrt, "erf": ca.erf, "sigmoid": ca.sigmoid, "silu": ca.silu,
-    "relu": ca.relu, "not": ca.not_,
+    "relu": ca.relu, "not": ca.not_, "round": ca.round_,
 }
 _BINARY = {
     "broadcasting_add": ca.broadcasting_add, "broadcasting_sub": ca.broadcasting_sub,
@@ -80,7 +80,9 @@ _BINARY = {
     "broadcasting_bitwise_and": ca.broadcasting_bitwise_and,
     "broadcasting_bitwise_or": ca.broadcasting_bitwise_or,
     "broadcasting_bitwise_xor": ca.broadcasting_bitwise_xor,
-    "broadcasting_pow": ca.broadcasting_pow, "add": ca.add, "sub": ca.sub, "mul": ca.mul,
+    "broadcasting_pow": ca.broadcasting_pow,
+    "broadcasting_floor_divide": ca.broadcasting_floor_divide,
+    "broadcasting_modulo": ca.broadcasting_modulo, "add": ca.add, "sub": ca.sub, "mul": ca.mul,
     "divide": ca.divide,
 }
 
@@ -111,6 +113,17 @@ def _or_equal(strict: Callable[[Sequence[Any]], Any]) -> Emit:
 
 def _isnan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_not_equal(xs[0], xs[0])]
+
+
+def _isinf(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    return [ca.broadcasting_or(ca.broadcasting_equal(xs[0], _scalar(ctx, op, np.inf)),
+                               ca.broadcasting_equal(xs[0], _scalar(ctx, op, -np.inf)))]
+
+
+def _floor(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if not op.operands[0].type.element_type.is_float:
+        return [xs[0]]
+    return [ca.broadcasting_floor_divide(xs[0], _scalar(ctx, op, 1))]
 
 
 def _where(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -425,6 +438,8 @@ MAPPINGS: dict[str, OpMapping] = {
         _or_equal(lambda xs: ca.broadcasting_greater(xs[1], xs[0])),
         "broadcasting_or(broadcasting_greater(y, x), broadcasting_equal(x, y))"),
     "coreai.isnan": OpMapping(_isnan, "broadcasting_not_equal(x, x)"),
+    "coreai.isinf": OpMapping(_isinf, "broadcasting_or(x == inf, x == -inf)"),
+    "coreai.floor": OpMapping(_floor, "broadcasting_floor_divide(x, 1) (integers: x)"),
     "coreai.broadcasting_where": OpMapping(_where, "broadcasting_where"),
     "coreai.gelu": OpMapping(_gelu, "gelu"),
     "coreai.softmax": OpMapping(_softmax, "softmax"),
