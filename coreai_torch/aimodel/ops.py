@@ -120,12 +120,6 @@ def _isinf(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
                                ca.broadcasting_equal(xs[0], _scalar(ctx, op, -np.inf)))]
 
 
-def _floor(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    if not op.operands[0].type.element_type.is_float:
-        return [xs[0]]
-    return [ca.broadcasting_floor_divide(xs[0], _scalar(ctx, op, 1))]
-
-
 def _where(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_where(*xs)]
 
@@ -439,7 +433,6 @@ MAPPINGS: dict[str, OpMapping] = {
         "broadcasting_or(broadcasting_greater(y, x), broadcasting_equal(x, y))"),
     "coreai.isnan": OpMapping(_isnan, "broadcasting_not_equal(x, x)"),
     "coreai.isinf": OpMapping(_isinf, "broadcasting_or(x == inf, x == -inf)"),
-    "coreai.floor": OpMapping(_floor, "broadcasting_floor_divide(x, 1) (integers: x)"),
     "coreai.broadcasting_where": OpMapping(_where, "broadcasting_where"),
     "coreai.gelu": OpMapping(_gelu, "gelu"),
     "coreai.softmax": OpMapping(_softmax, "softmax"),

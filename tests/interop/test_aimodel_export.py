@@ -71,6 +71,29 @@ def test_feature_matches_runtime(case: str, tmp_path: Path) -> None:
     check_matches_runtime(program_of(inputs, build), tmp_path / "case.aimodel")
 
 
+EDGE_FLOATS = np.array([0.5, 1.5, 2.5, -0.5, -2.5, -7.0, 7.0, -0.0, np.inf, -np.inf, np.nan],
+                       np.float32)
+EDGE_INTS = np.array([7, -7, 6, -6, 0, 1, -1], np.int32)
+
+
+@pytest.mark.parametrize("op", ["round_", "isinf", "isnan", "neg", "reciprocal"])
+def test_unary_edge_values_match_runtime(op: str, tmp_path: Path) -> None:
+    """Ties round to even, signed zeros, infinities and NaN (random samples miss them)."""
+    program = program_of({"x": t(11)}, getattr(coreai, op))
+    check_matches_runtime(program, tmp_path / "e.aimodel", {"x": EDGE_FLOATS})
+
+
+@pytest.mark.parametrize("op", ["broadcasting_floor_divide", "broadcasting_modulo"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_division_signs_match_runtime(op: str, dtype: str, tmp_path: Path) -> None:
+    """Negative operands: floor division rounds down, modulo takes the sign of lhs."""
+    x = EDGE_INTS.astype(dtype)
+    y = np.array([2, 2, -4, -4, 3, -3, 5], dtype)
+    program = program_of({"x": t(7, dtype=dtype), "y": t(7, dtype=dtype)},
+                         getattr(coreai, op))
+    check_matches_runtime(program, tmp_path / "d.aimodel", {"x": x, "y": y})
+
+
 def _unexportable() -> Program:
     def build(x: Any) -> Any:
         y = coreai.log1p(coreai.expm1(x))

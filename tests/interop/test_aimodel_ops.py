@@ -30,8 +30,9 @@ def _inputs(program: Program) -> dict[str, np.ndarray]:
     return {n: _data(v.type, rng) for n, v in program.graphs["main"].inputs.items()}
 
 
-def check_matches_runtime(program: Program, path: Path) -> None:
-    inputs = _inputs(program)
+def check_matches_runtime(program: Program, path: Path,
+                          inputs: dict[str, np.ndarray] | None = None) -> None:
+    inputs = _inputs(program) if inputs is None else inputs
     export_aimodel(program, path)
     got = run_aimodel(path, inputs)
     want = program.run(inputs)
