@@ -60,6 +60,8 @@ CASES: dict[str, tuple[dict[str, TensorType], Callable[..., Any]]] = {
         coreai.batch_matmul(a, b), coreai.batch_matmul(b, c))),
     "float64_constant_narrowed": ({"x": t(2, 3)}, lambda x: coreai.broadcasting_mul(
         x, coreai.cast(coreai.constant(np.array([0.5, 2.0, -1.0])), "float32"))),
+    "input_and_constant_outputs": ({"x": t(2, 3)}, lambda x: (
+        x, coreai.constant(np.arange(3, dtype=np.float32)), coreai.relu(x))),
     "reduce_all_axes_int64_input": ({"x": t(2, 3, dtype="int64")}, lambda x: (
         coreai.reduce_sum(x), coreai.cast(x, "float32"))),
 }
@@ -156,3 +158,25 @@ def test_core_packages_do_not_import_apple_package() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).parents[2]).stdout
     assert out.strip() == "[]"
+
+
+def test_verify_aimodel_reports_per_output_errors(tmp_path: Path) -> None:
+    import torch
+
+    from coreai_torch.aimodel import verify_aimodel
+
+    class Two(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.relu(x), x * 2
+
+    program = program_of({"x": t(2, 3)}, lambda x: (coreai.relu(x), coreai.broadcasting_mul(
+        x, 3.0)))
+    path = export_aimodel(program, tmp_path / "m.aimodel")
+    x = torch.randn(2, 3)
+    report = verify_aimodel(Two(), path, (x,), program=program)
+    assert [o.passed for o in report.against_torch.outputs] == [True, False]
+    assert report.against_runtime is not None and report.against_runtime.passed
+    assert not report.passed
+    want = float((x * 3 - x * 2).abs().max())
+    assert report.against_torch.outputs[1].max_abs == pytest.approx(want, rel=1e-6)
+    assert "against coreai_core's runtime" in str(report)
