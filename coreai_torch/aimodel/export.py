@@ -142,6 +142,8 @@ class _Values(Sequence[Any]):
                 self.refusals.add(op.name, e.reason, _where(op, self.graph))
                 found = _placeholder(value)
             self.table[id(value)] = found
+        if found is None:  # state, already refused by the interface check
+            found = self.table[id(value)] = _placeholder(value)
         return found
 
 
@@ -205,7 +207,8 @@ def build_module(program: Program, entrypoint: str = "main") -> Any:
     graph = program.graphs[entrypoint]
     refusals = _Refusals()
     _check_interface(program, graph, refusals)
-    refusals.raise_if_any()
+    if any(op in ("input", "output") for op, _ in refusals.counts):
+        refusals.raise_if_any()  # without a signature there is no graph to walk
     ctx = ExportContext(program)
     module = ca.Module.create()
     try:
