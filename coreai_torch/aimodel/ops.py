@@ -311,19 +311,30 @@ def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
     return emit
 
 
+def _first_argmax(ctx: ExportContext, op: Operation, x: Any, axis: int) -> Any:
+    index = ca.cast(ca.argmax(x, np.int32(axis)), ctx.apple_dtype(op.results[0]))
+    return _reshape_to_result(ctx, op, index)
+
+
 def _argmax(ctx: ExportContext, op: Operation, xs: Sequence[Any], negate: bool = False,
             ) -> list[Any]:
     x = xs[0]
+    is_float = op.operands[0].type.element_type.is_float
     if negate:
-        if not op.operands[0].type.element_type.is_float:
+        if not is_float:
             raise Refused("argmin of integers (its expansion negates, which overflows)")
         x = ca.broadcasting_mul(x, _scalar(ctx, op, -1))
     axis = op.attributes.get("axis")
     if axis is None:
         x, axis = ca.reshape(x, _i32([-1])), 0
-    index = ca.argmax(x, np.int32(axis % len(x.type.shape)))
-    index = ca.cast(index, ctx.apple_dtype(op.results[0]))
-    return [_reshape_to_result(ctx, op, index)]
+    axis %= len(x.type.shape)
+    index = _first_argmax(ctx, op, x, axis)
+    if is_float:  # Core AI's argmax skips NaN; ours (torch's) returns the first NaN
+        nan = ca.cast(ca.broadcasting_not_equal(x, x), ctx.apple_dtype(op.operands[0]))
+        has_nan = ca.broadcasting_greater(ca.reduce_max(nan, _i32([axis])), _scalar(ctx, op, 0))
+        index = ca.broadcasting_where(_reshape_to_result(ctx, op, has_nan),
+                                      _first_argmax(ctx, op, nan, axis), index)
+    return [index]
 
 
 def _argmin(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -452,8 +463,9 @@ MAPPINGS: dict[str, OpMapping] = {
                                        "reduce_product (+ reshape)"),
     "coreai.all": OpMapping(_reduction(ca.all_, logical=True), "cast to bool + all_ (+ reshape)"),
     "coreai.any": OpMapping(_reduction(ca.any_, logical=True), "cast to bool + any_ (+ reshape)"),
-    "coreai.argmax": OpMapping(_argmax, "argmax + cast (+ reshape)"),
-    "coreai.argmin": OpMapping(_argmin, "argmax(x * -1) + cast (floats)"),
+    "coreai.argmax": OpMapping(
+        _argmax, "argmax + cast (floats: the first NaN's index where there is one)"),
+    "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
     "coreai.expand_dims": OpMapping(_reshape, "reshape"),
     "coreai.shrink_dims": OpMapping(_reshape, "reshape"),

@@ -96,6 +96,33 @@ def test_division_signs_match_runtime(op: str, dtype: str, tmp_path: Path) -> No
     check_matches_runtime(program, tmp_path / "d.aimodel", {"x": x, "y": y})
 
 
+TIES = np.array([1.0, 3.0, -2.0, 3.0, -2.0], np.float32)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("values", [TIES, EDGE_FLOATS], ids=["ties", "nan_inf"])
+def test_arg_reductions_pick_like_runtime(op: str, values: np.ndarray, tmp_path: Path) -> None:
+    """The first of equal extremes; NaN wins, as in torch."""
+    program = program_of({"x": t(values.size)}, getattr(coreai, op))
+    check_matches_runtime(program, tmp_path / "a.aimodel", {"x": values})
+
+
+@pytest.mark.parametrize("op", ["reduce_max", "reduce_min", "reduce_sum", "softmax", "relu"])
+def test_nan_propagates_like_runtime(op: str, tmp_path: Path) -> None:
+    values = np.stack([EDGE_FLOATS, np.nan_to_num(EDGE_FLOATS, nan=3.0, posinf=4.0,
+                                                  neginf=-4.0)])
+    program = program_of({"x": t(2, 11)}, lambda x: getattr(coreai, op)(x, **(
+        {"axes": [1]} if op.startswith("reduce") else {})))
+    check_matches_runtime(program, tmp_path / "n.aimodel", {"x": values})
+
+
+@pytest.mark.parametrize("op", ["broadcasting_maximum", "broadcasting_minimum"])
+def test_binary_nan_propagates_like_runtime(op: str, tmp_path: Path) -> None:
+    program = program_of({"x": t(11), "y": t(11)}, getattr(coreai, op))
+    check_matches_runtime(program, tmp_path / "b.aimodel",
+                          {"x": EDGE_FLOATS, "y": EDGE_FLOATS[::-1].copy()})
+
+
 def _unexportable() -> Program:
     def build(x: Any) -> Any:
         y = coreai.log1p(coreai.expm1(x))
