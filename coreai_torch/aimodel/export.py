@@ -66,11 +66,12 @@ def _apple_type(t: TensorType, name: str | None = None) -> Any:
     return ca.TensorType(shape, ExportContext.apple_dtype(t), name=name)
 
 
-def _check_interface(program: Program, graph: Graph, refusals: _Refusals) -> None:
+def _check_interface(graph: Graph, refusals: _Refusals) -> None:
     here = f"graph {graph.name!r}"
-    if len(program.graphs) > 1:
-        refusals.add("program", f"{len(program.graphs)} graphs (entrypoints or composites): "
-                     "this slice exports a single graph", here)
+    if graph.composite is not None:
+        refusals.add("program", f"composite {graph.composite.name!r}: composites are not "
+                     "exported in this slice (inline them: optimize() or "
+                     "InlineCompositesPass)", here)
     if graph.state_inputs or graph.state_outputs:
         refusals.add("program", "state (e.g. a KV cache): not exported in this slice", here)
     for name, value in [*graph.inputs.items(), *graph.output_values.items()]:
@@ -199,25 +200,33 @@ def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> An
     return body
 
 
-def build_module(program: Program, entrypoint: str = "main") -> Any:
+def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
+    Each of ``entrypoints`` (default: every graph) becomes a Core AI graph of the same name.
     Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
     """
-    graph = program.graphs[entrypoint]
+    names = list(program.graphs) if entrypoints is None else list(entrypoints)
+    unknown = [n for n in names if n not in program.graphs]
+    if unknown:
+        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
+                                 f"{list(program.graphs)}")
+    graphs = [program.graphs[n] for n in names]
     refusals = _Refusals()
-    _check_interface(program, graph, refusals)
+    for graph in graphs:
+        _check_interface(graph, refusals)
     if any(op in ("input", "output") for op, _ in refusals.counts):
         refusals.raise_if_any()  # without a signature there is no graph to walk
     ctx = ExportContext(program)
     module = ca.Module.create()
     try:
         with module:
-            ca.graph(_graph_function(ctx, graph, refusals))
+            for graph in graphs:
+                ca.graph(_graph_function(ctx, graph, refusals))
             refusals.raise_if_any()  # inside: Apple's rewrite passes do not run on a failure
     except RuntimeError as e:
-        raise AimodelExportError(f"Core AI rejected the exported graph {entrypoint!r} (an "
-                                 f"exporter bug, please report): {e}") from e
+        raise AimodelExportError(f"Core AI rejected the exported graphs {names} (an exporter "
+                                 f"bug, please report): {e}") from e
     return module
 
 
@@ -229,8 +238,11 @@ def _replace_atomically(staged: Path, path: Path, scratch: Path) -> None:
 
 
 def export_aimodel(program: Program, path: str | os.PathLike[str], *,
-                   entrypoint: str = "main") -> Path:
+                   entrypoints: Sequence[str] | None = None) -> Path:
     """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
+
+    Each of ``entrypoints`` (default: every graph of the program) becomes a function of the
+    asset with the same name, inputs and outputs.
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
@@ -247,7 +259,7 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     if target.exists() and not AIModelAsset.is_valid(target):
         raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
                                  "overwriting it")
-    module = build_module(program, entrypoint)
+    module = build_module(program, entrypoints)
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:

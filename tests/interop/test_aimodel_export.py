@@ -15,7 +15,7 @@ import pytest
 from coreai_core import Location, Program, TensorType
 from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
-from coreai_torch.aimodel import export_aimodel
+from coreai_torch.aimodel import export_aimodel, run_aimodel
 from coreai_torch.errors import AimodelExportError, UnexportableOpsError
 from tests.interop.test_aimodel_ops import check_matches_runtime
 
@@ -158,6 +158,24 @@ def test_existing_asset_replaced_other_files_kept(tmp_path: Path) -> None:
     with pytest.raises(AimodelExportError, match=r"not an \.aimodel"):
         export_aimodel(program, other)
     assert other.read_text() == "mine"
+
+
+def test_every_entrypoint_becomes_a_function(tmp_path: Path) -> None:
+    p = Program()
+    with p.graph("prefill", inputs={"x": t(2, 3)}) as g:
+        g.outputs({"h": coreai.relu(g["x"])})
+    with p.graph("decode", inputs={"h": t(2, 3), "step": t(3)}) as g:
+        g.outputs({"out": coreai.broadcasting_add(g["h"], g["step"]), "h2": g["h"]})
+    path = export_aimodel(p, tmp_path / "two.aimodel")
+    rng = np.random.default_rng(3)
+    x, step = rng.standard_normal((2, 3), np.float32), rng.standard_normal(3, np.float32)
+    h = run_aimodel(path, {"x": x}, entrypoint="prefill")
+    assert list(h) == ["h"] and np.array_equal(h["h"], p.run({"x": x}, entrypoint="prefill")["h"])
+    got = run_aimodel(path, {"h": h["h"], "step": step}, entrypoint="decode")
+    want = p.run({"h": h["h"], "step": step}, entrypoint="decode")
+    assert list(got) == list(want) == ["out", "h2"]
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
 
 
 def test_bad_input_names_refused(tmp_path: Path) -> None:
