@@ -120,6 +120,22 @@ def _isinf(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
                                ca.broadcasting_equal(xs[0], _scalar(ctx, op, -np.inf)))]
 
 
+def _sign(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # NaN compares false both ways and gives 0, as ours does
+    x, zero = xs[0], _scalar(ctx, op, 0)
+    negative = ca.broadcasting_where(ca.broadcasting_greater(zero, x), _scalar(ctx, op, -1), zero)
+    return [ca.broadcasting_where(ca.broadcasting_greater(x, zero), _scalar(ctx, op, 1),
+                                  negative)]
+
+
+def _bitwise_not(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.operands[0].type.element_type is DType.bool:
+        return [ca.not_(xs[0])]
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    all_ones = np.iinfo(dtype).max if dtype.kind == "u" else -1
+    return [ca.broadcasting_bitwise_xor(xs[0], constant(np.asarray(all_ones, dtype)))]
+
+
 def _where(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_where(*xs)]
 
@@ -443,6 +459,8 @@ MAPPINGS: dict[str, OpMapping] = {
         _or_equal(lambda xs: ca.broadcasting_greater(xs[1], xs[0])),
         "broadcasting_or(broadcasting_greater(y, x), broadcasting_equal(x, y))"),
     "coreai.isnan": OpMapping(_isnan, "broadcasting_not_equal(x, x)"),
+    "coreai.sign": OpMapping(_sign, "broadcasting_where(x > 0, 1, where(0 > x, -1, 0))"),
+    "coreai.bitwise_not": OpMapping(_bitwise_not, "broadcasting_bitwise_xor(x, all ones) (bool: not_)"),
     "coreai.isinf": OpMapping(_isinf, "broadcasting_or(x == inf, x == -inf)"),
     "coreai.broadcasting_where": OpMapping(_where, "broadcasting_where"),
     "coreai.gelu": OpMapping(_gelu, "gelu"),

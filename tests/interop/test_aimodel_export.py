@@ -78,7 +78,7 @@ EDGE_FLOATS = np.array([0.5, 1.5, 2.5, -0.5, -2.5, -7.0, 7.0, -0.0, np.inf, -np.
 EDGE_INTS = np.array([7, -7, 6, -6, 0, 1, -1], np.int32)
 
 
-@pytest.mark.parametrize("op", ["round_", "isinf", "isnan", "neg", "reciprocal"])
+@pytest.mark.parametrize("op", ["round_", "sign", "isinf", "isnan", "neg", "reciprocal"])
 def test_unary_edge_values_match_runtime(op: str, tmp_path: Path) -> None:
     """Ties round to even, signed zeros, infinities and NaN (random samples miss them)."""
     program = program_of({"x": t(11)}, getattr(coreai, op))
@@ -121,6 +121,13 @@ def test_binary_nan_propagates_like_runtime(op: str, tmp_path: Path) -> None:
     program = program_of({"x": t(11), "y": t(11)}, getattr(coreai, op))
     check_matches_runtime(program, tmp_path / "b.aimodel",
                           {"x": EDGE_FLOATS, "y": EDGE_FLOATS[::-1].copy()})
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "bool"])
+def test_bitwise_not_matches_runtime(dtype: str, tmp_path: Path) -> None:
+    x = np.array([0, 1, 7, 255 if dtype == "uint8" else -7], dtype)
+    program = program_of({"x": t(4, dtype=dtype)}, coreai.bitwise_not)
+    check_matches_runtime(program, tmp_path / "n.aimodel", {"x": x})
 
 
 def _unexportable() -> Program:
