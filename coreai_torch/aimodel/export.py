@@ -4,8 +4,8 @@ The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS
 Apple ``coreai.authoring.Module``. An op that cannot be exported exactly is recorded (with a
 placeholder standing in for its results so that the walk goes on and finds every other one);
 if anything was recorded, one :class:`UnexportableOpsError` lists it all and nothing is
-written. The asset is staged next to ``path`` and moved into place, so ``path`` holds the old
-or the new asset, never a partial one.
+written. The asset is staged next to ``path`` and renamed into place, so ``path`` never holds
+a partial asset (an existing one is renamed aside first, then removed).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from coreai_torch.aimodel._context import (
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
-__all__ = ["export_aimodel"]
+__all__ = ["build_module", "export_aimodel"]
 
 
 class _Refusals:
@@ -247,16 +247,15 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
     count, a location and the reason, and nothing is written. int64 and float64 tensors become
-    int32 and float32 (constants are checked to fit; inputs must fit at run time). An existing
-    ``.aimodel`` at ``path`` is replaced atomically; any other existing file is left alone and
-    an error raised. Returns the path written.
+    int32 and float32 (constants are checked to fit; inputs must fit at run time). The asset is
+    staged next to ``path`` and renamed into place, so ``path`` never holds a partial asset;
+    an existing ``.aimodel`` there is replaced, any other existing file is left alone and an
+    error raised. Returns the path written.
     """
-    from coreai.authoring import AIModelAsset, AIProgram
-
     target = Path(path)
     if target.suffix != ".aimodel":
         raise AimodelExportError(f"{target}: an .aimodel path must end in '.aimodel'")
-    if target.exists() and not AIModelAsset.is_valid(target):
+    if target.exists() and not ca.AIModelAsset.is_valid(target):
         raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
                                  "overwriting it")
     module = build_module(program, entrypoints)
@@ -264,7 +263,7 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         staged = scratch / target.name
-        AIProgram(module).save_asset(staged)
+        ca.AIProgram(module).save_asset(staged)
         _replace_atomically(staged, target, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
