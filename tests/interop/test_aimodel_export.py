@@ -17,7 +17,7 @@ from coreai_core._builder import default_location
 from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel, run_aimodel
 from coreai_torch.errors import AimodelExportError, UnexportableOpsError
-from tests.interop.test_aimodel_ops import check_matches_runtime
+from tests.interop.helpers import check_matches_runtime
 
 
 def t(*shape: int, dtype: str = "float32") -> TensorType:
@@ -60,6 +60,8 @@ CASES: dict[str, tuple[dict[str, TensorType], Callable[..., Any]]] = {
         coreai.batch_matmul(a, b), coreai.batch_matmul(b, c))),
     "float64_constant_narrowed": ({"x": t(2, 3)}, lambda x: coreai.broadcasting_mul(
         x, coreai.cast(coreai.constant(np.array([0.5, 2.0, -1.0])), "float32"))),
+    "concat_static": ({"a": t(2, 3), "b": t(2, 1)}, lambda a, b: coreai.concat(
+        [a, b, a], axis=-1)),
     "input_and_constant_outputs": ({"x": t(2, 3)}, lambda x: (
         x, coreai.constant(np.arange(3, dtype=np.float32)), coreai.relu(x))),
     "reduce_all_axes_int64_input": ({"x": t(2, 3, dtype="int64")}, lambda x: (

@@ -5,42 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from coreai_core import Program, TensorType
-from coreai_torch.aimodel import MAPPINGS, export_aimodel, run_aimodel
+from coreai_torch.aimodel import MAPPINGS, export_aimodel
 from coreai_torch.errors import UnexportableOpsError
-from coreai_torch.verify import compare
 from tests.core.op_samples import SAMPLES, build_sample
-
-# float32 kernels of two implementations (transcendentals, summation order) differ by ulps
-RTOL, ATOL = 1e-5, 1e-6
-
-
-def _data(t: TensorType, rng: np.random.Generator) -> np.ndarray:
-    dtype = t.element_type.numpy
-    if t.element_type.is_float:
-        return rng.standard_normal(t.shape).astype(dtype)
-    return rng.integers(0, 2, t.shape).astype(dtype)  # valid as indices, bools and counts
-
-
-def _inputs(program: Program) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {n: _data(v.type, rng) for n, v in program.graphs["main"].inputs.items()}
-
-
-def check_matches_runtime(program: Program, path: Path,
-                          inputs: dict[str, np.ndarray] | None = None) -> None:
-    inputs = _inputs(program) if inputs is None else inputs
-    export_aimodel(program, path)
-    got = run_aimodel(path, inputs)
-    want = program.run(inputs)
-    assert list(got) == list(want)
-    for name in want:
-        err = compare(name, got[name], want[name], RTOL, ATOL)
-        assert err.passed, f"{name}: {err}"
-
+from tests.interop.helpers import check_matches_runtime
 
 # Samples with a feature the exporter refuses, and the reason it gives (tested below).
 REFUSED = {
@@ -73,3 +43,12 @@ def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> No
     with pytest.raises(UnexportableOpsError, match="dynamic shape"):
         export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_mapping_is_run_on_apples_interpreter() -> None:
+    """Each mapped op runs in a sample above or a case of test_aimodel_export.py."""
+    from tests.interop.test_aimodel_export import CASES, program_of
+
+    in_cases = {op.name for inputs, build in CASES.values()
+                for op in program_of(inputs, build).graphs["main"].ops}
+    assert sorted(set(MAPPINGS) - set(STATIC) - in_cases) == []
