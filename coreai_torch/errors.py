@@ -60,3 +60,36 @@ class LoweringError(ConversionError):
             where += f" at {source}"
         by = f" in lowering {lowering}" if lowering else ""
         super().__init__(f"{where}{by}: {message}")
+
+
+class AimodelExportError(ConversionError):
+    """A program cannot be exported as an ``.aimodel`` (nothing was written)."""
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of the feature being used is not installed."""
+
+
+@attrs.frozen
+class UnexportableOp:
+    """One kind of op (or graph feature) the ``.aimodel`` exporter refuses, with why."""
+
+    op: str
+    reason: str
+    count: int
+    location: str
+
+
+class UnexportableOpsError(AimodelExportError):
+    """Ops with no exact Core AI form: all of them are listed, before anything is written."""
+
+    def __init__(self, ops: Sequence[UnexportableOp]) -> None:
+        self.ops = list(ops)
+        lines = [f"{len(self.ops)} kind(s) of op cannot be exported to an .aimodel "
+                 f"(nothing was written):"]
+        for op in self.ops:
+            lines.append(f"  {op.op}: {op.count} op(s), e.g. at {op.location}: {op.reason}")
+        lines.append("Change the model so that these ops are not needed, or keep running the "
+                     "program with coreai_core's runtime (see docs/coreai-interop.md for what "
+                     "maps and why the rest does not).")
+        super().__init__("\n".join(lines))

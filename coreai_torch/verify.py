@@ -37,7 +37,7 @@ from coreai_torch.externalize import CALL_MODULE, external_program
 
 __all__ = [
     "DivergenceReport", "NodeError", "OutputError", "VerifyReport", "find_first_bad_rewrite",
-    "find_first_divergence", "find_first_nonfinite", "verify",
+    "compare", "find_first_divergence", "find_first_nonfinite", "torch_outputs", "verify",
 ]
 
 
@@ -176,11 +176,12 @@ def _torch_args(inputs: Any) -> tuple[Any, ...]:
     return tuple(torch.as_tensor(v) if isinstance(v, np.ndarray) else v for v in inputs)
 
 
-def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inputs: Any, *,
-           rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main") -> VerifyReport:
-    """Run ``program`` and torch on ``inputs`` and compare every user output.
+def torch_outputs(model_or_ep: torch.nn.Module | ExportedProgram, inputs: Any,
+                  ) -> list[np.ndarray]:
+    """Torch eager's outputs on ``inputs``, flattened in order, as numpy arrays.
 
-    Neither the model's buffers nor the program's state are changed: both run on copies.
+    ``inputs`` is a tensor or array, a sequence of them, or a mapping (its values in order).
+    The model's buffers are not changed: it runs on a copy.
     """
     args = _torch_args(inputs)
     module: torch.nn.Module
@@ -189,7 +190,16 @@ def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inp
     else:
         module = copy.deepcopy(model_or_ep)
     with torch.no_grad():
-        expected = [_to_numpy(t) for t in _flatten(module(*args))]
+        return [_to_numpy(t) for t in _flatten(module(*args))]
+
+
+def verify(model_or_ep: torch.nn.Module | ExportedProgram, program: Program, inputs: Any, *,
+           rtol: float = 1e-3, atol: float = 1e-4, entrypoint: str = "main") -> VerifyReport:
+    """Run ``program`` and torch on ``inputs`` and compare every user output.
+
+    Neither the model's buffers nor the program's state are changed: both run on copies.
+    """
+    expected = torch_outputs(model_or_ep, inputs)
     state = {k: v.copy() for k, v in program.state.items()}
     got = program.run(_inputs_for(program, inputs, entrypoint), entrypoint=entrypoint,
                       state=state)

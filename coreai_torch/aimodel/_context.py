@@ -1,0 +1,95 @@
+"""What an op mapping may ask while exporting: constant operands, result types, dtypes.
+
+Also the type narrowing rules (int64 -> int32, float64 -> float32), in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from coreai_core import DType, Operation, Program, TensorType, Value, WeightRef
+
+__all__ = ["APPLE_DTYPES", "NARROWED", "ExportContext", "Refused", "narrow_constant"]
+
+# Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
+APPLE_DTYPES: dict[DType, Any] = {
+    DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
+    DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
+    DType.uint8: np.uint8, DType.bool: np.bool_,
+}
+# 64-bit types become 32-bit ones: Apple's runtime has no 64-bit tensors in practice.
+NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32}
+
+
+class Refused(Exception):
+    """A mapping cannot export this op exactly; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def exported_dtype(dtype: DType) -> DType:
+    """The element type ``dtype`` has in the .aimodel, or :class:`Refused`."""
+    dtype = NARROWED.get(dtype, dtype)
+    if dtype not in APPLE_DTYPES:
+        raise Refused(f"element type {dtype.name} has no .aimodel counterpart")
+    return dtype
+
+
+def narrow_constant(array: np.ndarray) -> np.ndarray:
+    """``array`` in its exported element type; :class:`Refused` if its values do not fit."""
+    dtype = DType.of(array.dtype)
+    target = exported_dtype(dtype)
+    if target is dtype:
+        return array
+    if dtype is DType.int64:
+        info = np.iinfo(np.int32)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            raise Refused(f"int64 constant values in [{array.min()}, {array.max()}] do not "
+                          f"fit int32")
+        return array.astype(np.int32)
+    finite = np.isfinite(array)
+    if np.any(np.abs(array[finite]) > np.finfo(np.float32).max):
+        raise Refused("float64 constant values overflow float32")
+    return array.astype(np.float32)
+
+
+class ExportContext:
+    """Read-only facts about the program being exported, for the op mappings."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+
+    def constant_array(self, value: Value) -> np.ndarray:
+        """The data of ``value`` if a ``coreai.constant`` makes it, else :class:`Refused`."""
+        op = value.owner
+        if op is None or op.name != "coreai.constant":
+            raise Refused("an operand that must be known at export time is computed")
+        data = op.attributes["value"]
+        if isinstance(data, WeightRef):
+            data = self.program.weights.get(data.name)
+            if data is None:
+                raise Refused(f"weight {op.attributes['value'].name!r} is not bound")
+        return np.asarray(data)
+
+    def constant_ints(self, value: Value) -> list[int]:
+        return [int(v) for v in self.constant_array(value).reshape(-1)]
+
+    @staticmethod
+    def static_shape(value: Value) -> tuple[int, ...]:
+        shape = value.type.static_shape
+        if shape is None:
+            raise Refused(f"dynamic shape {value.type}: this slice exports static shapes only")
+        return shape
+
+    def result_shape(self, op: Operation, index: int = 0) -> tuple[int, ...]:
+        return self.static_shape(op.results[index])
+
+    @staticmethod
+    def apple_dtype(t: TensorType | Value) -> Any:
+        """The numpy dtype of ``t``'s exported element type."""
+        typ = t.type if isinstance(t, Value) else t
+        return APPLE_DTYPES[exported_dtype(typ.element_type)]

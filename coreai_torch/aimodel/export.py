@@ -1,0 +1,270 @@
+"""Export a Core AI ``Program`` as an ``.aimodel`` that Apple's Core AI runtime runs.
+
+The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an
+Apple ``coreai.authoring.Module``. An op that cannot be exported exactly is recorded (with a
+placeholder standing in for its results so that the walk goes on and finds every other one);
+if anything was recorded, one :class:`UnexportableOpsError` lists it all and nothing is
+written. The asset is staged next to ``path`` and renamed into place, so ``path`` never holds
+a partial asset (an existing one is renamed aside first, then removed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, overload
+
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._context import (
+    ExportContext,
+    Refused,
+    narrow_constant,
+)
+from coreai_torch.aimodel.ops import MAPPINGS
+from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
+
+__all__ = ["build_module", "export_aimodel"]
+
+
+class _Refusals:
+    """Refusals grouped by (op, reason): a count and the first location."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.first: dict[tuple[str, str], str] = {}
+
+    def add(self, op: str, reason: str, location: str) -> None:
+        key = (op, reason)
+        self.counts[key] += 1
+        self.first.setdefault(key, location)
+
+    def raise_if_any(self) -> None:
+        if self.counts:
+            raise UnexportableOpsError([UnexportableOp(op, reason, n, self.first[(op, reason)])
+                                        for (op, reason), n in self.counts.items()])
+
+
+def _where(op: Operation, graph: Graph) -> str:
+    loc = op.location
+    return f"{loc} (graph {graph.name!r})" if loc.is_known else f"graph {graph.name!r}"
+
+
+def _apple_type(t: TensorType, name: str | None = None) -> Any:
+    shape = t.static_shape
+    if shape is None:
+        raise Refused(f"dynamic shape {t}: this slice exports static shapes only")
+    return ca.TensorType(shape, ExportContext.apple_dtype(t), name=name)
+
+
+def _check_interface(graph: Graph, refusals: _Refusals) -> None:
+    here = f"graph {graph.name!r}"
+    if graph.composite is not None:
+        refusals.add("program", f"composite {graph.composite.name!r}: composites are not "
+                     "exported in this slice (inline them: optimize() or "
+                     "InlineCompositesPass)", here)
+    if graph.state_inputs or graph.state_outputs:
+        refusals.add("program", "state (e.g. a KV cache): not exported in this slice", here)
+    for name, value in [*graph.inputs.items(), *graph.output_values.items()]:
+        if name in graph.inputs and (not name.isidentifier() or keyword.iskeyword(name)):
+            refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's graph "
+                         "builder names inputs after parameters); rename it when converting",
+                         here)
+        try:
+            _apple_type(value.type)
+        except Refused as e:
+            refusals.add("input" if name in graph.inputs else "output",
+                         f"{name!r}: {e.reason}", here)
+
+
+def _placeholder(value: Value) -> Any:
+    """A stand-in for a refused op's result, so that the walk can go on."""
+    shape = value.type.static_shape or ()
+    try:
+        dtype = ExportContext.apple_dtype(value)
+    except Refused:
+        dtype = np.float32
+    return ca.broadcast_to(constant(np.zeros((), dtype)), np.asarray(shape, np.int32))
+
+
+def _check_results(op: Operation, emitted: list[Any]) -> None:
+    if len(emitted) != len(op.results):
+        raise Refused(f"exporter bug: {len(emitted)} results for {len(op.results)}")
+    for ours, theirs in zip(op.results, emitted, strict=True):
+        want = _apple_type(ours.type)
+        if tuple(theirs.type.shape) != want.shape or str(theirs.type.dtype) != str(want.dtype):
+            raise Refused(f"exporter bug: Core AI produced {theirs.type}, expected {want} "
+                          "(please report)")
+
+
+class _Values(Sequence[Any]):
+    """Our values' Apple counterparts. A constant is emitted when first used as an Apple value:
+    one read at export time only (a slice bound, a shape) never reaches the .aimodel, so it
+    need not fit 32 bits."""
+
+    def __init__(self, ctx: ExportContext, graph: Graph, refusals: _Refusals,
+                 values: list[Value] | None = None, table: dict[int, Any] | None = None,
+                 ) -> None:
+        self.ctx, self.graph, self.refusals = ctx, graph, refusals
+        self.values = values or []
+        self.table: dict[int, Any] = {} if table is None else table
+
+    def operands(self, values: list[Value]) -> _Values:
+        return _Values(self.ctx, self.graph, self.refusals, values, self.table)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self.get(v) for v in self.values[index]]
+        return self.get(self.values[index])
+
+    def get(self, value: Value) -> Any:
+        found = self.table.get(id(value))
+        if found is None and value.owner is not None and value.owner.name == "coreai.constant":
+            op = value.owner
+            try:
+                found = constant(narrow_constant(self.ctx.constant_array(value)))
+            except Refused as e:
+                self.refusals.add(op.name, e.reason, _where(op, self.graph))
+                found = _placeholder(value)
+            self.table[id(value)] = found
+        if found is None:  # state, already refused by the interface check
+            found = self.table[id(value)] = _placeholder(value)
+        return found
+
+
+def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
+    mapping = MAPPINGS.get(op.name)
+    if mapping is None:
+        raise Refused("no Core AI counterpart and no exact expansion")
+    for v in [*op.operands, *op.results]:
+        _apple_type(v.type)
+    emitted = mapping.emit(ctx, op, values.operands(op.operands))
+    _check_results(op, emitted)
+    return emitted
+
+
+def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
+                refusals: _Refusals) -> list[Any]:
+    values = _Values(ctx, graph, refusals)
+    values.table.update({id(v): a for v, a in zip(graph.inputs.values(), args, strict=True)})
+    for op in graph.ops:
+        if op.name == "coreai.constant":
+            continue  # emitted where it is used (see _Values)
+        try:
+            emitted = _emit_op(ctx, op, values)
+        except Refused as e:
+            refusals.add(op.name, e.reason, _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        except (TypeError, ValueError, RuntimeError) as e:  # Apple's builders rejected it
+            refusals.add(op.name, f"Core AI's builder rejected the mapping: {e}",
+                         _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        for r, a in zip(op.results, emitted, strict=True):
+            values.table[id(r)] = a
+    return [values.get(v) for v in graph.output_values.values()]
+
+
+def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Any:
+    """A function whose signature is the graph's (Apple's ``graph`` decorator reads it)."""
+    def body(*args: Any) -> Any:
+        outs = _emit_graph(ctx, graph, args, refusals)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+              for n in graph.inputs]
+    body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    results = [Annotated[ca.Value, _apple_type(v.type, name)]
+               for name, v in graph.output_values.items()]
+    body.__annotations__ = {
+        **{n: Annotated[ca.Value, _apple_type(v.type)]
+           for n, v in graph.inputs.items()},
+        "return": results[0] if len(results) == 1 else tuple[tuple(results)],  # type: ignore[misc]
+    }
+    body.__name__ = body.__qualname__ = graph.name
+    return body
+
+
+def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
+    """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
+
+    Each of ``entrypoints`` (default: every graph) becomes a Core AI graph of the same name.
+    Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
+    """
+    names = list(program.graphs) if entrypoints is None else list(entrypoints)
+    unknown = [n for n in names if n not in program.graphs]
+    if unknown:
+        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
+                                 f"{list(program.graphs)}")
+    graphs = [program.graphs[n] for n in names]
+    refusals = _Refusals()
+    for graph in graphs:
+        _check_interface(graph, refusals)
+    if any(op in ("input", "output") for op, _ in refusals.counts):
+        refusals.raise_if_any()  # without a signature there is no graph to walk
+    ctx = ExportContext(program)
+    module = ca.Module.create()
+    try:
+        with module:
+            for graph in graphs:
+                ca.graph(_graph_function(ctx, graph, refusals))
+            refusals.raise_if_any()  # inside: Apple's rewrite passes do not run on a failure
+    except RuntimeError as e:
+        raise AimodelExportError(f"Core AI rejected the exported graphs {names} (an exporter "
+                                 f"bug, please report): {e}") from e
+    return module
+
+
+def _replace_atomically(staged: Path, path: Path, scratch: Path) -> None:
+    if path.exists():
+        old = scratch / "previous.aimodel"
+        os.replace(path, old)
+    os.replace(staged, path)
+
+
+def export_aimodel(program: Program, path: str | os.PathLike[str], *,
+                   entrypoints: Sequence[str] | None = None) -> Path:
+    """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
+
+    Each of ``entrypoints`` (default: every graph of the program) becomes a function of the
+    asset with the same name, inputs and outputs.
+
+    Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
+    :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
+    count, a location and the reason, and nothing is written. int64 and float64 tensors become
+    int32 and float32 (constants are checked to fit; inputs must fit at run time). The asset is
+    staged next to ``path`` and renamed into place, so ``path`` never holds a partial asset;
+    an existing ``.aimodel`` there is replaced, any other existing file is left alone and an
+    error raised. Returns the path written.
+    """
+    target = Path(path)
+    if target.suffix != ".aimodel":
+        raise AimodelExportError(f"{target}: an .aimodel path must end in '.aimodel'")
+    if target.exists() and not ca.AIModelAsset.is_valid(target):
+        raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
+                                 "overwriting it")
+    module = build_module(program, entrypoints)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        staged = scratch / target.name
+        ca.AIProgram(module).save_asset(staged)
+        _replace_atomically(staged, target, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target

@@ -1,0 +1,54 @@
+"""Every mapped op's sample (tests/core/op_samples.py): export, run on Apple's interpreter,
+compare with coreai_core's runtime. A sample the exporter refuses must be refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coreai_torch.aimodel import MAPPINGS, export_aimodel
+from coreai_torch.errors import UnexportableOpsError
+from tests.core.op_samples import SAMPLES, build_sample
+from tests.interop.helpers import check_matches_runtime
+
+# Samples with a feature the exporter refuses, and the reason it gives (tested below).
+REFUSED = {
+    "coreai.maxpool": "return_indices=True",
+    "coreai.avgpool": "ceil_mode=True",
+    "coreai.slice": "negative slice strides",
+}
+STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
+                if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED)
+DYNAMIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
+                 if not all(t.is_static for t in SAMPLES[n].inputs))
+
+
+@pytest.mark.parametrize("op_name", STATIC)
+def test_mapped_op_sample_matches_runtime(op_name: str, tmp_path: Path) -> None:
+    check_matches_runtime(build_sample(op_name), tmp_path / "op.aimodel")
+
+
+@pytest.mark.parametrize("op_name", sorted(REFUSED))
+def test_refused_sample_names_the_op_and_reason(op_name: str, tmp_path: Path) -> None:
+    with pytest.raises(UnexportableOpsError) as info:
+        export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
+    assert [(op.op, REFUSED[op_name] in op.reason) for op in info.value.ops] == [(op_name, True)]
+    assert 'model.py":7' in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("op_name", DYNAMIC)
+def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> None:
+    with pytest.raises(UnexportableOpsError, match="dynamic shape"):
+        export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_mapping_is_run_on_apples_interpreter() -> None:
+    """Each mapped op runs in a sample above or a case of test_aimodel_export.py."""
+    from tests.interop.test_aimodel_export import CASES, program_of
+
+    in_cases = {op.name for inputs, build in CASES.values()
+                for op in program_of(inputs, build).graphs["main"].ops}
+    assert sorted(set(MAPPINGS) - set(STATIC) - in_cases) == []
