@@ -1,8 +1,13 @@
-"""The thread pool of a running ``Runtime(threads=n)``, visible to the kernels of that run.
+"""The threads of a running ``Runtime(threads=n)``: its pool and its BLAS thread limit.
 
 Batched kernels (matmul over a stack, convolution over a batch) split their leading axis
 into one chunk per thread. Each chunk runs exactly the computation the whole call would run
 for those rows (numpy releases the GIL), so the result is bit-identical to one thread.
+
+During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) use ``n`` threads
+too, set with ``threadpoolctl`` and restored afterwards: their own default (all cores) contends
+with torch's and the runtime's threads, which made real-size models up to 16x slower. BLAS
+partitions a product over its output, never its reduction, so the bits do not depend on it.
 """
 
 from __future__ import annotations
@@ -10,38 +15,92 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
-__all__ = ["active_pool", "parallel_rows", "using_pool"]
+__all__ = ["BlasThreads", "active_pool", "parallel_rows", "using_pool"]
 
-_POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
-                                                                     default=None)
+_POOL: ContextVar[tuple[ThreadPoolExecutor, int, BlasThreads | None] | None] = ContextVar(
+    "coreai_runtime_pool", default=None)
 # Below this many multiply-adds a batched kernel runs on the calling thread: splitting
 # costs more than it saves.
 MIN_PARALLEL_WORK = 1 << 20
 
 
+class BlasThreads:
+    """Holds the BLAS libraries at ``threads`` threads inside :meth:`limited` blocks.
+
+    The libraries are found once, on first use (threadpoolctl's scan of the loaded shared
+    libraries takes milliseconds); a block then costs a few microseconds: it reads each
+    library's current count and sets only those that differ, restoring them on exit. The
+    count is process-wide, so runs in concurrent Python threads should use runtimes with the
+    same ``threads``.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._libraries: list[Any] | None = None
+        self._lock = threading.Lock()
+
+    def _blas(self) -> list[Any]:
+        with self._lock:
+            if self._libraries is None:
+                self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+            return self._libraries
+
+    def limited(self, threads: int | None = None) -> _BlasLimit:
+        """A context manager: BLAS runs on ``threads`` (default: this limit's) threads inside
+        the block, on the caller's count again after it."""
+        return _BlasLimit(self._blas(), self.threads if threads is None else threads)
+
+
+class _BlasLimit:
+    """One ``with`` block of :meth:`BlasThreads.limited` (a class: a run pays its entry)."""
+
+    __slots__ = ("_changed", "_libraries", "_wanted")
+
+    def __init__(self, libraries: list[Any], wanted: int) -> None:
+        self._libraries, self._wanted = libraries, wanted
+        self._changed: list[tuple[Any, int]] = []
+
+    def __enter__(self) -> None:
+        for lib in self._libraries:
+            current = lib.num_threads
+            if current != self._wanted:
+                lib.set_num_threads(self._wanted)
+                self._changed.append((lib, current))
+
+    def __exit__(self, *exc: object) -> None:
+        for lib, previous in self._changed:
+            lib.set_num_threads(previous)
+
+
 @contextlib.contextmanager
-def using_pool(pool: ThreadPoolExecutor | None, threads: int) -> Iterator[None]:
-    """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block."""
-    if pool is None or threads <= 1:
-        yield
-        return
-    token = _POOL.set((pool, threads))
-    try:
-        yield
-    finally:
-        _POOL.reset(token)
+def using_pool(pool: ThreadPoolExecutor | None, threads: int,
+               blas: BlasThreads | None = None) -> Iterator[None]:
+    """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block, with
+    BLAS held at ``blas``'s thread count (when given)."""
+    with blas.limited() if blas is not None else contextlib.nullcontext():
+        if pool is None or threads <= 1:
+            yield
+            return
+        token = _POOL.set((pool, threads, blas))
+        try:
+            yield
+        finally:
+            _POOL.reset(token)
 
 
 def active_pool() -> tuple[ThreadPoolExecutor, int] | None:
     """The pool of the current run and its width, or None (one thread)."""
-    return _POOL.get()
+    active = _POOL.get()
+    return None if active is None else active[:2]
 
 
 def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[Any] | None:
@@ -53,11 +112,13 @@ def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[A
     active = _POOL.get()
     if active is None or rows < 2 or work < MIN_PARALLEL_WORK:
         return None
-    pool, threads = active
+    pool, threads, blas = active
     n = min(threads, rows)
     bounds = [round(i * rows / n) for i in range(n + 1)]
-    futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
-    return [f.result() for f in futures]
+    # the chunks are the parallelism: BLAS threads inside each would oversubscribe the cores
+    with blas.limited(1) if blas is not None else contextlib.nullcontext():
+        futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
+        return [f.result() for f in futures]
 
 
 def matmul_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
