@@ -4,10 +4,13 @@ Batched kernels (matmul over a stack, convolution over a batch) split their lead
 into one chunk per thread. Each chunk runs exactly the computation the whole call would run
 for those rows (numpy releases the GIL), so the result is bit-identical to one thread.
 
-During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) use ``n`` threads
-too, set with ``threadpoolctl`` and restored afterwards: their own default (all cores) contends
-with torch's and the runtime's threads, which made real-size models up to 16x slower. BLAS
-partitions a product over its output, never its reduction, so the bits do not depend on it.
+During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) run on one thread
+(``BLAS_THREADS``), set with ``threadpoolctl`` and restored afterwards. Their own default (one
+thread per core) contends with torch's and the runtime's threads: it made real-size models
+13-53x slower on a busy 2-core machine. And threaded BLAS does not give the same bits: OpenBLAS
+splits the sum of a long matrix-vector product (numpy's path for a matmul with a unit dim)
+between its threads, so a run's parallelism is the runtime's own pool, whose chunks are
+independent rows.
 """
 
 from __future__ import annotations
@@ -26,25 +29,25 @@ from threadpoolctl import ThreadpoolController
 
 __all__ = ["BlasThreads", "active_pool", "parallel_rows", "using_pool"]
 
-_POOL: ContextVar[tuple[ThreadPoolExecutor, int, BlasThreads | None] | None] = ContextVar(
-    "coreai_runtime_pool", default=None)
+_POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
+                                                                     default=None)
 # Below this many multiply-adds a batched kernel runs on the calling thread: splitting
 # costs more than it saves.
 MIN_PARALLEL_WORK = 1 << 20
+# BLAS threads during a run: more would change the bits of long matrix-vector products.
+BLAS_THREADS = 1
 
 
 class BlasThreads:
-    """Holds the BLAS libraries at ``threads`` threads inside :meth:`limited` blocks.
+    """The BLAS libraries of the process, held at a thread count inside :meth:`limited` blocks.
 
     The libraries are found once, on first use (threadpoolctl's scan of the loaded shared
     libraries takes milliseconds); a block then costs a few microseconds: it reads each
     library's current count and sets only those that differ, restoring them on exit. The
-    count is process-wide, so runs in concurrent Python threads should use runtimes with the
-    same ``threads``.
+    count is process-wide: concurrent runs in several Python threads all want the same one.
     """
 
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
+    def __init__(self) -> None:
         self._libraries: list[Any] | None = None
         self._lock = threading.Lock()
 
@@ -54,10 +57,10 @@ class BlasThreads:
                 self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
             return self._libraries
 
-    def limited(self, threads: int | None = None) -> _BlasLimit:
-        """A context manager: BLAS runs on ``threads`` (default: this limit's) threads inside
-        the block, on the caller's count again after it."""
-        return _BlasLimit(self._blas(), self.threads if threads is None else threads)
+    def limited(self, threads: int) -> _BlasLimit:
+        """A context manager: BLAS runs on ``threads`` threads inside the block, on the
+        caller's count again after it."""
+        return _BlasLimit(self._blas(), threads)
 
 
 class _BlasLimit:
@@ -85,12 +88,12 @@ class _BlasLimit:
 def using_pool(pool: ThreadPoolExecutor | None, threads: int,
                blas: BlasThreads | None = None) -> Iterator[None]:
     """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block, with
-    BLAS held at ``blas``'s thread count (when given)."""
-    with blas.limited() if blas is not None else contextlib.nullcontext():
+    ``blas`` (when given) held at ``BLAS_THREADS``."""
+    with blas.limited(BLAS_THREADS) if blas is not None else contextlib.nullcontext():
         if pool is None or threads <= 1:
             yield
             return
-        token = _POOL.set((pool, threads, blas))
+        token = _POOL.set((pool, threads))
         try:
             yield
         finally:
@@ -99,8 +102,7 @@ def using_pool(pool: ThreadPoolExecutor | None, threads: int,
 
 def active_pool() -> tuple[ThreadPoolExecutor, int] | None:
     """The pool of the current run and its width, or None (one thread)."""
-    active = _POOL.get()
-    return None if active is None else active[:2]
+    return _POOL.get()
 
 
 def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[Any] | None:
@@ -112,13 +114,11 @@ def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[A
     active = _POOL.get()
     if active is None or rows < 2 or work < MIN_PARALLEL_WORK:
         return None
-    pool, threads, blas = active
+    pool, threads = active
     n = min(threads, rows)
     bounds = [round(i * rows / n) for i in range(n + 1)]
-    # the chunks are the parallelism: BLAS threads inside each would oversubscribe the cores
-    with blas.limited(1) if blas is not None else contextlib.nullcontext():
-        futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
-        return [f.result() for f in futures]
+    futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
+    return [f.result() for f in futures]
 
 
 def matmul_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
