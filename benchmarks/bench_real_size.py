@@ -82,14 +82,70 @@ def mobilenet_v2() -> Built:
     return HF(model, "pooler_output", ("pixel_values",)), (_pixels(),)
 
 
-def llama() -> Built:
-    """The TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4 heads; prefill 128 tokens."""
+def _llama_1b() -> torch.nn.Module:
+    """A transformers Llama of the TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                       num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
                       max_position_embeddings=2048, use_cache=False)
-    return HF(LlamaForCausalLM(cfg), "logits", ("input_ids",)), (_ids(cfg.vocab_size, 128),)
+    return LlamaForCausalLM(cfg)
+
+
+def llama() -> Built:
+    """The 1.1B Llama, prefill of 128 tokens."""
+    model = _llama_1b()
+    return HF(model, "logits", ("input_ids",)), (_ids(model.config.vocab_size, 128),)
+
+
+class LlamaDecodeStep(torch.nn.Module):
+    """One decode step of a transformers Llama, its KV cache held in buffers (program state).
+
+    The token at position ``pos`` attends to the cache positions up to ``pos``; its keys and
+    values are written there first (``index_copy_``: a state update after conversion).
+    """
+
+    def __init__(self, model: torch.nn.Module, max_len: int) -> None:
+        super().__init__()
+        cfg = model.config
+        self.model, self.max_len = model, max_len
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.hidden_size // cfg.num_attention_heads
+        for i in range(cfg.num_hidden_layers):
+            for kind in "kv":
+                self.register_buffer(f"{kind}{i}",
+                                     torch.zeros(1, self.kv_heads, max_len, self.head_dim))
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        body, hd, group = self.model.model, self.head_dim, self.heads // self.kv_heads
+        h = body.embed_tokens(ids)
+        cos, sin = body.rotary_emb(h, pos.reshape(1, 1))
+        visible = (torch.arange(self.max_len) <= pos).view(1, 1, 1, -1)
+        for i, layer in enumerate(body.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q = attn.q_proj(x).view(1, 1, self.heads, hd).transpose(1, 2)
+            k = attn.k_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
+            v = attn.v_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            k_cache, v_cache = getattr(self, f"k{i}"), getattr(self, f"v{i}")
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q, k_cache.repeat_interleave(group, 1), v_cache.repeat_interleave(group, 1),
+                attn_mask=visible)
+            h = h + attn.o_proj(o.transpose(1, 2).reshape(1, 1, -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        return self.model.lm_head(body.norm(h))
+
+
+def llama_decode() -> Built:
+    """The 1.1B Llama, one decode step at position 128 of a 256-position KV cache."""
+    model = _llama_1b()
+    step = LlamaDecodeStep(model, max_len=256)
+    return step, (_ids(model.config.vocab_size, 1), torch.tensor([128]))
 
 
 MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
@@ -98,6 +154,7 @@ MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
     "resnet50": ("ResNet-50, 224", resnet50),
     "mobilenet_v2": ("MobileNetV2, 224", mobilenet_v2),
     "llama": ("Llama 1.1B shape, prefill 128", llama),
+    "llama_decode": ("Llama 1.1B shape, decode step (KV cache as state)", llama_decode),
 }
 
 
