@@ -7,10 +7,11 @@ same process: torch eager with 1 thread, and onnxruntime with 1 thread on the sa
 exported with ``torch.onnx.export(..., dynamo=True)`` (a failed export is reported in its
 cell). Columns: export/convert/optimize seconds, run/eager/onnxruntime medians and the
 ratios, the weight bytes, the peak RSS while ``run()`` is timed and its growth over the RSS
-before (activations and temporaries; weights are shared with torch, not copied).
+before (activations and temporaries; a lower bound, as heap memory freed earlier is reused;
+weights are shared with torch, not copied).
 
-Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama]
-[--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``). The Llama has the
+Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama,
+llama_decode] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``). The Llama has the
 1.1B shape (4.4 GB of float32 weights; about 15 GB peak with onnxruntime's copy).
 """
 
