@@ -11,8 +11,9 @@ before (activations and temporaries; a lower bound, as heap memory freed earlier
 weights are shared with torch, not copied).
 
 Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama,
-llama_decode] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``). The Llama has the
-1.1B shape (4.4 GB of float32 weights; about 15 GB peak with onnxruntime's copy).
+llama_decode] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``).
+The Llamas have the 1.1B shape (4.4 GB of float32 weights; about 15 GB peak with
+onnxruntime's copy).
 """
 
 from __future__ import annotations
