@@ -1,10 +1,12 @@
-"""Shared helpers for benchmark scripts: timing medians and table printing."""
+"""Shared helpers for benchmark scripts: timing medians, resident memory, table printing."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -23,6 +25,20 @@ def median_time(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1,
         fn()
         times.append(clock() - t0)
     return statistics.median(times)
+
+
+def rss(field: str = "VmRSS") -> int:
+    """This process's resident memory in bytes (Linux): ``VmRSS`` now, ``VmHWM`` its peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak_rss() -> None:
+    """Make ``rss("VmHWM")`` start again from the current RSS (Linux; elsewhere a no-op)."""
+    with contextlib.suppress(OSError):  # writing 5 resets VmHWM to the current RSS
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -8,7 +8,6 @@ Run: ``python benchmarks/bench_real_weights.py``.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -17,22 +16,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import print_table
+from _common import print_table, reset_peak_rss, rss
 
 from coreai_torch import TorchConverter, get_decomp_table
 from tests.models.zoo import HF
-
-
-def _rss(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def _reset_peak() -> None:
-    with contextlib.suppress(OSError):  # Linux: writing 5 resets VmHWM to the current RSS
-        Path("/proc/self/clear_refs").write_text("5")
 
 
 def main() -> None:
@@ -44,16 +31,16 @@ def main() -> None:
     ids = torch.randint(0, 32000, (1, 16))
     ep = torch.export.export(model, (ids,)).run_decompositions(get_decomp_table())
     weight_bytes = sum(t.numel() * t.element_size() for t in ep.state_dict.values())
-    _reset_peak()
-    r0 = _rss("VmRSS")
+    reset_peak_rss()
+    r0 = rss("VmRSS")
     t0 = time.perf_counter()
     program = TorchConverter(progress=False).add_exported_program(ep).to_coreai()
     t1 = time.perf_counter()
-    convert_growth = _rss("VmHWM") - r0
-    _reset_peak()
-    r0 = _rss("VmRSS")
+    convert_growth = rss("VmHWM") - r0
+    reset_peak_rss()
+    r0 = rss("VmRSS")
     program.optimize()
-    optimize_growth = _rss("VmHWM") - r0
+    optimize_growth = rss("VmHWM") - r0
     print_table(["weights MB", "FX nodes", "convert s", "convert peak RSS growth / weights",
                  "optimize peak RSS growth / weights"],
                 [[weight_bytes / 1e6, len(ep.graph.nodes), t1 - t0,

@@ -15,7 +15,7 @@ from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
-from coreai_core.runtime._threads import using_pool
+from coreai_core.runtime._threads import BLAS_THREADS, BlasThreads, using_pool
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -102,7 +102,8 @@ class Runtime:
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
     ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
-    threads, with results identical to one thread; the default is 1.
+    threads, with results identical to one thread; the default is 1. BLAS runs on one thread
+    during a run whatever ``n`` (the caller's setting is restored afterwards).
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; any edit of the program's IR makes them stale (``program.invalidate()``
     is needed only after writing into a weight's or attribute's array in place).
@@ -118,6 +119,7 @@ class Runtime:
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._blas = BlasThreads()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
         self._building = threading.local()
@@ -224,7 +226,7 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads):
+        with using_pool(self._thread_pool(), self.threads, self._blas):
             if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
                 return plan.run(inputs, state)
             with seeded(seed):
@@ -243,7 +245,7 @@ class Runtime:
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads), seeded(seed):
+        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
@@ -270,7 +272,7 @@ class Runtime:
         if len(converted) != len(operands):
             raise ValueError(f"{describe_op(op)} takes {len(operands)} operands, "
                              f"got {len(converted)}")
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), self._blas.limited(BLAS_THREADS):
             return [writable(a) for a in plan.run_arrays(converted)]
 
     def __repr__(self) -> str:

@@ -225,6 +225,29 @@ def test_conv_transpose(n, dtype, data, seed):
     check(y, ref)
 
 
+@pytest.mark.parametrize("block_bytes", [1, 3000])  # one channel a block; several
+@pytest.mark.parametrize(("batch", "mult", "k", "s", "d"),
+                         [(2, 1, 3, 1, 1), (1, 2, 3, 2, 1), (2, 1, 5, 2, 2), (1, 2, 7, 1, 1)])
+def test_depthwise_conv_in_channel_blocks(block_bytes, batch, mult, k, s, d, monkeypatch):
+    from coreai_core.runtime.kernels import _windows
+
+    x = rand(11, (batch, 6, 13, 12), np.float64)
+    w = rand(12, (6 * mult, 1, k, k), np.float64)
+    x[0, 0, 0, :3] = -0.0  # the sign of zero survives the blocking too
+
+    def conv() -> np.ndarray:
+        (y,) = run_op(lambda *v: coreai.conv(v[0], v[1], None, strides=[s, s],
+                                             pads=[k // 2] * 4, dilation=[d, d], groups=6),
+                      x, w)
+        return y
+
+    whole = conv()
+    monkeypatch.setattr(_windows, "_DEPTHWISE_BLOCK_BYTES", block_bytes)
+    blocked = conv()
+    assert blocked.tobytes() == whole.tobytes()
+    check(blocked, F.conv2d(t(x), t(w), stride=s, padding=k // 2, dilation=d, groups=6))
+
+
 BF16_CASES = {
     "conv": (lambda v: coreai.conv(v, coreai.constant(BF16_W), None, pads=[1, 1]),
              lambda x: F.conv2d(x, torch.from_numpy(BF16_W.astype(np.float32)).bfloat16(),

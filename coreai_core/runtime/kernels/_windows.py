@@ -24,6 +24,10 @@ Ints = Sequence[int]
 # matmuls for stride 1, a tap-by-tap copy otherwise). Per sample, so that the method (and the
 # bits) of a sample never depend on the batch it is in.
 _IM2COL_BYTES = 1 << 22
+# Depthwise convolutions run every tap over a block of channels of about this many output
+# bytes before moving on, so the block stays in cache across its taps (one pass over memory
+# instead of two per tap). Each element sees the same operations in the same order.
+_DEPTHWISE_BLOCK_BYTES = 1 << 17
 
 
 _F32 = np.dtype(np.float32)
@@ -157,17 +161,21 @@ def _conv_flat_shift(x: np.ndarray, w: np.ndarray, k: Ints, d: Ints, p: Ints, ou
     flat = xp.reshape(n_batch, g, cg, int(np.prod(psize)))
     wt = np.moveaxis(w.reshape(g, og, cg, int(np.prod(k))), -1, 0)  # [K, g, Og, Cg]
     y = np.empty((n_batch, g, og, length), x.dtype)
-    scratch = np.empty_like(y)
-    for i, pos in enumerate(taps(k)):
-        off = sum(pi * di * st for pi, di, st in zip(pos, d, inner))
-        src = flat[..., off:off + length]
-        dst = y if i == 0 else scratch
-        if cg == 1:  # depthwise: a broadcast multiply beats a batch of 1x1 matmuls
-            np.multiply(wt[i], src, out=dst)
-        else:
-            np.matmul(wt[i], src, out=dst)
-        if i:
-            y += scratch
+    offsets = [sum(pi * di * st for pi, di, st in zip(pos, d, inner)) for pos in taps(k)]
+    if cg == 1:  # depthwise: a broadcast multiply beats a batch of 1x1 matmuls
+        for a, b, scratch in _channel_blocks(y):
+            for i, off in enumerate(offsets):
+                dst = y[:, a:b] if i == 0 else scratch
+                np.multiply(wt[i, a:b], flat[:, a:b, :, off:off + length], out=dst)
+                if i:
+                    y[:, a:b] += scratch
+    else:
+        scratch = np.empty_like(y)
+        for i, off in enumerate(offsets):
+            dst = y if i == 0 else scratch
+            np.matmul(wt[i], flat[..., off:off + length], out=dst)
+            if i:
+                y += scratch
     y = y.reshape(n_batch, g * og, out[0], *psize[1:])
     return y[trailing(slice(0, v) for v in out[1:])]
 
@@ -179,10 +187,25 @@ def _conv_depthwise(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: 
     xp = pad(x, p, out, k, s, d, 0.0)
     wt = w.reshape(g, og, int(np.prod(k)))
     y = np.zeros((n_batch, g, og, *out), x.dtype)
-    bshape = (1, g, og, *(1,) * len(k))
-    for i, pos in enumerate(taps(k)):
-        y += wt[:, :, i].reshape(bshape) * tap(xp, pos, s, d, out)[:, :, None]
+    bshape = (1, -1, og, *(1,) * len(k))
+    positions = list(taps(k))
+    for a, b, scratch in _channel_blocks(y):
+        for i, pos in enumerate(positions):
+            np.multiply(wt[a:b, :, i].reshape(bshape), tap(xp[:, a:b], pos, s, d, out)[:, :, None],
+                        out=scratch)
+            y[:, a:b] += scratch
     return y.reshape(n_batch, g * og, *out)
+
+
+def _channel_blocks(y: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Blocks ``[a, b)`` of axis 1 of ``y`` of about ``_DEPTHWISE_BLOCK_BYTES``, each with a
+    scratch buffer shaped like ``y[:, a:b]``."""
+    per_channel = y[:, :1].nbytes
+    step = max(1, _DEPTHWISE_BLOCK_BYTES // max(per_channel, 1))
+    buffer = np.empty((y.shape[0], min(step, y.shape[1]), *y.shape[2:]), y.dtype)
+    for a in range(0, y.shape[1], step):
+        b = min(a + step, y.shape[1])
+        yield a, b, buffer[:, :b - a]
 
 
 def conv_transpose(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,

@@ -53,8 +53,8 @@ def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
         lambda a, b: _windows.conv(xa[a:b], wa, strides, pads, dilation, groups))
     y = (np.concatenate(parts) if parts is not None
          else _windows.conv(xa, wa, strides, pads, dilation, groups))
-    if bias is not None:
-        y = y + _acc(bias).reshape(_bias_shape(x.ndim - 2))
+    if bias is not None:  # y is a fresh array (or a crop of one): add in place
+        np.add(y, _acc(bias).reshape(_bias_shape(x.ndim - 2)), out=y)
     return np.ascontiguousarray(y.astype(x.dtype, copy=False))
 
 

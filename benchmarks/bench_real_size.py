@@ -1,0 +1,252 @@
+"""Real-size models: the numpy runtime against torch eager and onnxruntime, default environment.
+
+Each model is built from a ``transformers`` config with random weights (nothing downloaded),
+exported, converted, optimized and run with ``program.run`` the way a user runs it: no
+``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` (the runtime sets BLAS threads itself). In the
+same process: torch eager with 1 thread, and onnxruntime with 1 thread on the same model
+exported with ``torch.onnx.export(..., dynamo=True)`` (a failed export is reported in its
+cell). Columns: export/convert/optimize seconds, run/eager/onnxruntime medians and the
+ratios, the weight bytes, the peak RSS while ``run()`` is timed and its growth over the RSS
+before (activations and temporaries; a lower bound, as heap memory freed earlier is reused;
+weights are shared with torch, not copied).
+
+Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama,
+llama_decode] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``).
+The Llamas have the 1.1B shape (4.4 GB of float32 weights; about 15 GB peak with
+onnxruntime's copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights from configs: nothing to fetch
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import median_time, print_table, reset_peak_rss, rss
+
+from coreai_torch import TorchConverter, get_decomp_table
+from tests.models.zoo import HF
+
+Built = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+GB = 1e9
+
+
+def _ids(vocab: int, length: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(1))
+
+
+def _pixels() -> torch.Tensor:
+    return torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+
+
+def bert() -> Built:
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig()  # base: 12 layers, hidden 768
+    model = HF(BertModel(cfg, add_pooling_layer=False), "last_hidden_state",
+               ("input_ids", "attention_mask"))
+    return model, (_ids(cfg.vocab_size, 128), torch.ones(1, 128, dtype=torch.int64))
+
+
+def vit() -> Built:
+    from transformers import ViTConfig, ViTModel
+
+    model = ViTModel(ViTConfig(), add_pooling_layer=False)  # base/16, 224x224
+    return HF(model, "last_hidden_state", ("pixel_values",)), (_pixels(),)
+
+
+def resnet50() -> Built:
+    from transformers import ResNetConfig, ResNetModel
+
+    return HF(ResNetModel(ResNetConfig()), "pooler_output", ("pixel_values",)), (_pixels(),)
+
+
+def mobilenet_v2() -> Built:
+    from transformers import MobileNetV2Config, MobileNetV2Model
+
+    model = MobileNetV2Model(MobileNetV2Config())  # depth multiplier 1.0, 224x224
+    return HF(model, "pooler_output", ("pixel_values",)), (_pixels(),)
+
+
+def _llama_1b() -> torch.nn.Module:
+    """A transformers Llama of the TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                      num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                      max_position_embeddings=2048, use_cache=False)
+    return LlamaForCausalLM(cfg)
+
+
+def llama() -> Built:
+    """The 1.1B Llama, prefill of 128 tokens."""
+    model = _llama_1b()
+    return HF(model, "logits", ("input_ids",)), (_ids(model.config.vocab_size, 128),)
+
+
+class LlamaDecodeStep(torch.nn.Module):
+    """One decode step of a transformers Llama, its KV cache held in buffers (program state).
+
+    The token at position ``pos`` attends to the cache positions up to ``pos``; its keys and
+    values are written there first (``index_copy_``: a state update after conversion).
+    """
+
+    def __init__(self, model: torch.nn.Module, max_len: int) -> None:
+        super().__init__()
+        cfg = model.config
+        self.model, self.max_len = model, max_len
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.hidden_size // cfg.num_attention_heads
+        for i in range(cfg.num_hidden_layers):
+            for kind in "kv":
+                self.register_buffer(f"{kind}{i}",
+                                     torch.zeros(1, self.kv_heads, max_len, self.head_dim))
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        body, hd, group = self.model.model, self.head_dim, self.heads // self.kv_heads
+        h = body.embed_tokens(ids)
+        cos, sin = body.rotary_emb(h, pos.reshape(1, 1))
+        visible = (torch.arange(self.max_len) <= pos).view(1, 1, 1, -1)
+        for i, layer in enumerate(body.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q = attn.q_proj(x).view(1, 1, self.heads, hd).transpose(1, 2)
+            k = attn.k_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
+            v = attn.v_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            k_cache, v_cache = getattr(self, f"k{i}"), getattr(self, f"v{i}")
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q, k_cache.repeat_interleave(group, 1), v_cache.repeat_interleave(group, 1),
+                attn_mask=visible)
+            h = h + attn.o_proj(o.transpose(1, 2).reshape(1, 1, -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        return self.model.lm_head(body.norm(h))
+
+
+def llama_decode() -> Built:
+    """The 1.1B Llama, one decode step at position 128 of a 256-position KV cache."""
+    model = _llama_1b()
+    step = LlamaDecodeStep(model, max_len=256)
+    return step, (_ids(model.config.vocab_size, 1), torch.tensor([128]))
+
+
+MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
+    "bert": ("BERT-base, seq 128", bert),
+    "vit": ("ViT-base/16, 224", vit),
+    "resnet50": ("ResNet-50, 224", resnet50),
+    "mobilenet_v2": ("MobileNetV2, 224", mobilenet_v2),
+    "llama": ("Llama 1.1B shape, prefill 128", llama),
+    "llama_decode": ("Llama 1.1B shape, decode step (KV cache as state)", llama_decode),
+}
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def _onnxruntime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                 repeat: int) -> float | str:
+    """Median seconds of onnxruntime (1 thread) on the dynamo export, or why it failed."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "onnxruntime not installed (pip install -e '.[bench]')"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # the exporter's progress lines
+                torch.onnx.export(model, inputs, path, dynamo=True, external_data=True,
+                                  verbose=False)
+        except Exception as e:  # report the reason in the table instead of stopping
+            return f"export failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
+        return median_time(lambda: session.run(None, feeds), repeat=repeat)
+
+
+def _coreai(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+            repeat: int) -> tuple[list[float], np.ndarray]:
+    """Export, convert, optimize and run seconds, peak RSS while running and its growth
+    over the RSS before; and one run's output. The program is freed on return."""
+    ep, t_export = _timed(lambda: torch.export.export(model, inputs)
+                          .run_decompositions(get_decomp_table()))
+    program, t_convert = _timed(
+        lambda: TorchConverter(progress=False).add_exported_program(ep).to_coreai())
+    ep = None  # only the program (whose weights are views of the model's) stays
+    _, t_optimize = _timed(program.optimize)
+    feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+    gc.collect()
+    before = rss()
+    reset_peak_rss()
+    t_run = median_time(lambda: program.run(feeds), repeat=repeat)
+    peak = rss("VmHWM")
+    output = next(iter(program.run(feeds).values()))
+    return [t_export, t_convert, t_optimize, t_run, peak / GB, (peak - before) / GB], output
+
+
+def measure(key: str, repeat: int) -> list[Any]:
+    """One table row for model ``key``."""
+    label, build = MODELS[key]
+    torch.manual_seed(0)
+    model, inputs = build()
+    model.eval()
+    weight_bytes = sum(p.numel() * p.element_size()
+                       for p in [*model.parameters(), *model.buffers()])
+    (t_export, t_convert, t_optimize, t_run, peak, growth), got = _coreai(model, inputs, repeat)
+    gc.collect()
+    with torch.inference_mode():
+        expected = model(*inputs).numpy()
+        t_eager = median_time(lambda: model(*inputs), repeat=repeat)
+    err = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
+    t_ort = _onnxruntime(model, inputs, repeat)
+    ort_ratio = t_run / t_ort if isinstance(t_ort, float) else "-"
+    return [label, t_export, t_convert, t_optimize, t_run, t_eager, t_ort, t_run / t_eager,
+            ort_ratio, f"{err:.1e}", weight_bytes / GB, peak, growth]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, from {', '.join(MODELS)}")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per median")
+    args = parser.parse_args()
+    keys = [k for k in args.models.split(",") if k]
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    torch.set_num_threads(1)
+    rows = []
+    for key in keys:
+        rows.append(measure(key, args.repeat))
+        print(f"{key}: done", file=sys.stderr, flush=True)
+    print_table(["model", "export s", "convert s", "optimize s", "run s", "eager s",
+                 "onnxruntime s", "run/eager", "run/ort", "max rel err", "weights GB",
+                 "run peak RSS GB", "run RSS growth GB"], rows)
+
+
+if __name__ == "__main__":
+    main()
