@@ -25,7 +25,7 @@ from coreai_core.runtime._inputs import bind_named, bind_state
 from coreai_core.runtime._steps import Step
 from coreai_core.runtime._table import KernelTable
 
-__all__ = ["KernelError", "Plan", "PlanError", "Region"]
+__all__ = ["KernelError", "Plan", "PlanError", "Region", "Step"]
 
 _ndarray = np.ndarray
 _NEVER = 1 << 62  # "last use" of values that are outputs: never released
