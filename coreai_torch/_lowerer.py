@@ -6,10 +6,11 @@ progress bar; :class:`coreai_torch.TorchConverter` drives it.
 
 from __future__ import annotations
 
+import enum
 import operator
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
@@ -30,16 +31,14 @@ from coreai_core import (
     default_location,
 )
 from coreai_core.dialects import coreai
+from coreai_core.registry import describe_entry
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._locations import describe, location_of
-from coreai_torch._table import qualified_name
+from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import COMPOSITE_OPS, CompositeBuilder
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
-from coreai_torch.externalize import CALL_MODULE, session_of
-
-if TYPE_CHECKING:
-    from coreai_torch.converter import TorchConverter
+from coreai_torch.externalize import CALL_MODULE, ExternalSession
 
 # Nodes that only assert facts torch already checked at export time.
 DROPPED_TARGETS = {
@@ -54,14 +53,44 @@ _PROGRESS_MIN_NODES = 2000
 
 @attrs.define
 class Staged:
+    """A program staged as one entrypoint (or one externalized module's graph).
+
+    ``session`` is the externalization that produced the program's ``call_module`` nodes
+    (None when nothing is externalized); the staged entry is its one owner.
+    """
+
     program: ExportedProgram
     input_names: list[str] | None
     output_names: list[str] | None
     state_names: list[str] | None
     composite: Composite | None = None
+    session: ExternalSession | None = None
 
 
 GETITEM = operator.getitem
+
+
+class NoLowering(enum.Enum):
+    """How a call node that needs no lowering from the table is handled."""
+
+    GETITEM = "picks one result of a multi-result node"
+    DROPPED = "asserts a fact torch checked at export time, or prints"
+    CALL_MODULE = "calls an externalized module: an invoke of its graph"
+
+
+def handled_without_lowering(node: torch.fx.Node) -> NoLowering | None:
+    """Whether ``node`` (a ``call_function``) is handled without a lowering, and how.
+
+    The one rule for both the converter's check for unsupported ops and the lowerer.
+    """
+    if node.target is GETITEM:
+        return NoLowering.GETITEM
+    qn = qualified_name(node.target)
+    if qn in DROPPED_TARGETS:
+        return NoLowering.DROPPED
+    if qn == CALL_MODULE:
+        return NoLowering.CALL_MODULE
+    return None
 
 
 def mutation_specs(ep: ExportedProgram) -> list[Any]:
@@ -155,19 +184,23 @@ def _known_to_be(size: Any, value: int) -> bool:
 
 
 class GraphLowerer:
-    """Lowers one exported program into one entrypoint graph."""
+    """Lowers one exported program into one entrypoint graph.
 
-    def __init__(self, converter: TorchConverter, program: Program, weights: WeightStore,
-                 entrypoint: str, staged: Staged, *,
+    ``table`` gives the lowerings; ``progress`` is the converter's progress setting (see
+    :class:`~coreai_torch.TorchConverter`).
+    """
+
+    def __init__(self, table: LoweringTable, progress: bool | None, program: Program,
+                 weights: WeightStore, entrypoint: str, staged: Staged, *,
                  composites: CompositeBuilder | None = None) -> None:
-        self.converter = converter
+        self.table = table
+        self.progress = progress
         self.composites = composites
         self.program = program
         self.weights = weights
         self.entrypoint = entrypoint
         self.staged = staged
         self.ep = staged.program
-        self.table = converter._table
         self.ctx = _utils.ConversionContext(_symbols(self.ep))
         self.ctx.lower_subgraph = self.lower_subgraph
         self.ctx.lower_call = self.lower_call
@@ -260,7 +293,7 @@ class GraphLowerer:
     # -- the walk ------------------------------------------------------------------------------
     def _lower_nodes(self, gm: torch.fx.GraphModule, values: NodeValues) -> list[Any]:
         nodes = list(gm.graph.nodes)
-        bar = _Progress(len(nodes), self.converter.progress, self.entrypoint)
+        bar = _Progress(len(nodes), self.progress, self.entrypoint)
         for i, node in enumerate(nodes):
             bar.update(i)
             if node.op == "call_function":
@@ -291,18 +324,19 @@ class GraphLowerer:
         return arg
 
     def _lower_call(self, node: torch.fx.Node, values: NodeValues) -> None:
-        if node.target is GETITEM:
+        how = handled_without_lowering(node)
+        if how is NoLowering.GETITEM:
             src, idx = node.args
             if isinstance(src, torch.fx.Node) and isinstance(idx, int) and values.has(src, idx):
                 values.bind(node, values.value(src, idx))
                 return
-        qn = qualified_name(node.target)
-        if qn in DROPPED_TARGETS:
+        elif how is NoLowering.DROPPED:
             return
-        if qn == CALL_MODULE:
+        elif how is NoLowering.CALL_MODULE:
             with default_location(location_of(node)):
                 self._store_call(node, values)
             return
+        qn = qualified_name(node.target)
         fn = self.table.lookup(qn)
         loc = location_of(node)
         if fn is None:  # only reachable for ops inside subgraphs added after preflight
@@ -317,14 +351,20 @@ class GraphLowerer:
                 raise
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
-                                    source=describe(node), lowering=_fn_name(fn)) from e
+                                    source=describe(node), lowering=describe_entry(fn)) from e
         self._store(node, qn, fn, result, values)
 
     def _store_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         """An externalized module's call: ``invoke`` of the graph of its signature."""
         args, key = node.args
-        session, site = session_of(str(key))
-        callee = session.site_graph[site]
+        session = self.staged.session
+        callee = None if session is None else session.callee(str(key))
+        if callee is None:
+            raise LoweringError(f"call_module {key!r} belongs to no externalization of this "
+                                "entrypoint; stage the module with add_pytorch_module("
+                                "..., externalize_modules=[...]) rather than its exported "
+                                "program", node=node.name, target=CALL_MODULE,
+                                source=describe(node), lowering=None)
         assert isinstance(args, (list, tuple))
         operands = [values.value(a) for a in args if isinstance(a, torch.fx.Node)]
         if len(operands) != len(args):
@@ -347,7 +387,7 @@ class GraphLowerer:
 
         def fail(msg: str) -> None:
             raise LoweringError(msg, node=node.name, target=qn, source=describe(node),
-                                lowering=_fn_name(fn))
+                                lowering=describe_entry(fn))
 
         if multi:
             if not isinstance(result, (list, tuple)) or len(result) != len(val):
@@ -455,10 +495,6 @@ def _default_output_names(args: Sequence[Any]) -> list[str]:
             name = f"output_{i}"
         names.append(name)
     return names
-
-
-def _fn_name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _lookup_tensor(ep: ExportedProgram, target: str) -> torch.Tensor:

@@ -19,18 +19,17 @@ from coreai_core import Program
 from coreai_torch._binding import LoweringForm, as_lowering, check_form
 from coreai_torch._locations import describe
 from coreai_torch._lowerer import (
-    DROPPED_TARGETS,
-    GETITEM,
     GraphLowerer,
     Staged,
     WeightStore,
     all_call_nodes,
+    handled_without_lowering,
     mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
-from coreai_torch.externalize import CALL_MODULE, ExternalizeSpec, ExternalSession, as_spec
+from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
 
 __all__ = ["ExternalizeSpec", "TorchConverter"]
@@ -55,7 +54,6 @@ class TorchConverter:
         self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
-        self._sessions: dict[str, ExternalSession] = {}  # entrypoint -> its externalization
         self.progress = progress
         self.conversion_log: list[str] = []
 
@@ -111,6 +109,12 @@ class TorchConverter:
                              state_names: Sequence[str] | None = None,
                              entrypoint_name: str = "main") -> TorchConverter:
         """Stage ``exported_program`` as entrypoint ``entrypoint_name``; returns ``self``."""
+        return self._stage(exported_program, input_names, output_names, state_names,
+                           entrypoint_name, None)
+
+    def _stage(self, exported_program: ExportedProgram, input_names: Sequence[str] | None,
+               output_names: Sequence[str] | None, state_names: Sequence[str] | None,
+               entrypoint_name: str, session: ExternalSession | None) -> TorchConverter:
         if not isinstance(exported_program, ExportedProgram):
             raise TypeError(f"expected a torch.export.ExportedProgram, got "
                             f"{type(exported_program).__name__}; export the model with "
@@ -140,7 +144,7 @@ class TorchConverter:
                 raise ValueError(f"{arg} has {len(names)} names but the program has "
                                  f"{expected} {what}")
         self._staged[entrypoint_name] = Staged(exported_program, input_names, output_names,
-                                               state_names)
+                                               state_names, session=session)
         return self
 
     def add_pytorch_module(self, module: torch.nn.Module,
@@ -178,25 +182,24 @@ class TorchConverter:
         if not externalize_modules:
             return self.add_exported_program(decomposed(export(module)), **names)
         taken = {*self._staged, names.get("entrypoint_name", "main")}
-        for other in self._sessions.values():
-            taken.update(e.graph_name for e in other.by_signature.values())
+        for other in self._staged.values():
+            if other.session is not None:
+                taken.update(e.graph_name for e in other.session.by_signature.values())
         session = ExternalSession([as_spec(x) for x in externalize_modules], taken)
         ep = session.export(module, export, decomposed)
-        self.add_exported_program(ep, **names)
-        self._sessions[names.get("entrypoint_name", "main")] = session
-        return self
+        return self._stage(ep, names.get("input_names"), names.get("output_names"),
+                           names.get("state_names"), names.get("entrypoint_name", "main"),
+                           session)
 
     def clear(self, entrypoints: Sequence[str] | None = None) -> None:
         """Unstage the given entrypoints (all when None)."""
         if entrypoints is None:
             self._staged.clear()
-            self._sessions.clear()
             return
         for name in _names("entrypoints", entrypoints) or []:
             if name not in self._staged:
                 raise KeyError(f"entrypoint {name!r} is not staged; staged: {list(self._staged)}")
             del self._staged[name]
-            self._sessions.pop(name, None)
 
     def __repr__(self) -> str:
         staged = ", ".join(f"{k}: {len(v.program.graph.nodes)} nodes"
@@ -224,31 +227,36 @@ class TorchConverter:
         staged = {n: self._decompose_unsupported(n, self._staged[n]) for n in names}
         externals: dict[str, Staged] = {}
         for n in names:
-            for ext in self._sessions[n].ordered() if n in self._sessions else []:
+            session = self._staged[n].session
+            for ext in session.ordered() if session is not None else []:
                 assert ext.program is not None
                 if ext.graph_name in names:
                     raise ValueError(f"entrypoint {ext.graph_name!r} has the name of an "
                                      "externalized module's graph; stage it under another "
                                      "entrypoint_name")
                 externals[ext.graph_name] = self._decompose_unsupported(ext.graph_name, Staged(
-                    ext.program, ext.input_names, None, None, composite=ext.composite))
+                    ext.program, ext.input_names, None, None, composite=ext.composite,
+                    session=session))
         self._preflight([s.program for s in [*externals.values(), *staged.values()]])
         program = Program()
         weights = WeightStore(program)
         builder = CompositeBuilder(program) if self.composites else None
         for n, ext_staged in externals.items():
-            GraphLowerer(self, program, weights, n, ext_staged, composites=builder).run()
+            GraphLowerer(self._table, self.progress, program, weights, n, ext_staged,
+                         composites=builder).run()
         for n in names:
-            GraphLowerer(self, program, weights, n, staged[n], composites=builder).run()
+            GraphLowerer(self._table, self.progress, program, weights, n, staged[n],
+                         composites=builder).run()
         return program
 
     def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:
         counts: Counter[str] = Counter()
         examples: dict[str, torch.fx.Node] = {}
         for node in all_call_nodes(ep.graph_module):
+            if handled_without_lowering(node) is not None:
+                continue
             qn = qualified_name(node.target)
-            if qn in DROPPED_TARGETS or node.target is GETITEM or qn in self._table \
-                    or qn == CALL_MODULE:
+            if qn in self._table:
                 continue
             counts[qn] += 1
             examples.setdefault(qn, node)

@@ -21,9 +21,10 @@ Why a placeholder op rather than ``preserve_module_call_signature``: the op keep
 boundary through ``run_decompositions`` by construction, shares one graph between instances
 (their weights are arguments, not constants of the graph) and needs no unflattening.
 
-The registry the fake implementation reads is keyed by a per-session id and holds sessions
-weakly: a session lives as long as the converter that created it, and one converter's
-modules are never visible to another.
+A session is owned by the converter's staged entry it produced. A torch custom op receives
+only tensors and strings, so the op finds its session through a weak index keyed by a
+per-session id (the prefix of ``key``): the index owns nothing, a session lives as long as
+the converter that staged it, and one converter's modules are never visible to another.
 """
 
 from __future__ import annotations
@@ -84,14 +85,15 @@ def as_spec(item: type[torch.nn.Module] | ExternalizeSpec) -> ExternalizeSpec:
 
 # ---------------------------------------------------------------------------- placeholder op
 
-_SESSIONS: weakref.WeakValueDictionary[str, ExternalSession] = weakref.WeakValueDictionary()
+# The op's way from a key to its session (see the module docstring): weak, never an owner.
+_OP_INDEX: weakref.WeakValueDictionary[str, ExternalSession] = weakref.WeakValueDictionary()
 _IDS = itertools.count()
 
 
 def session_of(key: str) -> tuple[ExternalSession, str]:
     """The session a ``call_module`` key belongs to, and the call site's key within it."""
     sid, _, rest = key.partition("/")
-    session = _SESSIONS.get(sid)
+    session = _OP_INDEX.get(sid)
     if session is None:
         raise RuntimeError(f"coreai_ext::call_module {key!r}: its converter is gone; the "
                            "placeholder op runs only while its TorchConverter exists")
@@ -171,7 +173,13 @@ class ExternalSession:
         self._bypass: set[int] = set()
         self._depth = 0
         self._recording: list[list[str]] = []
-        _SESSIONS[self.id] = self
+        _OP_INDEX[self.id] = self
+
+    def callee(self, key: str) -> str | None:
+        """The graph a ``call_module`` key of this session invokes (None: not this session's
+        call, or a call site never exported)."""
+        sid, _, site = key.partition("/")
+        return self.site_graph.get(site) if sid == self.id else None
 
     # -- during export ---------------------------------------------------------------------
     @contextmanager

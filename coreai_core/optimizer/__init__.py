@@ -31,7 +31,6 @@ Custom pipelines: pass names or instances, e.g. ``optimize(p, ["cse", "dce"])`` 
 
 from coreai_core.optimizer._manager import (
     OptimizeReport,
-    Pass,
     PassManager,
     PassRecord,
     default_passes,
@@ -41,6 +40,7 @@ from coreai_core.optimizer._manager import (
     validate_optimization,
 )
 from coreai_core.optimizer._rewrite import (
+    Pass,
     PassContext,
     PassStats,
     RewriteObserver,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import attrs
 
 from coreai_core._ir import ProgramData
-from coreai_core.optimizer._rewrite import PassStats, count_ops
+from coreai_core.optimizer._rewrite import Pass, PassStats, count_ops
 from coreai_core.optimizer.canonicalize import CanonicalizePass
 from coreai_core.optimizer.constant_folding import ConstantFoldingPass
 from coreai_core.optimizer.cse import CSEPass
@@ -23,19 +23,6 @@ DEFAULT_MAX_ITERATIONS = 8
 
 # What ``check=`` accepts: see :class:`coreai_core.optimizer.validate.Check`.
 CheckArg = Check | bool | Mapping[str, Any] | None
-
-
-@runtime_checkable
-class Pass(Protocol):
-    """An optimizer pass: a ``name`` and ``run(program)`` editing it in place.
-
-    ``run`` returns the :class:`PassStats` of what it changed (all zero when nothing did) and
-    must call ``program.invalidate()`` when it edited a graph.
-    """
-
-    name: str
-
-    def run(self, program: ProgramData) -> PassStats: ...
 
 
 def _registry() -> dict[str, Callable[[Runtime | None], Pass]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
@@ -173,6 +173,19 @@ def weight_hint(name: str, suffix: str) -> str:
     if suffix == "bias" and name.endswith("weight"):
         return name[: -len("weight")] + "bias"
     return f"{name}.{suffix}"
+
+
+@runtime_checkable
+class Pass(Protocol):
+    """An optimizer pass: a ``name`` and ``run(program)`` editing it in place.
+
+    ``run`` returns the :class:`PassStats` of what it changed (all zero when nothing did) and
+    must call ``program.invalidate()`` when it edited a graph.
+    """
+
+    name: str
+
+    def run(self, program: ProgramData) -> PassStats: ...
 
 
 class RewriteObserver(Protocol):

@@ -30,14 +30,14 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
 
 from coreai_core._ir import Location, Operation, ProgramData, TensorType, Value
 from coreai_core.errors import RuntimeInputError
-from coreai_core.optimizer._rewrite import PassStats, RewritePass, all_graphs
+from coreai_core.optimizer._rewrite import Pass, PassStats, RewritePass, all_graphs
 from coreai_core.optimizer.validate_report import (
     Culprit,
     OptimizationMismatchError,
@@ -48,9 +48,6 @@ from coreai_core.optimizer.validate_report import (
 )
 from coreai_core.runtime import Runtime, run_program
 from coreai_core.text import print_program
-
-if TYPE_CHECKING:
-    from coreai_core.optimizer._manager import Pass
 
 __all__ = ["Check", "PassChecker", "copy_program", "random_inputs"]
 

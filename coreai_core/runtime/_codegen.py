@@ -18,16 +18,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import CodeType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Operation, TensorType, Value
+from coreai_core._ir import Operation, TensorType
 from coreai_core.runtime._checks import check_result, check_results
+from coreai_core.runtime._steps import StepProgram
 from coreai_core.runtime.kernels import elementwise
-
-if TYPE_CHECKING:
-    from coreai_core.runtime.plan import Plan
 
 __all__ = ["CompiledPlan", "compile_plan"]
 
@@ -148,19 +146,19 @@ class _Emitter:
         return name
 
 
-def compile_plan(plan: Plan) -> CompiledPlan:
+def compile_plan(plan: StepProgram) -> CompiledPlan:
     """Generate and compile the function of ``plan`` (see the module docstring)."""
     em = _Emitter()
     em.namespace.update(_nd=np.ndarray, _check=check_result, _check_all=check_results)
-    steps, ops = plan._steps, plan._ops
-    slot_value: dict[int, Value] = {s: v for v, s in plan._slots.items()}
-    params = [*plan._input_slots, *(s for _, s in plan._state_inputs), *plan._capture_slots]
+    steps = plan.steps
+    slot_value = plan.slot_values
+    params = plan.parameter_slots
     locals_: set[int] = set(params)  # slots held in local variables (others are constants)
     for step in steps:
-        locals_.update(step[3] if isinstance(step[3], tuple) else (step[3],))
+        locals_.update(step.out if isinstance(step.out, tuple) else (step.out,))
 
     def ref(s: int) -> str:
-        return f"v{s}" if s in locals_ else em.bind(plan._template[s], f"c{s}")
+        return f"v{s}" if s in locals_ else em.bind(plan.constant(s), f"c{s}")
 
     def buffer_key(s: int) -> tuple[Any, ...] | None:
         t = slot_value[s].type if s in slot_value else None
@@ -171,12 +169,13 @@ def compile_plan(plan: Plan) -> CompiledPlan:
     # Which steps call a ufunc directly, and which values only such steps read (so their
     # buffer may be overwritten once they are dead: nothing else holds a view of them).
     direct: list[_Direct | None] = []
-    for (call, ins, _kw, out, _e, _f), op, fn in zip(steps, ops, plan._kernels, strict=True):
-        plain = call is fn and len(ins) == len(op.operands)
-        direct.append(_direct_call(op, call, plain) if isinstance(out, int) else None)
+    for step in steps:
+        plain = step.call is step.kernel and len(step.ins) == len(step.op.operands)
+        direct.append(_direct_call(step.op, step.call, plain)
+                      if isinstance(step.out, int) else None)
     exclusive: dict[int, bool] = {}
     for i, step in enumerate(steps):
-        for s in step[1]:
+        for s in step.ins:
             exclusive[s] = exclusive.get(s, True) and direct[i] is not None
 
     # Where each direct call writes: into a dead operand (in place), into the buffer of a
@@ -185,9 +184,10 @@ def compile_plan(plan: Plan) -> CompiledPlan:
     reused: set[int] = set()  # dead values whose buffer a later step takes
     owned: set[int] = set()  # results of direct calls: fresh buffers nobody else views
     pool: dict[tuple[Any, ...], list[int]] = {}
-    for i, (_call, ins, _kw, out, _e, free) in enumerate(steps):
+    for i, (_call, ins, _kw, out, _e, free, _op, _fn) in enumerate(steps):
         target = None
-        key = buffer_key(out) if direct[i] is not None else None
+        direct_out = out if direct[i] is not None and isinstance(out, int) else None
+        key = buffer_key(direct_out) if direct_out is not None else None
         if key is not None:
             for s in ins:
                 if s in owned and s in free and exclusive.get(s) and buffer_key(s) == key:
@@ -197,8 +197,8 @@ def compile_plan(plan: Plan) -> CompiledPlan:
                 target = pool[key].pop()
                 reused.add(target)
         targets.append(target)
-        if direct[i] is not None:
-            owned.add(out)
+        if direct_out is not None:
+            owned.add(direct_out)
         for s in free:
             key = buffer_key(s)
             if s in owned and exclusive.get(s) and key is not None and s != target:
@@ -226,7 +226,7 @@ def compile_plan(plan: Plan) -> CompiledPlan:
             if not holders[b]:
                 live -= nbytes.pop(b)
 
-    for i, ((call, ins, kw, out, expect, free), op) in enumerate(zip(steps, ops, strict=True)):
+    for i, (call, ins, kw, out, expect, free, op, _fn) in enumerate(steps):
         args = [ref(s) for s in ins]
         d, target = direct[i], targets[i]
         if d is not None:
@@ -258,7 +258,7 @@ def compile_plan(plan: Plan) -> CompiledPlan:
             if s in locals_ and s not in reused:  # a reused one dies where it is taken
                 lines.append((f"del v{s}", None))
                 release(s)
-    results = [ref(s) for _, s in plan._outputs] + [ref(s) for _, s in plan._state_outputs]
+    results = [ref(s) for s in plan.result_slots]
     lines.append((f"return ({', '.join(results)}{',' if len(results) == 1 else ''})", None))
     name = f"plan_{_ident(plan.graph.name)}"
     body = [f"def {name}({', '.join(f'v{s}' for s in params)}):"]

@@ -22,9 +22,10 @@ from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._codegen import CompiledPlan, PlanStats, compile_plan
 from coreai_core.runtime._dims import dim_checks
 from coreai_core.runtime._inputs import bind_named, bind_state
+from coreai_core.runtime._steps import Step
 from coreai_core.runtime._table import KernelTable
 
-__all__ = ["KernelError", "Plan", "PlanError", "Region"]
+__all__ = ["KernelError", "Plan", "PlanError", "Region", "Step"]
 
 _ndarray = np.ndarray
 _NEVER = 1 << 62  # "last use" of values that are outputs: never released
@@ -201,10 +202,7 @@ class Plan:
         self._input_slots = [self._define(v) for v in graph.inputs.values()]
         self._state_inputs = [(k, self._define(v)) for k, v in graph.state_inputs.items()]
         self._capture_slots: list[int] = []
-        self._steps: list[tuple[Any, ...]] = []
-        self._ops: list[Operation] = []
-        self._kernels: list[Callable[..., Any]] = []  # each step's kernel, before adapting
-        self._results: list[list[Value]] = []
+        self._steps: list[Step] = []
         self._constants: list[tuple[Value, int]] = []  # placed in the template when planning
         for op in graph.ops:
             self._plan_op(op)
@@ -324,10 +322,7 @@ class Plan:
             self._template[results[0]] = self._constant(op, call, kw, expect[0])
             self._constants.append((op.results[0], results[0]))
             return
-        self._steps.append((call, tuple(ins), kw, out, expect, ()))
-        self._ops.append(op)
-        self._kernels.append(fn)
-        self._results.append(list(op.results))
+        self._steps.append(Step(call, tuple(ins), kw, out, expect, (), op, fn))
 
     def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
                   expect: tuple[np.dtype, int]) -> np.ndarray:
@@ -340,9 +335,9 @@ class Plan:
     def _release_after_last_use(self) -> None:
         last: dict[int, int] = {}
         for i, step in enumerate(self._steps):
-            for s in step[1]:
+            for s in step.ins:
                 last[s] = i
-            outs = step[3] if isinstance(step[3], tuple) else (step[3],)
+            outs = step.out if isinstance(step.out, tuple) else (step.out,)
             for s in outs:
                 last.setdefault(s, i)  # never read: released right after being made
         for s in self._output_slots + [s for _, s in self._state_outputs]:
@@ -351,8 +346,37 @@ class Plan:
         for s, i in last.items():
             if i != _NEVER:
                 free[i].append(s)
-        self._steps = [(*step[:5], tuple(sorted(f)))
+        self._steps = [step._replace(free=tuple(sorted(f)))
                        for step, f in zip(self._steps, free, strict=True)]
+        # the interpreter's loop reads plain tuples: CPython unpacks an exact tuple on a fast
+        # path that a NamedTuple (a subclass) misses, ~45 ns per step
+        self._calls: list[tuple[Any, ...]] = [tuple(step[:6]) for step in self._steps]
+
+    # -- what code generation reads (a StepProgram) -----------------------------------------
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The kernel calls of one run, in order."""
+        return tuple(self._steps)
+
+    @property
+    def parameter_slots(self) -> tuple[int, ...]:
+        """The slots of the inputs, then the state inputs, then the captured outer values:
+        the parameters of the compiled function, in order."""
+        return (*self._input_slots, *(s for _, s in self._state_inputs), *self._capture_slots)
+
+    @property
+    def result_slots(self) -> tuple[int, ...]:
+        """The slots of the outputs, then of the state outputs, in order."""
+        return tuple(s for _, s in self._outputs + self._state_outputs)
+
+    @property
+    def slot_values(self) -> dict[int, Value]:
+        """The Value each slot holds."""
+        return {s: v for v, s in self._slots.items()}
+
+    def constant(self, slot: int) -> Any:
+        """What ``slot`` holds before a run: a planned constant, else None."""
+        return self._template[slot]
 
     # -- running ----------------------------------------------------------------------------
     @property
@@ -476,7 +500,7 @@ class Plan:
         seen = _seen if _seen is not None else set()
         seen.add(id(self))
         parts = [f"# plan @{self.graph.name}: {self.stats}\n{self.compile().source}"]
-        callees = [step[2].get("callee") for step in self._steps]
+        callees = [step.kw.get("callee") for step in self._steps]
         for sub in [*self._nested_plans, *callees]:
             if isinstance(sub, Plan) and id(sub) not in seen:
                 parts.append(sub.explain(seen))
@@ -490,15 +514,14 @@ class Plan:
             i = compiled.failing_step(e.__traceback__)
             if i is None:
                 raise
-            op = self._ops[i]
-            raise _kernel_error(op, self.graph, e) from e
+            raise _kernel_error(self._steps[i].op, self.graph, e) from e
 
     def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
         if record is not None:
             record.update((v, env[s]) for v, s in self._constants)
         i = -1
         try:
-            for i, (call, ins, kw, out, expect, free) in enumerate(self._steps):
+            for i, (call, ins, kw, out, expect, free) in enumerate(self._calls):
                 r = call(*[env[s] for s in ins], **kw)
                 if out.__class__ is int:
                     dtype, ndim = expect[0]
@@ -506,20 +529,19 @@ class Plan:
                         r = check_result(r, expect[0])
                     env[out] = r
                     if record is not None:
-                        record[self._results[i][0]] = r
+                        record[self._steps[i].op.results[0]] = r
                 else:
                     rs = check_results(r, expect)
                     for s, v in zip(out, rs, strict=True):
                         env[s] = v
                     if record is not None:
-                        record.update(zip(self._results[i], rs, strict=True))
+                        record.update(zip(self._steps[i].op.results, rs, strict=True))
                 for s in free:
                     env[s] = None
         except Exception as e:
-            op = self._ops[i] if i >= 0 else None
-            if op is None:
+            if i < 0:
                 raise
-            raise _kernel_error(op, self.graph, e) from e
+            raise _kernel_error(self._steps[i].op, self.graph, e) from e
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"

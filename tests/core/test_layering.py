@@ -16,6 +16,7 @@ from coreai_core import Program, TensorType, load, parse
 from coreai_core._ir import ProgramData
 from coreai_core.dialects import coreai
 from coreai_core.runtime import Runtime
+from tests.import_graph import import_cycles
 
 PACKAGE = Path(coreai_core.__file__).parent
 
@@ -95,3 +96,25 @@ def test_copied_and_pickled_programs_own_their_graphs() -> None:
                   for gr in (top, *(r for op in top.walk() for r in op.regions.values()))]
         assert len(graphs) == 3 and all(gr.program is q for gr in graphs)
         np.testing.assert_array_equal(q.run({"x": x})["y"], -x)
+
+
+def test_no_import_cycle_not_even_for_type_checking() -> None:
+    """No two modules import each other, directly or through others, ``TYPE_CHECKING``
+    imports included: modules pass values or share a protocol instead of reaching in."""
+    assert import_cycles(PACKAGE) == []
+
+
+def test_the_cycle_check_sees_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    """Guards the guard: a cycle closed only under ``TYPE_CHECKING`` or through a relative
+    import is reported."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\n"
+                                      "if TYPE_CHECKING:\n    from pkg import a\n")
+    (pkg / "c.py").write_text("from . import d\n")
+    (pkg / "d.py").write_text("from .c import x\n")
+    (pkg / "e.py").write_text("import pkg.a\n")
+    assert import_cycles(pkg) == [["pkg.a", "pkg.sub.b"], ["pkg.c", "pkg.d"]]

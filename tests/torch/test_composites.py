@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from coreai_core.optimizer import InlineCompositesPass
 from coreai_torch import ExternalizeSpec, TorchConverter, find_first_divergence, get_decomp_table
 from coreai_torch.composite_ops import SDPA, GatherMM, RMSNorm, RoPE
+from coreai_torch.errors import LoweringError
 
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -176,6 +177,20 @@ def test_externalize_rejects_non_module_classes():
     with pytest.raises(TypeError, match=r"nn\.Module classes or ExternalizeSpec"):
         TorchConverter().add_pytorch_module(torch.nn.Linear(2, 2), args=(torch.randn(1, 2),),
                                             externalize_modules=[int])
+
+
+def test_a_program_with_module_calls_converts_only_with_its_own_externalization():
+    """The staged entry owns its externalization: another converter has no graph for the
+    placeholder calls and says which call and what to do."""
+    m = Blocks().eval()
+    inputs = blocks_inputs(5)
+    owner = TorchConverter()
+    owner.add_pytorch_module(m, args=tuple(inputs.values()), externalize_modules=[RMSNorm])
+    other = TorchConverter().add_exported_program(owner._staged["main"].program)
+    with pytest.raises(LoweringError, match=r"call_module .* belongs to no externalization.*"
+                                            r"externalize_modules"):
+        other.to_coreai()
+    assert_close(owner.to_coreai(), m, inputs)
 
 
 def test_two_entrypoints_externalizing_one_class_get_distinct_graph_names():

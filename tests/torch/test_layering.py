@@ -8,6 +8,7 @@ from pathlib import Path
 
 import coreai_core
 import coreai_torch
+from tests.import_graph import import_cycles
 
 TORCH_PACKAGE = Path(coreai_torch.__file__).parent
 CORE_PACKAGE = Path(coreai_core.__file__).parent
@@ -52,3 +53,9 @@ def test_the_check_sees_private_imports() -> None:
     names = [n for _, n in _imported_modules(source)]
     assert names == ["coreai_core._builder.current", "coreai_core._ir"]
     assert all(_private(n) for n in names)
+
+
+def test_no_import_cycle_not_even_for_type_checking() -> None:
+    """No two modules of coreai_torch import each other, directly or through others,
+    ``TYPE_CHECKING`` imports included (the check itself is tested in tests/core)."""
+    assert import_cycles(TORCH_PACKAGE) == []
