@@ -48,6 +48,8 @@ def duplicate_weights(program: ProgramData) -> dict[str, str]:
             groups.setdefault(_fingerprint(np.asarray(data)), []).append(name)
     canonical: dict[str, str] = {}
     for names in groups.values():
+        if len(names) < 2:
+            continue  # a unique fingerprint: no need to read (or copy, if strided) the data
         firsts: list[str] = []
         for name in names:
             data = _bytes(np.asarray(program.weights[name]))

@@ -364,3 +364,21 @@ def affine_chains(draw) -> tuple[Program, dict]:
 @given(affine_chains())
 def test_affine_folding_keeps_results(case: tuple[Program, dict]) -> None:
     _check_optimize_keeps_results(case)
+
+
+def test_cse_reads_whole_weights_only_when_fingerprints_collide(monkeypatch) -> None:
+    # Reading a strided (e.g. folded transpose) weight in full copies it: with a 1.1B model
+    # that made cse take seconds per run. Only weights whose samples collide are compared.
+    from coreai_core.optimizer import cse
+
+    rng = np.random.default_rng(0)
+    weights = {"a": rng.standard_normal((300, 200)).T, "b": rng.standard_normal((300, 200)).T}
+    weights["c"] = np.array(weights["a"])  # a true duplicate of a, laid out differently
+    program = Program()
+    program.weights.update(weights)
+    read: list[np.ndarray] = []
+    real = cse._bytes
+    monkeypatch.setattr(cse, "_bytes", lambda a: read.append(a) or real(a))
+    assert cse.duplicate_weights(program) == {"c": "a"}
+    whole = [a for a in read if a.size > cse._SAMPLES]
+    assert whole and not any(np.shares_memory(a, weights["b"]) for a in whole)
