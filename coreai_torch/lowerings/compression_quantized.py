@@ -18,7 +18,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.utils import cast_to, normalize_dim
 
-LOWERINGS = LoweringSet("quantized")
+LOWERINGS = LoweringSet("compression_quantized")
 reg = LOWERINGS.register_torch_lowering
 
 F32, F64 = DType.float32, DType.float64

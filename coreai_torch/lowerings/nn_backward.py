@@ -36,7 +36,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype, result_meta
 
-LOWERINGS = LoweringSet("backward")
+LOWERINGS = LoweringSet("nn_backward")
 reg = LOWERINGS.register_torch_lowering
 
 Window = tuple[int, int]

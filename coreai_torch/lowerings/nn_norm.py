@@ -23,7 +23,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype
 
-LOWERINGS = LoweringSet("norm")
+LOWERINGS = LoweringSet("nn_norm")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -30,7 +30,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype
 
-LOWERINGS = LoweringSet("pooling")
+LOWERINGS = LoweringSet("nn_pooling")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -28,7 +28,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to
 
-LOWERINGS = LoweringSet("pooling_ext")
+LOWERINGS = LoweringSet("nn_pooling_fractional")
 reg = LOWERINGS.register_torch_lowering
 
 # which component of random_samples drives each spatial axis (outermost first)

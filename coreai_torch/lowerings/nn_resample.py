@@ -16,10 +16,10 @@ from coreai_core import Dim, DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, leading_shape, opmath
-from coreai_torch.lowerings.creation import Piece, dim_piece, shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import Piece, dim_piece, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("resample")
+LOWERINGS = LoweringSet("nn_resample")
 reg = LOWERINGS.register_torch_lowering
 
 # -- upsample -------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import opmath
-from coreai_torch.lowerings.creation import shape_of, shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import shape_of, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("random")

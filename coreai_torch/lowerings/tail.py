@@ -16,7 +16,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND
-from coreai_torch.lowerings.creation import sizes_operand
+from coreai_torch.lowerings.tensor_creation import sizes_operand
 from coreai_torch.utils import cast_to, current_context, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("tail")

@@ -18,7 +18,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("creation")
+LOWERINGS = LoweringSet("tensor_creation")
 reg = LOWERINGS.register_torch_lowering
 
 Piece = int | Value  # a static size, or a 1-element int64 Value holding a dynamic one

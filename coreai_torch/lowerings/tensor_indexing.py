@@ -37,7 +37,7 @@ from coreai_torch.utils import (
     result_dtype,
 )
 
-LOWERINGS = LoweringSet("indexing")
+LOWERINGS = LoweringSet("tensor_indexing")
 reg = LOWERINGS.register_torch_lowering
 
 _MASK_DTYPES = (DType.bool, DType.uint8)

@@ -25,7 +25,7 @@ from coreai_torch.lowerings._reduce import (
 )
 from coreai_torch.utils import cast_to, normalize_dim, result_dtype, scalar_like
 
-LOWERINGS = LoweringSet("reduction")
+LOWERINGS = LoweringSet("tensor_reduction")
 reg = LOWERINGS.register_torch_lowering
 
 # -- sum, prod, mean ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Built-in lowerings (indexing family): scatter, scatter_reduce, index_reduce, *_scatter views.
 
-Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
+Merged into ``coreai_torch.lowerings.tensor_indexing.LOWERINGS``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from coreai_torch.lowerings._index_utils import (
 )
 from coreai_torch.utils import cast_to, normalize_dim
 
-LOWERINGS = LoweringSet("scatter")
+LOWERINGS = LoweringSet("tensor_scatter")
 reg = LOWERINGS.register_torch_lowering
 
 # torch reduce names -> scatter_along_axis reductions

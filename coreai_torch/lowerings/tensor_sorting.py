@@ -25,7 +25,7 @@ from coreai_torch.lowerings._reduce import (
 )
 from coreai_torch.utils import cast_to, normalize_dim, result_dtype
 
-LOWERINGS = LoweringSet("sorting")
+LOWERINGS = LoweringSet("tensor_sorting")
 reg = LOWERINGS.register_torch_lowering
 
 

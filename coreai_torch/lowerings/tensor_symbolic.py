@@ -20,7 +20,7 @@ from coreai_torch._table import LoweringSet, qualified_name
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.utils import cast_to, get_operand, node_dtype, normalize_dim, result_dtype
 
-LOWERINGS = LoweringSet("symbolic")
+LOWERINGS = LoweringSet("tensor_symbolic")
 reg = LOWERINGS.register_torch_lowering
 
 

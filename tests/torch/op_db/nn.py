@@ -1,7 +1,7 @@
 """Op-database entries: nn — matmuls, convolution, col2im, dropout, distances, normalization.
 
-Pooling, resampling and attention entries live in ``_nn_pooling.py``, ``_nn_resample.py`` and
-``_nn_attention.py`` and are appended to ``ENTRIES`` here.
+Pooling, resampling and attention entries are the family's parts ``nn_pooling.py``,
+``nn_resample.py`` and ``nn_attention.py``, like their lowerings.
 """
 
 from __future__ import annotations
@@ -13,17 +13,15 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db import _nn_attention, _nn_pooling, _nn_resample
-from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, EntrySet, OpEntry, Sample, sizes, tensors
 
 aten = torch.ops.aten
 MATMUL_DTYPES = st.sampled_from((*FLOAT_DTYPES, torch.int32, torch.int64))
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def dim(max_size: int = 6) -> st.SearchStrategy[int]:
@@ -428,6 +426,3 @@ for _target, _mode in (("_native_batch_norm_legit.no_stats", "no_stats"),
                        ("_native_batch_norm_legit_no_training.default", "running_stats")):
     ENTRIES.append(OpEntry(f"aten::{_target}", instance_norm, instance_norm_samples(_mode),
                            name=f"instance_norm_{_mode}", **NORM_TOL))
-
-ENTRIES += _nn_pooling.ENTRIES + _nn_resample.ENTRIES + _nn_attention.ENTRIES
-COVERED_ELSEWHERE: dict[str, str] = dict(_nn_resample.COVERED_ELSEWHERE)

@@ -13,16 +13,15 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, EntrySet, Sample, sizes, tensors
 
 aten = torch.ops.aten
 EPS = 1e-5
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def masked(op: Any) -> Any:

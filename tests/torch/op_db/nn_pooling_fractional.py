@@ -7,10 +7,10 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, EntrySet, OpEntry, Sample, tensors
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
 def fractional_samples(n: int) -> st.SearchStrategy[Sample]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
     FLOAT_DTYPES,
+    EntrySet,
     OpEntry,
     Sample,
     half_variant,
@@ -18,7 +19,7 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 # aten name -> (F.interpolate mode, spatial dims)
 UPSAMPLE = {

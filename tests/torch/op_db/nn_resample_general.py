@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, half_variant, in_float32, tensors
+from tests.torch.op_db._entry import EntrySet, OpEntry, Sample, half_variant, in_float32, tensors
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
 @st.composite

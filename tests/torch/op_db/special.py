@@ -25,7 +25,7 @@ from tests.torch.op_db._entry import (
     FLOATS,
     INT_DTYPES,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     complex_variants,
@@ -39,11 +39,10 @@ S = torch.special
 F32_F64 = st.sampled_from((torch.float32, torch.float64))
 INTS = st.sampled_from(INT_DTYPES)
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def in_float64(fn: Callable[..., torch.Tensor],

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.torch.op_db._entry import (
     ALL_DTYPES,
     FLOAT_DTYPES,
-    OpEntry,
+    EntrySet,
     Sample,
     shapes,
     sizes,
@@ -21,15 +21,14 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 MATMUL_REASON = ("torch's CPU kernels sum products in a blocked order; the runtime sums in "
                  "another order, so float32 results differ by a few ulps of the sum's "
                  "magnitude and half types by one rounding of the float32 sum")
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _small(max_size: int = 5) -> st.SearchStrategy[int]:

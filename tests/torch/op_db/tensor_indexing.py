@@ -18,7 +18,7 @@ from tests.torch.op_db._entry import (
     ANY,
     FLOATS,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     shapes,
@@ -29,11 +29,10 @@ from tests.torch.op_db._entry import (
 aten = torch.ops.aten
 INDEX_DTYPES = st.sampled_from((torch.int64, torch.int32))
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _gen(draw: Any) -> torch.Generator:

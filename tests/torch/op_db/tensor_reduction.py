@@ -18,6 +18,7 @@ from tests.torch.op_db._entry import (
     FLOATS,
     INT_DTYPES,
     NUMERIC,
+    EntrySet,
     OpEntry,
     Sample,
     complex_variant,
@@ -28,11 +29,10 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 # -- strategies ---------------------------------------------------------------------------------

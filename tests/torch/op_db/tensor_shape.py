@@ -15,7 +15,7 @@ from tests.torch.op_db._entry import (
     ANY,
     FLOATS,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     shapes,
@@ -25,11 +25,10 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def same_shape_and_dtype(expected: list[torch.Tensor], got: list[Any], sample: Sample) -> None:
