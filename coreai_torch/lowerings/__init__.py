@@ -30,7 +30,6 @@ from coreai_torch.lowerings import (
     nn_resample_general,
     random,
     special,
-    tail,
     tensor_counting,
     tensor_creation,
     tensor_embedding,
@@ -56,7 +55,6 @@ FAMILIES = (
     special,
     tensor_counting, tensor_creation, tensor_embedding, tensor_indexing, tensor_padding,
     tensor_reduction, tensor_scatter, tensor_shape, tensor_sorting, tensor_symbolic,
-    tail,
 )
 
 # Every family's lowerings, frozen like the runtime's default kernel table: a converter's own

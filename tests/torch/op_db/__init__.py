@@ -27,7 +27,6 @@ from tests.torch.op_db import (
     nn_resample_general,
     random,
     special,
-    tail,
     tensor_counting,
     tensor_indexing,
     tensor_reduction,
@@ -48,7 +47,6 @@ FAMILIES = (
     random,
     special,
     tensor_counting, tensor_indexing, tensor_reduction, tensor_shape, tensor_symbolic,
-    tail,
 )
 ENTRIES: list[OpEntry] = [e for family in FAMILIES for e in family.ENTRIES]
 

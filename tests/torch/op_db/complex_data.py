@@ -1,7 +1,7 @@
 """Op-database entries: the data-movement ops (views, reshapes, splits, creation, indexing,
 gather/scatter, masks) on complex64/complex128 tensors.
 
-Most entries are the real entries of ``shape``/``indexing``/``tail`` again with complex inputs
+Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs
 (``complex_variants``); the focused entries below cover what those cannot express: Python
 complex scalars as fill values, factories with a complex dtype, nonzero of values with only one
 non-zero part, and the scatter reductions torch implements for complex (not amax/amin).
@@ -15,7 +15,7 @@ import attrs
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db import tail, tensor_indexing, tensor_shape
+from tests.torch.op_db import tensor_indexing, tensor_shape
 from tests.torch.op_db._entry import (
     ALL_DTYPES,
     EntrySet,
@@ -78,8 +78,8 @@ _complex_reductions = _scatter_reduce.samples.flatmap(  # the same samples, redu
         lambda r: Sample((*s.args[:4], r, *s.args[5:]))))
 ENTRIES.append(complex_variant(attrs.evolve(_scatter_reduce, samples=_complex_reductions),
                                **_DEFAULT_TOL))
-ENTRIES += complex_variants(tail.ENTRIES, [
-    "aten::as_strided_scatter.default", "aten::empty_permuted.default"])
+ENTRIES += complex_variants(tensor_indexing.ENTRIES, ["aten::as_strided_scatter.default"])
+ENTRIES += complex_variants(tensor_shape.ENTRIES, ["aten::empty_permuted.default"])
 
 
 # -- complex fill values -------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from tests.torch.op_db import nn, nn_pooling, tail, tensor_counting, tensor_indexing, tensor_shape
+from tests.torch.op_db import nn, nn_pooling, tensor_counting, tensor_indexing, tensor_shape
 from tests.torch.op_db._entry import OpEntry, Sample, complex_variant
 
 aten = torch.ops.aten
@@ -43,11 +43,11 @@ ENTRIES += [complex_variant(e) for e in _by_id(tensor_shape.ENTRIES, (
       for n in (1, 2, 3))))]
 ENTRIES += [complex_variant(e) for e in _by_id(tensor_indexing.ENTRIES, (
     "aten::embedding.default", "aten::embedding_dense_backward.default"))]
-ENTRIES.append(complex_variant(_by_id(tail.ENTRIES, ["aten::addbmm.default"])[0]))
+ENTRIES.append(complex_variant(_by_id(nn.ENTRIES, ["aten::addbmm.default"])[0]))
 # the _trilinear entries' tolerances are for their float32/half sums: the complex variants,
 # with parts of at most 4 in magnitude, meet the default one
 ENTRIES += [complex_variant(e, atol=None, rtol=None, tol_reason="") for e in _by_id(
-    tail.ENTRIES, ("aten::_trilinear.default", "_trilinear.direct"))]
+    nn.ENTRIES, ("aten::_trilinear.default", "_trilinear.direct"))]
 
 
 def _complex_fill(sample: Sample) -> Sample:
