@@ -1,4 +1,4 @@
-"""Built-in lowerings (quantized family): the ``quantized_decomposed::`` ops that torch's PT2E
+"""Built-in lowerings (compression family): the ``quantized_decomposed::`` ops that torch's PT2E
 quantization flow (``prepare_pt2e`` / ``convert_pt2e``) leaves in an exported program.
 
 Each lowering follows the arithmetic of torch's reference implementation

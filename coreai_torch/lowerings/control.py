@@ -1,4 +1,5 @@
-"""Built-in lowerings: higher-order ops (cond, while_loop, map, scan, grad/autocast wrappers).
+"""Built-in lowerings (control family): higher-order ops (cond, while_loop, map, scan, grad/autocast
+wrappers) and effect tokens (``with_effects``).
 
 Subgraphs are lowered into region graphs of ``coreai.if_`` / ``coreai.while_`` through the
 converter's ``lower_subgraph`` (available from the conversion context).

@@ -1,7 +1,8 @@
-"""Built-in lowerings: nn — matmuls, convolution, col2im, distances.
+"""Built-in lowerings (nn family): matmuls and other products (``_trilinear``,
+``addbmm``), convolution, col2im, distances.
 
-Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are their own
-families (``norm``, ``pooling``, ``resample``, ``attention``); dropout lives with the
+Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are the family's
+parts ``nn_norm``, ``nn_pooling``, ``nn_resample`` and ``nn_attention``; dropout lives with the
 random ops (``random``).
 
 Half-precision inputs are computed in float32 and rounded once at the end wherever torch's

@@ -1,4 +1,5 @@
-"""Built-in lowerings: backward (training) ops of pooling, normalization and convolution.
+"""Built-in lowerings (nn family): backward (training) ops of pooling, normalization and
+convolution.
 
 Pooling gradients spread each window's gradient back onto the input with
 ``coreai.scatter_along_axis(reduction="add")``. The (window, element) pairs are listed in

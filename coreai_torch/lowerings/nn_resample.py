@@ -4,7 +4,7 @@ Every ``upsample_*`` overload maps onto ``coreai.interpolate``, whose ``scales``
 carries torch's scale factors so source coordinates are computed exactly like torch's.
 ``grid_sampler_2d`` is built from the dialect: unnormalize the grid, apply the padding mode
 (clip or reflect), then gather the taps of each output pixel from the flattened input plane
-and blend them; out-of-range taps read zero. Merged into ``coreai_torch.lowerings.nn``.
+and blend them; out-of-range taps read zero.
 """
 
 from __future__ import annotations

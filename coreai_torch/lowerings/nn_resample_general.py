@@ -1,4 +1,4 @@
-"""Built-in lowerings (resample_ext family): ``grid_sampler_3d`` (an N-d grid sampler) and the
+"""Built-in lowerings (nn family): ``grid_sampler_3d`` (an N-d grid sampler) and the
 antialiased ``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa``.
 
 ``grid_sample`` over ``n`` spatial axes: the grid's last axis holds one normalized coordinate

@@ -1,6 +1,6 @@
-"""Built-in lowerings: random — rand/randn/randint/randperm/random_ factories, bernoulli, normal,
-the in-place samplers export makes functional (uniform, exponential, geometric, cauchy,
-log_normal), multinomial, dropout in training mode and rrelu.
+"""Built-in lowerings (random family): random — rand/randn/randint/randperm/random_ factories,
+bernoulli, normal, the in-place samplers export makes functional (uniform, exponential, geometric,
+cauchy, log_normal), multinomial, dropout in training mode and rrelu.
 
 Every lowering draws from the dialect's random ops (``coreai.random_*``, see the Random
 section of docs/dialect.md): the converted program is seeded by ``program.run(..., seed=)``,

@@ -1,4 +1,4 @@
-"""Built-in lowerings (counting family): binary search, histograms, unique values, mode and
+"""Built-in lowerings (tensor family): binary search, histograms, unique values, mode and
 segment reductions, all expressed with existing Core AI ops.
 
 Searches replay torch's binary search (its answers for NaN depend on the probe path). Outputs whose

@@ -1,5 +1,6 @@
-"""Built-in lowerings (shape family): tensor factories — full/zeros/ones/empty, *_like, new_*,
-scalar_tensor, arange — and the shape operands they share with the view ops in ``shape.py``.
+"""Built-in lowerings (tensor family): tensor factories — full/zeros/ones/empty, *_like, new_*,
+scalar_tensor, arange, empty_permuted, tril_indices/triu_indices — and the shape operands they
+share with the view ops in ``tensor_shape.py``.
 
 ``empty``-style ops (``empty.memory_format``, ``empty_strided``, ``empty_like``, ``new_empty``)
 lower to zeros: torch leaves their contents unspecified, the converted program makes them

@@ -1,6 +1,4 @@
-"""Built-in lowerings (indexing family): embedding, its dense backward and embedding bags.
-
-Merged into ``coreai_torch.lowerings.tensor_indexing.LOWERINGS``.
+"""Built-in lowerings (tensor family): embedding, its dense backward and embedding bags.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Built-in lowerings: padding (``constant_pad_nd`` and the reflection / replication pads).
+"""Built-in lowerings (tensor family): padding (``constant_pad_nd`` and the reflection / replication
+pads).
 
 Static widths lower onto ``coreai.pad``; a symbolic width is applied at run time (filled blocks
 concatenated for a constant pad, gathered source indices for reflect / replicate).

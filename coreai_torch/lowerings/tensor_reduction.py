@@ -1,4 +1,5 @@
-"""Built-in lowerings: reductions, arg-reductions, variance, norms, softmax, scans, sorting.
+"""Built-in lowerings (tensor family): reductions, arg-reductions, variance, norms, softmax, scans,
+sorting.
 
 Precision follows torch's CPU kernels: float16/bfloat16 sums, means, norms and softmaxes
 accumulate in float32 and round once; variance accumulates in float64 (torch's Welford uses

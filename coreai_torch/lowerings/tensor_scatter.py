@@ -1,6 +1,4 @@
-"""Built-in lowerings (indexing family): scatter, scatter_reduce, index_reduce, *_scatter views.
-
-Merged into ``coreai_torch.lowerings.tensor_indexing.LOWERINGS``.
+"""Built-in lowerings (tensor family): scatter, scatter_reduce, index_reduce, *_scatter views.
 """
 
 from __future__ import annotations

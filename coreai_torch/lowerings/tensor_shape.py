@@ -1,6 +1,6 @@
-"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, copies).
+"""Built-in lowerings (tensor family): shape, view and layout ops (views, slicing, joins, copies).
 
-Tensor factories are the ``creation`` family, pads the ``padding`` family. Layout-only
+Tensor factories are in ``tensor_creation.py``, pads in ``tensor_padding.py``. Layout-only
 arguments (``memory_format``, ``device``, ``layout``) are ignored: Core AI tensors are dense
 row-major values, so clones, detaches and aliases are the value itself.
 

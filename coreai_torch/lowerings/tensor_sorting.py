@@ -1,6 +1,5 @@
-"""Reduction-family lowerings that scan or order elements: cumulative ops, sort, topk, medians.
-
-Registered into the reduction family's table by ``reduction.py``.
+"""Built-in lowerings (tensor family): reductions that scan or order elements: cumulative ops, sort,
+topk, medians.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Built-in lowerings: symbolic sizes (SymInt arithmetic) and Python operator targets.
+"""Built-in lowerings (tensor family): symbolic sizes (SymInt arithmetic) and Python operator
+targets.
 
 A SymInt/SymFloat/SymBool node lowers to a 0-d int64/float64/bool Value computed at run
 time from the input shapes, so dynamic dimensions never get baked in.

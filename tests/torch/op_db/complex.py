@@ -1,6 +1,5 @@
-"""Op-database entries: complex numbers (the ``complex`` lowering family) and the elementwise,
-reduction and data-movement ops torch allows on complex64/complex128 tensors.
-"""
+"""Op-database entries (complex family): complex numbers (the ``complex`` lowering family) and the
+elementwise, reduction and data-movement ops torch allows on complex64/complex128 tensors."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Op-database entries: the data-movement ops (views, reshapes, splits, creation, indexing,
-gather/scatter, masks) on complex64/complex128 tensors.
+"""Op-database entries (complex family): the data-movement ops (views, reshapes, splits, creation,
+indexing, gather/scatter, masks) on complex64/complex128 tensors.
 
 Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs
 (``complex_variants``); the focused entries below cover what those cannot express: Python

@@ -1,7 +1,7 @@
-"""Op-database entries: the nn-side ops torch runs on complex64/complex128 tensors — matrix
-products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
-bincount's weights — as complex variants (``complex_variant``) of the real entries in the
-family modules. Random ops on complex tensors are in ``complex_random.py``.
+"""Op-database entries (complex family): the nn-side ops torch runs on complex64/complex128 tensors
+— matrix products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
+bincount's weights — as complex variants (``complex_variant``) of the real entries in the family
+modules. Random ops on complex tensors are in ``complex_random.py``.
 
 Left out although the dtype audit lists them: ``native_layer_norm_backward`` (torch's CPU
 kernel rejects complex; eager only "accepts" empty inputs that never reach it),

@@ -1,5 +1,6 @@
-"""Op-database entries: compression — the ``coreai::`` custom ops that rebuild compressed
-weights and quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E flow.
+"""Op-database entries (compression family): compression — the ``coreai::`` custom ops that rebuild
+compressed weights and quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E
+flow.
 
 Packed 4-bit data is passed as a keyword argument, so the exported module holds it as a
 constant (the lowering needs it constant to store it as a 4-bit weight); everything else is

@@ -1,4 +1,5 @@
-"""Op-database entries: elementwise math, comparisons, logical ops, activations."""
+"""Op-database entries (elementwise family): elementwise math, comparisons, logical ops,
+activations."""
 
 from __future__ import annotations
 

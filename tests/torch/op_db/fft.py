@@ -1,7 +1,6 @@
-"""Op-database entries: the FFT lowerings (``_fft_r2c``, ``_fft_c2r``, ``_fft_c2c``) reached
-through ``torch.fft``, ``torch.stft`` and ``torch.istft``, with every norm mode, one or several
-dims (any order), output sizes that crop or zero-pad, and odd sizes (1, 47).
-"""
+"""Op-database entries (fft family): the FFT lowerings (``_fft_r2c``, ``_fft_c2r``, ``_fft_c2c``)
+reached through ``torch.fft``, ``torch.stft`` and ``torch.istft``, with every norm mode, one or
+several dims (any order), output sizes that crop or zero-pad, and odd sizes (1, 47)."""
 
 from __future__ import annotations
 

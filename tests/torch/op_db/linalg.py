@@ -1,4 +1,5 @@
-"""Op-database entries: linear algebra (factorizations, solves, inverses, determinants).
+"""Op-database entries (linalg family): linear algebra (factorizations, solves, inverses,
+determinants).
 
 Deterministic results (LU with unambiguous pivots, Cholesky, solves, inverses, determinants,
 geqrf/orgqr/ormqr, LDL, pinv) are compared value by value within :func:`tolerance`; results

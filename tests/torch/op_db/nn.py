@@ -1,4 +1,5 @@
-"""Op-database entries: nn — matmuls, convolution, col2im, dropout, distances, normalization.
+"""Op-database entries (nn family): matmuls and other products (_trilinear, addbmm),
+convolution, col2im, dropout, distances, normalization.
 
 Pooling, resampling and attention entries are the family's parts ``nn_pooling.py``,
 ``nn_resample.py`` and ``nn_attention.py``, like their lowerings.

@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): scaled dot-product attention. Merged into ``nn``."""
+"""Op-database entries (nn family): scaled dot-product attention."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Op-database entries: backward (training) ops of pooling, normalization and convolution.
+"""Op-database entries (nn family): backward (training) ops of pooling, normalization and
+convolution.
 
 Each entry calls the aten backward op directly. Saved forward results the op consumes
 (max-pool indices, normalization mean/rstd) are computed by torch in the strategy and passed

@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): average, max and adaptive pooling. Merged into ``nn``."""
+"""Op-database entries (nn family): average, max and adaptive pooling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Op-database entries (pooling_ext family): fractional_max_pool2d / fractional_max_pool3d."""
+"""Op-database entries (nn family): fractional_max_pool2d / fractional_max_pool3d."""
 
 from __future__ import annotations
 

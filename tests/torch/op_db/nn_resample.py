@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): upsampling and grid_sampler_2d. Merged into ``nn``."""
+"""Op-database entries (nn family): upsampling and grid_sampler_2d."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Op-database entries (resample_ext family): grid_sampler_3d, antialiased upsampling."""
+"""Op-database entries (nn family): grid_sampler_3d, antialiased upsampling."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Op-database entries: random ops — factories, bernoulli, normal, samplers, multinomial,
-dropout and rrelu in training mode, attention with dropout.
+"""Op-database entries (random family): random ops — factories, bernoulli, normal, samplers,
+multinomial, dropout and rrelu in training mode, attention with dropout.
 
 A converted program draws from its own generator (seeded by ``run(..., seed=)``), never
 torch's, so values cannot be compared with torch. Each entry's ``compare`` checks, for every

@@ -1,4 +1,5 @@
-"""Op-database entries: special functions, orthogonal polynomials, the elementwise long tail.
+"""Op-database entries (special family): special functions, orthogonal polynomials, the elementwise
+long tail.
 
 Float inputs mix in 0, +-inf and NaN (``tensors(special=True)``). Where torch's own result is
 not the correctly rounded one, ``reference`` computes the expected values instead, each with

@@ -1,5 +1,5 @@
-"""Op-database entries: searchsorted/bucketize, histc, bincount, the unique family, mode and
-segment_reduce."""
+"""Op-database entries (tensor family): searchsorted/bucketize, histc, bincount, the unique family,
+mode and segment_reduce."""
 
 from __future__ import annotations
 

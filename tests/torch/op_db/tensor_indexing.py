@@ -1,4 +1,5 @@
-"""Op-database entries: indexing, gather/scatter, masks, nonzero, embedding.
+"""Op-database entries (tensor family): indexing, gather/scatter (with as_strided_scatter), masks,
+nonzero, embedding.
 
 Index tensors are drawn in range (out-of-range indices are user errors in torch); where torch
 accepts negative indices some are drawn negative. Ops whose result with duplicate indices is

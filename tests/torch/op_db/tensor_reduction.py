@@ -1,4 +1,5 @@
-"""Op-database entries: reductions, arg-reductions, variance, norms, softmax, scans, sorting."""
+"""Op-database entries (tensor family): reductions, arg-reductions, variance, norms, softmax, scans,
+sorting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Op-database entries: shape, view, layout and creation ops."""
+"""Op-database entries (tensor family): shape, view, layout and creation ops (with empty_permuted,
+tril/triu_indices and one_hot), _to_copy over every dtype pair and memory format."""
 
 from __future__ import annotations
 

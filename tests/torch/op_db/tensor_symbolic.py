@@ -1,4 +1,4 @@
-"""Op-database family: symbolic sizes and Python operators.
+"""Op-database entries (tensor family): symbolic sizes and Python operators.
 
 These targets appear only around dynamic shapes; each is verified by the dedicated tests named
 in ``COVERED_ELSEWHERE`` (hand-built FX nodes compared with Python arithmetic, and dynamic
