@@ -97,7 +97,7 @@ class EntrySet(list[OpEntry]):
         super().__init__()
         self.defaults = defaults
 
-    def add(self, target: str, fn: Callable[..., Any], samples: st.SearchStrategy[Sample],
+    def add(self, target: str, fn: Any, samples: st.SearchStrategy[Sample],
             **fields: Any) -> OpEntry:
         """Appends ``OpEntry(target, fn, samples, **defaults, **fields)`` and returns it."""
         entry = OpEntry(target, fn, samples, **{**self.defaults, **fields})
