@@ -1,7 +1,11 @@
-"""Built-in lowerings, one module per op family, collected into the default table.
+"""Built-in lowerings, one module per op family or family part, collected into the default table.
 
-The families are listed explicitly below; each module owns a ``LOWERINGS`` LoweringSet filled
-with ``@LOWERINGS.register_torch_lowering("aten::op.overload")``.
+Modules mirror the dialect's families (``coreai_core/dialects/_<family>.py``): a module is
+named ``<family>.py`` or, where a family needs several files, ``<family>_<part>.py``
+(``nn_pooling.py``, ``tensor_shape.py``); modules starting with ``_`` are shared helpers.
+``tests/test_family_names.py`` checks the rule. The modules are listed explicitly below; each
+owns a ``LOWERINGS`` LoweringSet filled with
+``@LOWERINGS.register_torch_lowering("aten::op.overload")``.
 """
 
 from __future__ import annotations
@@ -9,45 +13,48 @@ from __future__ import annotations
 from coreai_core.registry import frozen_union
 from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
-    attention,
-    backward,
     complex,
     compression,
+    compression_quantized,
     control,
-    counting,
-    creation,
     elementwise,
-    embedding,
     fft,
-    indexing,
     linalg,
     nn,
-    norm,
-    padding,
-    pooling,
-    pooling_ext,
-    quantized,
+    nn_attention,
+    nn_backward,
+    nn_norm,
+    nn_pooling,
+    nn_pooling_fractional,
+    nn_resample,
+    nn_resample_general,
     random,
-    reduction,
-    resample,
-    resample_ext,
-    scatter,
-    shape,
-    sorting,
     special,
-    symbolic,
-    tail,
+    tensor_counting,
+    tensor_creation,
+    tensor_embedding,
+    tensor_indexing,
+    tensor_padding,
+    tensor_reduction,
+    tensor_scatter,
+    tensor_shape,
+    tensor_sorting,
+    tensor_symbolic,
 )
 
 FAMILIES = (
-    elementwise, reduction, sorting, shape, creation, indexing, scatter, embedding, nn, norm,
-    pooling, resample, attention, symbolic, control, backward, compression, quantized, random,
-    special,
-    complex, fft,
+    complex,
+    compression, compression_quantized,
+    control,
+    elementwise,
+    fft,
     linalg,
-    resample_ext, pooling_ext,
-    counting, tail,
-    padding,
+    nn, nn_attention, nn_backward, nn_norm, nn_pooling, nn_pooling_fractional, nn_resample,
+    nn_resample_general,
+    random,
+    special,
+    tensor_counting, tensor_creation, tensor_embedding, tensor_indexing, tensor_padding,
+    tensor_reduction, tensor_scatter, tensor_shape, tensor_sorting, tensor_symbolic,
 )
 
 # Every family's lowerings, frozen like the runtime's default kernel table: a converter's own

@@ -1,4 +1,5 @@
-"""Built-in lowerings: higher-order ops (cond, while_loop, map, scan, grad/autocast wrappers).
+"""Built-in lowerings (control family): higher-order ops (cond, while_loop, map, scan, grad/autocast
+wrappers) and effect tokens (``with_effects``).
 
 Subgraphs are lowered into region graphs of ``coreai.if_`` / ``coreai.while_`` through the
 converter's ``lower_subgraph`` (available from the conversion context).
@@ -177,3 +178,27 @@ def higher_order_scan(values_map: ValuesMap, node: torch.fx.Node, loc: Location)
     return _loop_over_leading_axis(node, _subgraph(node, fn), carries,
                                    _values(values_map, node, xs, loc),
                                    _values(values_map, node, additional, loc), len(carries), loc)
+
+
+# -- effect tokens ---------------------------------------------------------------------------------
+
+@reg("higher_order::with_effects.default")
+def higher_order_with_effects(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
+                              ) -> list[Value | None]:
+    """with_effects(token, op, *args, **kwargs) -> (token, *op results)
+
+    torch.export wraps effectful ops (``aten._print``, custom ops registered with an effect)
+    so a token orders them. The wrapped op is lowered with its own lowering (a print is
+    dropped: a Core AI program has no side effects) and the token passes through unchanged:
+    Core AI keeps the program order of ops, so nothing needs to thread it further.
+    """
+    token, op, *args = node.args
+    if not isinstance(token, torch.fx.Node):
+        raise TypeError(f"with_effects: expected a token node, got {token!r}")
+    val = node.meta.get("val")
+    results = list(val[1:]) if isinstance(val, (list, tuple)) else [None]
+    single = len(results) == 1
+    lowered = current_context().lower_call(node, op, args, dict(node.kwargs),
+                                           results[0] if single else tuple(results), values_map)
+    rest = [lowered] if single else list(lowered or [None] * len(results))
+    return [values_map[token.name], *rest]

@@ -1,4 +1,5 @@
-"""Built-in lowerings: elementwise math, comparisons, logical ops and activations."""
+"""Built-in lowerings (elementwise family): elementwise math, comparisons, logical ops and
+activations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Linear-algebra lowerings onto the linalg dialect ops (``coreai_core/dialects/_linalg.py``).
+"""Built-in lowerings (linalg family): linear algebra onto the linalg dialect ops
+(``coreai_core/dialects/_linalg.py``).
 
 Factorizations map onto one op each (svd, eigh, eig, cholesky, lu_factor, geqrf, ldl_factor);
 everything else is composed from them the way LAPACK/torch compose it: ``solve`` and ``inv``

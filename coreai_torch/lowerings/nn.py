@@ -1,7 +1,8 @@
-"""Built-in lowerings: nn — matmuls, convolution, col2im, distances.
+"""Built-in lowerings (nn family): matmuls and other products (``_trilinear``,
+``addbmm``), convolution, col2im, distances.
 
-Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are their own
-families (``norm``, ``pooling``, ``resample``, ``attention``); dropout lives with the
+Normalization, pooling, resampling (upsample, grid_sampler_2d) and attention are the family's
+parts ``nn_norm``, ``nn_pooling``, ``nn_resample`` and ``nn_attention``; dropout lives with the
 random ops (``random``).
 
 Half-precision inputs are computed in float32 and rounded once at the end wherever torch's
@@ -29,7 +30,7 @@ from coreai_torch.lowerings._nn_utils import (
     shape_like,
     static_sizes,
 )
-from coreai_torch.utils import cast_to, result_dtype
+from coreai_torch.utils import cast_to, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("nn")
 reg = LOWERINGS.register_torch_lowering
@@ -215,6 +216,53 @@ def aten__pdist_forward_default(self: Value, p: float = 2.0) -> Value:
     b = coreai.gather(x, const64(cols), axis=0)
     y = _p_norm(coreai.broadcasting_sub(a, b), p)
     return cast_to(y, result_dtype())
+
+
+# -- products of several operands (bilinear, addbmm) ----------------------------------------------
+
+@reg("aten::_trilinear.default")
+def aten__trilinear_default(i1: Value, i2: Value, i3: Value, expand1: list[int],
+                            expand2: list[int], expand3: list[int], sumdim: list[int],
+                            unroll_dim: int = 1) -> Value:
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
+
+    Each input gets size-1 dims at its ``expand`` positions, the three are multiplied and
+    ``sumdim`` is summed away (``unroll_dim`` only picks torch's loop order).
+    """  # noqa: E501
+    dtype = result_dtype()
+    acc = opmath(dtype)
+    parts = []
+    for x, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        x = cast_to(x, acc)
+        if expand:
+            x = coreai.expand_dims(x, sorted(expand))
+        parts.append(x)
+    product = coreai.broadcasting_mul(coreai.broadcasting_mul(parts[0], parts[1]), parts[2])
+    if sumdim:
+        product = coreai.reduce_sum(product, axes=sorted(sumdim))
+    return cast_to(product, dtype)
+
+
+@reg("aten::addbmm.default")
+def aten_addbmm_default(self: Value, batch1: Value, batch2: Value, beta: float = 1,
+                        alpha: float = 1) -> Value:
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    ``beta * self + alpha * sum_b batch1[b] @ batch2[b]``; with ``beta == 0`` self is ignored
+    (NaN in it does not propagate), like torch.
+    """
+    dtype = result_dtype()
+    acc = opmath(dtype)
+    products = coreai.batch_matmul(cast_to(batch1, acc), cast_to(batch2, acc))
+    total = coreai.reduce_sum(products, axes=[0])
+    if alpha != 1:
+        total = coreai.broadcasting_mul(total, scalar_like(alpha, total))
+    if beta != 0:
+        base = cast_to(self, acc)
+        if beta != 1:
+            base = coreai.broadcasting_mul(base, scalar_like(beta, base))
+        total = coreai.broadcasting_add(base, total)
+    return cast_to(total, dtype)
 
 
 __all__ = ["LOWERINGS"]

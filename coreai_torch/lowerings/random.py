@@ -1,6 +1,6 @@
-"""Built-in lowerings: random — rand/randn/randint/randperm/random_ factories, bernoulli, normal,
-the in-place samplers export makes functional (uniform, exponential, geometric, cauchy,
-log_normal), multinomial, dropout in training mode and rrelu.
+"""Built-in lowerings (random family): random — rand/randn/randint/randperm/random_ factories,
+bernoulli, normal, the in-place samplers export makes functional (uniform, exponential, geometric,
+cauchy, log_normal), multinomial, dropout in training mode and rrelu.
 
 Every lowering draws from the dialect's random ops (``coreai.random_*``, see the Random
 section of docs/dialect.md): the converted program is seeded by ``program.run(..., seed=)``,
@@ -44,7 +44,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import opmath
-from coreai_torch.lowerings.creation import shape_of, shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import shape_of, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("random")

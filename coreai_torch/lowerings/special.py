@@ -1,4 +1,5 @@
-"""Built-in lowerings: special functions, orthogonal polynomials and the elementwise long tail.
+"""Built-in lowerings (special family): special functions, orthogonal polynomials and the
+elementwise long tail.
 
 Special functions lower onto ``coreai.special`` / ``coreai.special_binary`` named by ``fn``
 (see ``coreai_core.dialects._special``), with the operands in torch's result dtype (integer

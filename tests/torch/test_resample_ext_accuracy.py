@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.torch.harness import FnModule, convert, export, to_numpy
-from tests.torch.op_db.resample_ext import aa_reference
+from tests.torch.op_db.nn_resample_general import aa_reference
 
 ULP = 2.0**-20  # a float32 ulp on [8, 16)
 

@@ -86,6 +86,25 @@ class OpEntry:
             raise ValueError(f"{self.target}: a custom tolerance needs tol_reason")
 
 
+class EntrySet(list[OpEntry]):
+    """A family module's entries; ``add`` builds one ``OpEntry`` and appends it.
+
+    ``defaults`` are ``OpEntry`` fields every entry of the set gets unless the ``add`` call
+    gives its own (e.g. the FFT family's tolerance). Family modules bind ``add = ENTRIES.add``.
+    """
+
+    def __init__(self, **defaults: Any) -> None:
+        super().__init__()
+        self.defaults = defaults
+
+    def add(self, target: str, fn: Any, samples: st.SearchStrategy[Sample],
+            **fields: Any) -> OpEntry:
+        """Appends ``OpEntry(target, fn, samples, **defaults, **fields)`` and returns it."""
+        entry = OpEntry(target, fn, samples, **{**self.defaults, **fields})
+        self.append(entry)
+        return entry
+
+
 # -- strategies ---------------------------------------------------------------------------------
 
 def sizes(min_size: int = 1, max_size: int = 6, allow_47: bool = True,

@@ -1,6 +1,5 @@
-"""Op-database entries: complex numbers (the ``complex`` lowering family) and the elementwise,
-reduction and data-movement ops torch allows on complex64/complex128 tensors.
-"""
+"""Op-database entries (complex family): complex numbers (the ``complex`` lowering family) and the
+elementwise, reduction and data-movement ops torch allows on complex64/complex128 tensors."""
 
 from __future__ import annotations
 
@@ -10,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db import nn, shape
+from tests.torch.op_db import nn, tensor_shape
 from tests.torch.op_db._entry import (
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     complex_variants,
@@ -26,7 +25,7 @@ REAL = st.sampled_from((torch.float32, torch.float64, torch.int32, torch.int64))
 REAL_OR_HALF = st.sampled_from((torch.float32, torch.float64, torch.float16, torch.bfloat16,
                                 torch.int32, torch.int64))
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 COVERED_ELSEWHERE = {
     # torch.export's decompositions turn these into _conj_physical / _conj (+ clone); they
     # reach the converter only from a program exported without run_decompositions
@@ -34,8 +33,7 @@ COVERED_ELSEWHERE = {
     for name in ("aten::conj_physical.default", "aten::resolve_conj.default")}
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def one(dtypes: st.SearchStrategy = COMPLEX, low: float = -4.0, high: float = 4.0,
@@ -191,4 +189,4 @@ ENTRIES += complex_variants([e for e in nn.ENTRIES if not e.name], ["aten::mm.de
                             atol=1e-4, rtol=1e-5,
                             tol_reason="complex dot products of up to 47 terms: numpy and "
                                        "torch sum them in different orders")
-ENTRIES += complex_variants([e for e in shape.ENTRIES if not e.name], ["aten::cat.default"])
+ENTRIES += complex_variants([e for e in tensor_shape.ENTRIES if not e.name], ["aten::cat.default"])

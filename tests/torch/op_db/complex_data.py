@@ -1,7 +1,7 @@
-"""Op-database entries: the data-movement ops (views, reshapes, splits, creation, indexing,
-gather/scatter, masks) on complex64/complex128 tensors.
+"""Op-database entries (complex family): the data-movement ops (views, reshapes, splits, creation,
+indexing, gather/scatter, masks) on complex64/complex128 tensors.
 
-Most entries are the real entries of ``shape``/``indexing``/``tail`` again with complex inputs
+Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs
 (``complex_variants``); the focused entries below cover what those cannot express: Python
 complex scalars as fill values, factories with a complex dtype, nonzero of values with only one
 non-zero part, and the scatter reductions torch implements for complex (not amax/amin).
@@ -15,9 +15,10 @@ import attrs
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db import indexing, shape, tail
+from tests.torch.op_db import tensor_indexing, tensor_shape
 from tests.torch.op_db._entry import (
     ALL_DTYPES,
+    EntrySet,
     OpEntry,
     Sample,
     broadcastable,
@@ -33,11 +34,10 @@ VALUES = st.sampled_from((1j, 2 - 0.5j, -1.5 + 3j, complex(-0.0, 0.0), 2.25, -3)
 # the scatter_reduce reductions torch implements for complex tensors (amax/amin need an order)
 COMPLEX_REDUCTIONS = ("sum", "prod", "mean")
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _by_target(entries: list[OpEntry], target: str) -> OpEntry:
@@ -47,7 +47,7 @@ def _by_target(entries: list[OpEntry], target: str) -> OpEntry:
 
 # -- the real entries on complex inputs -----------------------------------------------------------
 
-ENTRIES += complex_variants(shape.ENTRIES, [
+ENTRIES += complex_variants(tensor_shape.ENTRIES, [
     "aten::alias.default", "aten::clone.default", "aten::detach.default", "aten::copy.default",
     "aten::_unsafe_view.default", "aten::pixel_shuffle.default", "aten::pixel_unshuffle.default",
     "aten::unsqueeze.default", "aten::squeeze.dim", "aten::squeeze.dims",
@@ -59,7 +59,7 @@ ENTRIES += complex_variants(shape.ENTRIES, [
     "aten::new_empty.default", "aten::full_like.default", "aten::new_full.default",
     "aten::fill.Scalar", "aten::fill.Tensor",
 ])
-ENTRIES += complex_variants(indexing.ENTRIES, [
+ENTRIES += complex_variants(tensor_indexing.ENTRIES, [
     "aten::gather.default", "aten::index_select.default", "aten::index.Tensor",
     "aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::masked_scatter.default",
     "aten::masked_select.default", "aten::nonzero.default", "aten::nonzero_static.default",
@@ -69,17 +69,17 @@ ENTRIES += complex_variants(indexing.ENTRIES, [
 # The real entries of the accumulating ops loosen the tolerance for float16/bfloat16 partial
 # sums; complex inputs are complex64/complex128, so their variants keep the default tolerance.
 _DEFAULT_TOL = {"atol": None, "rtol": None, "tol_reason": ""}
-ENTRIES += complex_variants(indexing.ENTRIES, [
+ENTRIES += complex_variants(tensor_indexing.ENTRIES, [
     "aten::index_put.default", "aten::put.default", "aten::scatter.reduce",
     "aten::scatter.value_reduce", "aten::scatter_add.default"], **_DEFAULT_TOL)
-_scatter_reduce = _by_target(indexing.ENTRIES, "aten::scatter_reduce.two")
+_scatter_reduce = _by_target(tensor_indexing.ENTRIES, "aten::scatter_reduce.two")
 _complex_reductions = _scatter_reduce.samples.flatmap(  # the same samples, reduce redrawn
     lambda s: st.sampled_from(COMPLEX_REDUCTIONS).map(
         lambda r: Sample((*s.args[:4], r, *s.args[5:]))))
 ENTRIES.append(complex_variant(attrs.evolve(_scatter_reduce, samples=_complex_reductions),
                                **_DEFAULT_TOL))
-ENTRIES += complex_variants(tail.ENTRIES, [
-    "aten::as_strided_scatter.default", "aten::empty_permuted.default"])
+ENTRIES += complex_variants(tensor_indexing.ENTRIES, ["aten::as_strided_scatter.default"])
+ENTRIES += complex_variants(tensor_shape.ENTRIES, ["aten::empty_permuted.default"])
 
 
 # -- complex fill values -------------------------------------------------------------------------
@@ -127,7 +127,7 @@ add("aten::masked_fill.Scalar", lambda x, m, v: x.masked_fill(m, v), _masked_fil
 @st.composite
 def _scatter_value(draw: Any, reduce: bool) -> Sample:
     """scatter of a complex scalar; the index of ``indexing``'s value scatter samples."""
-    sample = draw(_by_target(indexing.ENTRIES, "aten::scatter.value").samples)
+    sample = draw(_by_target(tensor_indexing.ENTRIES, "aten::scatter.value").samples)
     x, dim, index, _ = sample.args
     x = draw(tensors(tuple(x.shape), draw(COMPLEX), low=-2, high=2))
     if not reduce:

@@ -1,7 +1,7 @@
-"""Op-database entries: the nn-side ops torch runs on complex64/complex128 tensors — matrix
-products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
-bincount's weights — as complex variants (``complex_variant``) of the real entries in the
-family modules. Random ops on complex tensors are in ``complex_random.py``.
+"""Op-database entries (complex family): the nn-side ops torch runs on complex64/complex128 tensors
+— matrix products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
+bincount's weights — as complex variants (``complex_variant``) of the real entries in the family
+modules. Random ops on complex tensors are in ``complex_random.py``.
 
 Left out although the dtype audit lists them: ``native_layer_norm_backward`` (torch's CPU
 kernel rejects complex; eager only "accepts" empty inputs that never reach it),
@@ -17,7 +17,7 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from tests.torch.op_db import counting, indexing, nn, shape, tail
+from tests.torch.op_db import nn, nn_pooling, tensor_counting, tensor_indexing, tensor_shape
 from tests.torch.op_db._entry import OpEntry, Sample, complex_variant
 
 aten = torch.ops.aten
@@ -37,17 +37,17 @@ ENTRIES: list[OpEntry] = [complex_variant(e) for e in _by_id(nn.ENTRIES, (
     "aten::bmm.default", "aten::matmul.default", "aten::addmm.default", "aten::linear.default",
     "aten::convolution.default", "convolution[transposed]", "aten::col2im.default",
     "aten::native_dropout.default"))]
-ENTRIES += [complex_variant(e) for e in _by_id(shape.ENTRIES, (
+ENTRIES += [complex_variant(e) for e in _by_id(tensor_shape.ENTRIES, (
     "aten::constant_pad_nd.default",
     *(f"aten::{mode}_pad{n}d.default" for mode in ("reflection", "replication")
       for n in (1, 2, 3))))]
-ENTRIES += [complex_variant(e) for e in _by_id(indexing.ENTRIES, (
+ENTRIES += [complex_variant(e) for e in _by_id(tensor_indexing.ENTRIES, (
     "aten::embedding.default", "aten::embedding_dense_backward.default"))]
-ENTRIES.append(complex_variant(_by_id(tail.ENTRIES, ["aten::addbmm.default"])[0]))
+ENTRIES.append(complex_variant(_by_id(nn.ENTRIES, ["aten::addbmm.default"])[0]))
 # the _trilinear entries' tolerances are for their float32/half sums: the complex variants,
 # with parts of at most 4 in magnitude, meet the default one
 ENTRIES += [complex_variant(e, atol=None, rtol=None, tol_reason="") for e in _by_id(
-    tail.ENTRIES, ("aten::_trilinear.default", "_trilinear.direct"))]
+    nn.ENTRIES, ("aten::_trilinear.default", "_trilinear.direct"))]
 
 
 def _complex_fill(sample: Sample) -> Sample:
@@ -65,7 +65,7 @@ ENTRIES.append(attrs.evolve(
 # lowering does the same, and this entry pins it. Not on an empty input: there torch's eager
 # kernel returns int64 zeros whatever the weights while its meta (which the exported graph
 # and so the lowering follow) says float64.
-_bincount = complex_variant(_by_id(counting.ENTRIES, ["aten::bincount.default"])[0])
+_bincount = complex_variant(_by_id(tensor_counting.ENTRIES, ["aten::bincount.default"])[0])
 ENTRIES.append(attrs.evolve(
     _bincount, samples=_bincount.samples.filter(lambda s: s.args[0].numel() > 0)))
 
@@ -84,7 +84,7 @@ def _pool_parts(x: torch.Tensor, out: list[int]) -> torch.Tensor:
     return torch.complex(pool(x.real, out), pool(x.imag, out))
 
 
-for _e in _by_id(nn.ENTRIES, ("aten::_adaptive_avg_pool2d.default",
+for _e in _by_id(nn_pooling.ENTRIES, ("aten::_adaptive_avg_pool2d.default",
                              "aten::_adaptive_avg_pool3d.default")):
     _v = complex_variant(_e)
     ENTRIES.append(attrs.evolve(_v, samples=_v.samples.map(_global)))

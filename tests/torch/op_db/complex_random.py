@@ -1,4 +1,4 @@
-"""Op-database entries: random ops with complex64/complex128 results.
+"""Op-database entries (complex family): random ops with complex64/complex128 results.
 
 torch fills ``view_as_real`` of a complex tensor, so its real and imaginary parts are two
 independent draws: uniforms (``rand``, ``uniform_``) draw each part in ``[low, high)``; normals
@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from tests.random_stats import check_mean, check_normal, check_uniform
 from tests.torch.harness import to_numpy
 from tests.torch.op_db import random
-from tests.torch.op_db._entry import OpEntry, Sample, complex_variant, tensors
+from tests.torch.op_db._entry import EntrySet, OpEntry, Sample, complex_variant, tensors
 from tests.torch.op_db.random import GEN, SIZES, f64, same_layout
 
 COMPLEX = (torch.complex64, torch.complex128)
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 Check = Callable[[np.ndarray, Sample], None]
 
@@ -48,7 +48,7 @@ def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], check: Check,
         assert np.iscomplexobj(got[0]), f"{name}: {got[0].dtype} result, torch's is complex"
         check(got[0], sample)
 
-    ENTRIES.append(OpEntry(target, fn, samples, compare=compare, name=name))
+    ENTRIES.add(target, fn, samples, compare=compare, name=name)
 
 
 def _uncorrelated(z: np.ndarray, mean: Any, var: float, what: str) -> None:

@@ -1,5 +1,6 @@
-"""Op-database entries: compression — the ``coreai::`` custom ops that rebuild compressed
-weights and quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E flow.
+"""Op-database entries (compression family): compression — the ``coreai::`` custom ops that rebuild
+compressed weights and quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E
+flow.
 
 Packed 4-bit data is passed as a keyword argument, so the exported module holds it as a
 constant (the lowering needs it constant to store it as a 4-bit weight); everything else is
@@ -16,12 +17,12 @@ import torch.ao.quantization.fx._decomposed
 from hypothesis import strategies as st
 
 from coreai_core.packing import pack_bits
-from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, EntrySet, Sample, sizes, tensors
 
 coreai_ops = torch.ops.coreai
 qd = torch.ops.quantized_decomposed
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 FOUR_BIT = ("int4", "uint4", "float4_e2m1fn")
 EIGHT_BIT = {"int8": torch.int8, "uint8": torch.uint8, "float8_e4m3fn": torch.float8_e4m3fn,
@@ -36,8 +37,7 @@ QUANT_INPUT = {torch.int8: FLOATS, torch.uint8: FLOATS,
                                                    torch.bfloat16))}
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _divisor(n: int) -> st.SearchStrategy[int]:

@@ -1,4 +1,5 @@
-"""Op-database entries: elementwise math, comparisons, logical ops, activations."""
+"""Op-database entries (elementwise family): elementwise math, comparisons, logical ops,
+activations."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.torch.op_db._entry import (
     INT_DTYPES,
     NUMERIC,
     SIGNED,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     complex_variant,
@@ -76,11 +77,10 @@ def nonzero_rhs(sample: Sample) -> Sample:
     return Sample((x, y), sample.kwargs)
 
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 # -- unary ------------------------------------------------------------------------------------

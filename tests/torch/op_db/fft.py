@@ -1,7 +1,6 @@
-"""Op-database entries: the FFT lowerings (``_fft_r2c``, ``_fft_c2r``, ``_fft_c2c``) reached
-through ``torch.fft``, ``torch.stft`` and ``torch.istft``, with every norm mode, one or several
-dims (any order), output sizes that crop or zero-pad, and odd sizes (1, 47).
-"""
+"""Op-database entries (fft family): the FFT lowerings (``_fft_r2c``, ``_fft_c2r``, ``_fft_c2c``)
+reached through ``torch.fft``, ``torch.stft`` and ``torch.istft``, with every norm mode, one or
+several dims (any order), output sizes that crop or zero-pad, and odd sizes (1, 47)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import EntrySet, Sample, sizes, tensors
 
 REAL = st.sampled_from((torch.float32, torch.float64))
 COMPLEX = st.sampled_from((torch.complex64, torch.complex128))
@@ -21,11 +20,8 @@ NORMS = st.sampled_from((None, "backward", "ortho", "forward"))
 FFT_TOL = dict(atol=1e-4, rtol=1e-4,
                tol_reason="torch's float32 FFT rounds at each of its log2(n) stages")
 
-ENTRIES: list[OpEntry] = []
-
-
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **{**FFT_TOL, **kw}))
+ENTRIES = EntrySet(**FFT_TOL)
+add = ENTRIES.add
 
 
 @st.composite

@@ -1,4 +1,5 @@
-"""Op-database entries: linear algebra (factorizations, solves, inverses, determinants).
+"""Op-database entries (linalg family): linear algebra (factorizations, solves, inverses,
+determinants).
 
 Deterministic results (LU with unambiguous pivots, Cholesky, solves, inverses, determinants,
 geqrf/orgqr/ormqr, LDL, pinv) are compared value by value within :func:`tolerance`; results
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, half_variant, in_float32
+from tests.torch.op_db._entry import EntrySet, Sample, half_variant, in_float32
 from tests.torch.op_db._linalg_inputs import (
     EIG_DTYPES,
     LINALG_DTYPES,
@@ -39,11 +40,10 @@ from tests.torch.op_db._linalg_inputs import (
 )
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _size(sample: Sample) -> int:

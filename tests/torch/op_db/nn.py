@@ -1,7 +1,8 @@
-"""Op-database entries: nn — matmuls, convolution, col2im, dropout, distances, normalization.
+"""Op-database entries (nn family): matmuls and other products (_trilinear, addbmm),
+convolution, col2im, dropout, distances, normalization.
 
-Pooling, resampling and attention entries live in ``_nn_pooling.py``, ``_nn_resample.py`` and
-``_nn_attention.py`` and are appended to ``ENTRIES`` here.
+Pooling, resampling and attention entries are the family's parts ``nn_pooling.py``,
+``nn_resample.py`` and ``nn_attention.py``, like their lowerings.
 """
 
 from __future__ import annotations
@@ -13,17 +14,24 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db import _nn_attention, _nn_pooling, _nn_resample
-from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import (
+    FLOAT_DTYPES,
+    FLOATS,
+    EntrySet,
+    OpEntry,
+    Sample,
+    shapes,
+    sizes,
+    tensors,
+)
 
 aten = torch.ops.aten
 MATMUL_DTYPES = st.sampled_from((*FLOAT_DTYPES, torch.int32, torch.int64))
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def dim(max_size: int = 6) -> st.SearchStrategy[int]:
@@ -429,5 +437,87 @@ for _target, _mode in (("_native_batch_norm_legit.no_stats", "no_stats"),
     ENTRIES.append(OpEntry(f"aten::{_target}", instance_norm, instance_norm_samples(_mode),
                            name=f"instance_norm_{_mode}", **NORM_TOL))
 
-ENTRIES += _nn_pooling.ENTRIES + _nn_resample.ENTRIES + _nn_attention.ENTRIES
-COVERED_ELSEWHERE: dict[str, str] = dict(_nn_resample.COVERED_ELSEWHERE)
+
+MATMUL_REASON = ("torch's CPU kernels sum products in a blocked order; the runtime sums in "
+                 "another order, so float32 results differ by a few ulps of the sum's "
+                 "magnitude and half types by one rounding of the float32 sum")
+
+
+def _small(max_size: int = 5) -> st.SearchStrategy[int]:
+    return sizes(1, max_size)
+
+
+# -- _trilinear / addbmm ---------------------------------------------------------------------------
+
+@st.composite
+def _bilinear(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    lead = list(draw(shapes(1, 2, max_size=4)))
+    i, j, o = draw(sizes()), draw(_small()), draw(_small())
+    args = (draw(tensors([*lead, i], dtype, low=-2, high=2)),
+            draw(tensors([*lead, j], dtype, low=-2, high=2)),
+            draw(tensors([o, i, j], dtype, low=-2, high=2)))
+    if draw(st.booleans()):
+        args = (*args, draw(tensors([o], dtype)))
+    return Sample(args)
+
+
+add("aten::_trilinear.default", F.bilinear, _bilinear(), atol=1e-4, rtol=1e-4,
+    tol_reason=MATMUL_REASON)
+
+
+@st.composite
+def _trilinear(draw: Any) -> Sample:
+    """Direct calls: three 2-d inputs expanded to rank 4, summing a random subset of dims."""
+    dtype = draw(st.sampled_from(FLOAT_DTYPES))
+    dims = [draw(_small()) for _ in range(4)]
+    # each input keeps 2 of the 4 dims, together covering all 4 (a dim expanded in all three
+    # inputs is outside _trilinear's contract: torch gives it size 0)
+    kepts = [sorted(draw(st.permutations(range(4)))[:2]) for _ in range(2)]
+    missing = sorted(set(range(4)) - set(kepts[0]) - set(kepts[1]))
+    others = [d for d in draw(st.permutations(range(4))) if d not in missing]
+    kepts.append(sorted([*missing, *others[:2 - len(missing)]]))
+    out = []
+    expands = []
+    for kept in kepts:
+        expand = [d for d in range(4) if d not in kept]
+        shape = [dims[d] for d in kept]
+        out.append(draw(tensors(shape, dtype, low=-2, high=2)))
+        expands.append(expand)
+    sumdim = sorted(draw(st.lists(st.integers(0, 3), max_size=3, unique=True)))
+    return Sample(tuple(out), {"expand1": expands[0], "expand2": expands[1],
+                               "expand3": expands[2], "sumdim": sumdim,
+                               "unroll_dim": draw(st.integers(0, 3))})
+
+
+def _trilinear_call(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, **kw: Any) -> Any:
+    return aten._trilinear(a, b, c, kw["expand1"], kw["expand2"], kw["expand3"], kw["sumdim"],
+                           kw["unroll_dim"])
+
+
+add("aten::_trilinear.default", _trilinear_call, _trilinear(), name="_trilinear.direct",
+    atol=2e-2, rtol=2e-2, tol_reason=MATMUL_REASON)
+
+
+@st.composite
+def _addbmm(draw: Any, dtypes: tuple[torch.dtype, ...]) -> Sample:
+    dtype = draw(st.sampled_from(dtypes))
+    b, n, m, p = draw(_small()), draw(sizes()), draw(_small()), draw(_small())
+    self_shape = draw(st.sampled_from(([n, p], [p], [1, p], [n, 1], [])))
+    kwargs: dict[str, Any] = {}
+    if draw(st.booleans()):
+        kwargs["beta"] = draw(st.sampled_from((0, 2, -1) if not dtype.is_floating_point
+                                              else (0, 0.5, 2)))
+    if draw(st.booleans()):
+        kwargs["alpha"] = draw(st.sampled_from((3, -1) if not dtype.is_floating_point
+                                               else (0.5, -1.5)))
+    special = dtype.is_floating_point and kwargs.get("beta") == 0
+    return Sample((draw(tensors(self_shape, dtype, special=special)),
+                   draw(tensors([b, n, m], dtype)), draw(tensors([b, m, p], dtype))), kwargs)
+
+
+add("aten::addbmm.default", torch.addbmm, _addbmm((torch.float32, torch.float64, torch.int64,
+                                                   torch.int32, torch.int16)),
+    atol=1e-4, rtol=1e-4, tol_reason=MATMUL_REASON)
+add("aten::addbmm.default", torch.addbmm, _addbmm((torch.float16, torch.bfloat16)),
+    name="addbmm.half", atol=6e-2, rtol=3e-2, tol_reason=MATMUL_REASON)

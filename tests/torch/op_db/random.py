@@ -1,5 +1,5 @@
-"""Op-database entries: random ops — factories, bernoulli, normal, samplers, multinomial,
-dropout and rrelu in training mode, attention with dropout.
+"""Op-database entries (random family): random ops — factories, bernoulli, normal, samplers,
+multinomial, dropout and rrelu in training mode, attention with dropout.
 
 A converted program draws from its own generator (seeded by ``run(..., seed=)``), never
 torch's, so values cannot be compared with torch. Each entry's ``compare`` checks, for every
@@ -33,6 +33,7 @@ from tests.torch.op_db._entry import (
     FLOAT_DTYPES,
     FLOATS,
     INT_DTYPES,
+    EntrySet,
     OpEntry,
     Sample,
     shapes,
@@ -41,7 +42,7 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 Check = Callable[[list[np.ndarray], Sample], None]
 
@@ -66,7 +67,7 @@ def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], check: Check,
         same_layout(expected, got, what)
         check(got, sample)
 
-    ENTRIES.append(OpEntry(target, fn, samples, compare=compare, name=name))
+    ENTRIES.add(target, fn, samples, compare=compare, name=name)
 
 
 def f64(a: Any) -> np.ndarray:

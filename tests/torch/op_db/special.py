@@ -1,4 +1,5 @@
-"""Op-database entries: special functions, orthogonal polynomials, the elementwise long tail.
+"""Op-database entries (special family): special functions, orthogonal polynomials, the elementwise
+long tail.
 
 Float inputs mix in 0, +-inf and NaN (``tensors(special=True)``). Where torch's own result is
 not the correctly rounded one, ``reference`` computes the expected values instead, each with
@@ -25,7 +26,7 @@ from tests.torch.op_db._entry import (
     FLOATS,
     INT_DTYPES,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     complex_variants,
@@ -39,11 +40,10 @@ S = torch.special
 F32_F64 = st.sampled_from((torch.float32, torch.float64))
 INTS = st.sampled_from(INT_DTYPES)
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def in_float64(fn: Callable[..., torch.Tensor],

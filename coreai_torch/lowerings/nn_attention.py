@@ -21,7 +21,7 @@ from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath
 from coreai_torch.lowerings.random import dropout
 from coreai_torch.utils import cast_to, result_dtype
 
-LOWERINGS = LoweringSet("attention")
+LOWERINGS = LoweringSet("nn_attention")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -1,6 +1,5 @@
-"""Reduction-family lowerings that scan or order elements: cumulative ops, sort, topk, medians.
-
-Registered into the reduction family's table by ``reduction.py``.
+"""Built-in lowerings (tensor family): reductions that scan or order elements: cumulative ops, sort,
+topk, medians.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from coreai_torch.lowerings._reduce import (
 )
 from coreai_torch.utils import cast_to, normalize_dim, result_dtype
 
-LOWERINGS = LoweringSet("sorting")
+LOWERINGS = LoweringSet("tensor_sorting")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -1,4 +1,5 @@
-"""Built-in lowerings: symbolic sizes (SymInt arithmetic) and Python operator targets.
+"""Built-in lowerings (tensor family): symbolic sizes (SymInt arithmetic) and Python operator
+targets.
 
 A SymInt/SymFloat/SymBool node lowers to a 0-d int64/float64/bool Value computed at run
 time from the input shapes, so dynamic dimensions never get baked in.
@@ -20,7 +21,7 @@ from coreai_torch._table import LoweringSet, qualified_name
 from coreai_torch.lowerings._common import ValuesMap
 from coreai_torch.utils import cast_to, get_operand, node_dtype, normalize_dim, result_dtype
 
-LOWERINGS = LoweringSet("symbolic")
+LOWERINGS = LoweringSet("tensor_symbolic")
 reg = LOWERINGS.register_torch_lowering
 
 

@@ -1,4 +1,4 @@
-"""Op-database entries (pooling_ext family): fractional_max_pool2d / fractional_max_pool3d."""
+"""Op-database entries (nn family): fractional_max_pool2d / fractional_max_pool3d."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, EntrySet, OpEntry, Sample, tensors
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
 def fractional_samples(n: int) -> st.SearchStrategy[Sample]:

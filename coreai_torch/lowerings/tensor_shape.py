@@ -1,6 +1,6 @@
-"""Built-in lowerings: shape, view and layout ops (views, slicing, joins, copies).
+"""Built-in lowerings (tensor family): shape, view and layout ops (views, slicing, joins, copies).
 
-Tensor factories are the ``creation`` family, pads the ``padding`` family. Layout-only
+Tensor factories are in ``tensor_creation.py``, pads in ``tensor_padding.py``. Layout-only
 arguments (``memory_format``, ``device``, ``layout``) are ignored: Core AI tensors are dense
 row-major values, so clones, detaches and aliases are the value itself.
 
@@ -21,7 +21,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND, dim_value
-from coreai_torch.lowerings.creation import (
+from coreai_torch.lowerings.tensor_creation import (
     Piece,
     dim_piece,
     shape_of,
@@ -31,7 +31,7 @@ from coreai_torch.lowerings.creation import (
 )
 from coreai_torch.utils import arg_meta, cast_to, normalize_dim, result_dtype, result_meta
 
-LOWERINGS = LoweringSet("shape")
+LOWERINGS = LoweringSet("tensor_shape")
 reg = LOWERINGS.register_torch_lowering
 
 _INT64_MAX = 2**63 - 1

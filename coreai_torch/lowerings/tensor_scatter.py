@@ -1,6 +1,4 @@
-"""Built-in lowerings (indexing family): scatter, scatter_reduce, index_reduce, *_scatter views.
-
-Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
+"""Built-in lowerings (tensor family): scatter, scatter_reduce, index_reduce, *_scatter views.
 """
 
 from __future__ import annotations
@@ -22,9 +20,10 @@ from coreai_torch.lowerings._index_utils import (
     to_scalar,
     transpose,
 )
+from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND
 from coreai_torch.utils import cast_to, normalize_dim
 
-LOWERINGS = LoweringSet("scatter")
+LOWERINGS = LoweringSet("tensor_scatter")
 reg = LOWERINGS.register_torch_lowering
 
 # torch reduce names -> scatter_along_axis reductions
@@ -181,3 +180,31 @@ def aten_diagonal_scatter_default(self: Value, src: Value, offset: int = 0, dim1
     updates = transpose(src, [src.type.rank - 1, *range(src.type.rank - 1)])
     out = coreai.scatter_nd(xt, coreai.constant(coords), updates)
     return transpose(out, inverse(perm))
+
+
+@reg("aten::as_strided_scatter.default")
+def aten_as_strided_scatter_default(self: Value, src: Value, size: list[int | Value],
+                                    stride: list[int | Value],
+                                    storage_offset: int | Value | None = None) -> Value:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+
+    ``self`` is taken as contiguous (a functional program's tensors are): the view's element
+    at index ``i`` is storage element ``storage_offset + sum(i_k * stride_k)`` of self's
+    row-major flattening. Where view elements overlap, the last one written wins.
+    """  # noqa: E501
+    sizes = [s for s in size if isinstance(s, int)]
+    strides = [s for s in stride if isinstance(s, int)]
+    if (len(sizes) != len(size) or len(strides) != len(stride)
+            or isinstance(storage_offset, Value) or not self.type.is_static):
+        raise NotImplementedError("as_strided_scatter needs static sizes, strides and offset, "
+                                  f"got {self.type}; {STATIC_WORKAROUND}")
+    offset = int(storage_offset or 0)
+    grid = np.indices(sizes)
+    flat_index = offset + sum((g.astype(np.int64) * st for g, st in zip(grid, strides,
+                                                                        strict=True)),
+                              start=np.zeros(sizes, np.int64))
+    flat = coreai.reshape(self, [-1])
+    updates = coreai.reshape(cast_to(src, self.type.element_type), [-1])
+    index = coreai.constant(flat_index.reshape(-1, 1))
+    out = coreai.scatter_nd(flat, index, updates)
+    return coreai.reshape(out, list(self.type.shape))

@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): scaled dot-product attention. Merged into ``nn``."""
+"""Op-database entries (nn family): scaled dot-product attention."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, half_variant, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, EntrySet, OpEntry, Sample, half_variant, tensors
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
 def _bool_mask(draw: Any, shape: tuple[int, ...]) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Built-in lowerings: backward (training) ops of pooling, normalization and convolution.
+"""Built-in lowerings (nn family): backward (training) ops of pooling, normalization and
+convolution.
 
 Pooling gradients spread each window's gradient back onto the input with
 ``coreai.scatter_along_axis(reduction="add")``. The (window, element) pairs are listed in
@@ -36,7 +37,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype, result_meta
 
-LOWERINGS = LoweringSet("backward")
+LOWERINGS = LoweringSet("nn_backward")
 reg = LOWERINGS.register_torch_lowering
 
 Window = tuple[int, int]

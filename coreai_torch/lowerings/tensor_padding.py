@@ -1,4 +1,5 @@
-"""Built-in lowerings: padding (``constant_pad_nd`` and the reflection / replication pads).
+"""Built-in lowerings (tensor family): padding (``constant_pad_nd`` and the reflection / replication
+pads).
 
 Static widths lower onto ``coreai.pad``; a symbolic width is applied at run time (filled blocks
 concatenated for a constant pad, gathered source indices for reflect / replicate).
@@ -14,10 +15,10 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import dim_value
-from coreai_torch.lowerings.creation import dim_piece, shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import dim_piece, shape_operand, size_piece
 from coreai_torch.utils import cast_to
 
-LOWERINGS = LoweringSet("padding")
+LOWERINGS = LoweringSet("tensor_padding")
 reg = LOWERINGS.register_torch_lowering
 
 

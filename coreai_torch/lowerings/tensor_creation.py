@@ -1,5 +1,6 @@
-"""Built-in lowerings (shape family): tensor factories — full/zeros/ones/empty, *_like, new_*,
-scalar_tensor, arange — and the shape operands they share with the view ops in ``shape.py``.
+"""Built-in lowerings (tensor family): tensor factories — full/zeros/ones/empty, *_like, new_*,
+scalar_tensor, arange, empty_permuted, tril_indices/triu_indices — and the shape operands they
+share with the view ops in ``tensor_shape.py``.
 
 ``empty``-style ops (``empty.memory_format``, ``empty_strided``, ``empty_like``, ``new_empty``)
 lower to zeros: torch leaves their contents unspecified, the converted program makes them
@@ -18,7 +19,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("creation")
+LOWERINGS = LoweringSet("tensor_creation")
 reg = LOWERINGS.register_torch_lowering
 
 Piece = int | Value  # a static size, or a 1-element int64 Value holding a dynamic one
@@ -198,3 +199,33 @@ def aten_arange_start(start: float | Value, end: float | Value,
 def aten_arange_default(end: float | Value, dtype: DType | None = None) -> Value:
     """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
     return _arange(0, end, 1)
+
+
+@reg("aten::empty_permuted.default")
+def aten_empty_permuted_default(size: list[int | Value], physical_layout: list[int],
+                                dtype: DType | None = None) -> Value:
+    """empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Zeros of the logical ``size`` (the physical layout is a storage order Core AI tensors do
+    not have; torch leaves the contents unspecified).
+    """  # noqa: E501
+    shape = sizes_operand(size)
+    zero = cast_to(0, result_dtype())
+    if isinstance(shape, np.ndarray) and shape.size == 0:
+        return zero
+    return coreai.broadcast_to(zero, shape)
+
+
+def _triangle_indices(pick: Callable[..., tuple[np.ndarray, np.ndarray]]) -> Callable[..., Value]:
+    def lowering(row: int, col: int, offset: int = 0, dtype: DType | None = None) -> Value:
+        rows, cols = pick(row, offset, col)
+        coords = np.stack([rows, cols]).astype(np.int64).reshape(2, len(rows))
+        return cast_to(coreai.constant(coords), result_dtype())
+
+    return lowering
+
+
+for _name, _pick in (("tril_indices", np.tril_indices), ("triu_indices", np.triu_indices)):
+    _fn = reg(f"aten::{_name}.default")(_triangle_indices(_pick))
+    _fn.__doc__ = (f"{_name}(int row, int col, int offset=0, *, ScalarType? dtype=long, ...) -> "
+                   "Tensor: the [2, N] coordinates in row-major order (a constant)")

@@ -1,4 +1,5 @@
-"""Op-database entries: backward (training) ops of pooling, normalization and convolution.
+"""Op-database entries (nn family): backward (training) ops of pooling, normalization and
+convolution.
 
 Each entry calls the aten backward op directly. Saved forward results the op consumes
 (max-pool indices, normalization mean/rstd) are computed by torch in the strategy and passed
@@ -13,16 +14,15 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, OpEntry, Sample, sizes, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, EntrySet, Sample, sizes, tensors
 
 aten = torch.ops.aten
 EPS = 1e-5
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def masked(op: Any) -> Any:

@@ -4,7 +4,7 @@ Every ``upsample_*`` overload maps onto ``coreai.interpolate``, whose ``scales``
 carries torch's scale factors so source coordinates are computed exactly like torch's.
 ``grid_sampler_2d`` is built from the dialect: unnormalize the grid, apply the padding mode
 (clip or reflect), then gather the taps of each output pixel from the flattened input plane
-and blend them; out-of-range taps read zero. Merged into ``coreai_torch.lowerings.nn``.
+and blend them; out-of-range taps read zero.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from coreai_core import Dim, DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, leading_shape, opmath
-from coreai_torch.lowerings.creation import Piece, dim_piece, shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import Piece, dim_piece, shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("resample")
+LOWERINGS = LoweringSet("nn_resample")
 reg = LOWERINGS.register_torch_lowering
 
 # -- upsample -------------------------------------------------------------------------------------

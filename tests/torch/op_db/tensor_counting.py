@@ -1,5 +1,5 @@
-"""Op-database entries: searchsorted/bucketize, histc, bincount, the unique family, mode and
-segment_reduce."""
+"""Op-database entries (tensor family): searchsorted/bucketize, histc, bincount, the unique family,
+mode and segment_reduce."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.torch.harness import to_numpy
 from tests.torch.op_db._entry import (
     FLOAT_DTYPES,
-    OpEntry,
+    EntrySet,
     Sample,
     shapes,
     sizes,
@@ -21,7 +21,7 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 # dtypes torch's searchsorted/unique/mode kernels accept (bool only where noted)
 ORDERED = st.sampled_from((*FLOAT_DTYPES, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -31,8 +31,7 @@ HALF_SUM_REASON = ("torch accumulates half-precision sums one element at a time 
                    "few half-precision ulps")
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _sorted(t: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Built-in lowerings: indexing, gather/scatter, masks, nonzero, embedding.
+"""Built-in lowerings (tensor family): indexing, gather/scatter, masks, nonzero, embedding.
 
 Advanced indexing (``index.Tensor``/``index_put``) follows numpy/torch: the index tensors are
 broadcast together (bool masks contribute one int64 column per mask dimension through
@@ -37,7 +37,7 @@ from coreai_torch.utils import (
     result_dtype,
 )
 
-LOWERINGS = LoweringSet("indexing")
+LOWERINGS = LoweringSet("tensor_indexing")
 reg = LOWERINGS.register_torch_lowering
 
 _MASK_DTYPES = (DType.bool, DType.uint8)

@@ -1,4 +1,5 @@
-"""Built-in lowerings: reductions, arg-reductions, variance, norms, softmax, scans, sorting.
+"""Built-in lowerings (tensor family): reductions, arg-reductions, variance, norms, softmax, scans,
+sorting.
 
 Precision follows torch's CPU kernels: float16/bfloat16 sums, means, norms and softmaxes
 accumulate in float32 and round once; variance accumulates in float64 (torch's Welford uses
@@ -25,7 +26,7 @@ from coreai_torch.lowerings._reduce import (
 )
 from coreai_torch.utils import cast_to, normalize_dim, result_dtype, scalar_like
 
-LOWERINGS = LoweringSet("reduction")
+LOWERINGS = LoweringSet("tensor_reduction")
 reg = LOWERINGS.register_torch_lowering
 
 # -- sum, prod, mean ---------------------------------------------------------------------------

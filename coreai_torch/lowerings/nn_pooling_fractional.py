@@ -1,4 +1,4 @@
-"""Built-in lowerings (pooling_ext family): ``fractional_max_pool2d`` / ``fractional_max_pool3d``.
+"""Built-in lowerings (nn family): ``fractional_max_pool2d`` / ``fractional_max_pool3d``.
 
 Deterministic given ``random_samples`` ([N, C, n], one sample per spatial axis, width first for
 2-d and depth first for 3-d, as torch reads them). Window starts on an axis of input size
@@ -28,7 +28,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to
 
-LOWERINGS = LoweringSet("pooling_ext")
+LOWERINGS = LoweringSet("nn_pooling_fractional")
 reg = LOWERINGS.register_torch_lowering
 
 # which component of random_samples drives each spatial axis (outermost first)

@@ -1,6 +1,4 @@
-"""Built-in lowerings (indexing family): embedding, its dense backward and embedding bags.
-
-Merged into ``coreai_torch.lowerings.indexing.LOWERINGS``.
+"""Built-in lowerings (tensor family): embedding, its dense backward and embedding bags.
 """
 
 from __future__ import annotations
@@ -12,10 +10,10 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._index_utils import INT64, const64, dim_size, int64
 from coreai_torch.lowerings._nn_utils import static_sizes
-from coreai_torch.lowerings.creation import shape_operand, size_piece
+from coreai_torch.lowerings.tensor_creation import shape_operand, size_piece
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("embedding")
+LOWERINGS = LoweringSet("tensor_embedding")
 reg = LOWERINGS.register_torch_lowering
 
 

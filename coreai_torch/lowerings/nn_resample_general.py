@@ -1,9 +1,9 @@
-"""Built-in lowerings (resample_ext family): ``grid_sampler_3d`` (an N-d grid sampler) and the
+"""Built-in lowerings (nn family): ``grid_sampler_3d`` (an N-d grid sampler) and the
 antialiased ``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa``.
 
 ``grid_sample`` over ``n`` spatial axes: the grid's last axis holds one normalized coordinate
 per spatial axis in reverse order (x = the last spatial axis). Each coordinate is unnormalized
-and padded per axis with :class:`coreai_torch.lowerings.resample._Coords` (torch's
+and padded per axis with :class:`coreai_torch.lowerings.nn_resample._Coords` (torch's
 ComputeLocation), then the ``2**n`` corner taps (bilinear/trilinear) or the nearest tap are
 gathered from the input flattened over its spatial axes; a tap outside the input reads zero,
 which is torch's ``zeros`` padding and harmless for the clipped modes.
@@ -32,10 +32,10 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath, static_sizes
-from coreai_torch.lowerings.resample import _BILINEAR, _NEAREST, GridTaps, _Coords
+from coreai_torch.lowerings.nn_resample import _BILINEAR, _NEAREST, GridTaps, _Coords
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
-LOWERINGS = LoweringSet("resample_ext")
+LOWERINGS = LoweringSet("nn_resample_general")
 reg = LOWERINGS.register_torch_lowering
 
 _MODE_NAMES = {0: "bilinear", 1: "nearest", 2: "bicubic"}

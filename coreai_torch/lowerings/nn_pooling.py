@@ -5,7 +5,7 @@ output size divides its input size the windows are a plain pool; otherwise
 ``_adaptive_avg_pool`` applies one averaging matrix per axis with ``batch_matmul`` (built at
 run time for dynamic sizes) and ``adaptive_max_pool`` gathers each window (padded by
 repeating its last element; the windows are computed at run time for dynamic sizes) and
-reduces it. Merged into ``coreai_torch.lowerings.nn``.
+reduces it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype
 
-LOWERINGS = LoweringSet("pooling")
+LOWERINGS = LoweringSet("nn_pooling")
 reg = LOWERINGS.register_torch_lowering
 
 

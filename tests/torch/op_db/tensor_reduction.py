@@ -1,4 +1,5 @@
-"""Op-database entries: reductions, arg-reductions, variance, norms, softmax, scans, sorting."""
+"""Op-database entries (tensor family): reductions, arg-reductions, variance, norms, softmax, scans,
+sorting."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.torch.op_db._entry import (
     FLOATS,
     INT_DTYPES,
     NUMERIC,
+    EntrySet,
     OpEntry,
     Sample,
     complex_variant,
@@ -28,11 +30,10 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 # -- strategies ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): upsampling and grid_sampler_2d. Merged into ``nn``."""
+"""Op-database entries (nn family): upsampling and grid_sampler_2d."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
     FLOAT_DTYPES,
+    EntrySet,
     OpEntry,
     Sample,
     half_variant,
@@ -18,7 +19,7 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 # aten name -> (F.interpolate mode, spatial dims)
 UPSAMPLE = {

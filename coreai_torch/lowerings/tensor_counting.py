@@ -1,4 +1,4 @@
-"""Built-in lowerings (counting family): binary search, histograms, unique values, mode and
+"""Built-in lowerings (tensor family): binary search, histograms, unique values, mode and
 segment reductions, all expressed with existing Core AI ops.
 
 Searches replay torch's binary search (its answers for NaN depend on the probe path). Outputs whose
@@ -18,7 +18,7 @@ from coreai_torch.lowerings._index_utils import const64, int64, move_axes_perm, 
 from coreai_torch.lowerings._reduce import iota, ordered
 from coreai_torch.utils import cast_to, dtype_of, normalize_dim, result_dtype, scalar_like
 
-LOWERINGS = LoweringSet("counting")
+LOWERINGS = LoweringSet("tensor_counting")
 reg = LOWERINGS.register_torch_lowering
 
 _I64 = DType.int64

@@ -1,4 +1,5 @@
-"""Op-database entries: indexing, gather/scatter, masks, nonzero, embedding.
+"""Op-database entries (tensor family): indexing, gather/scatter (with as_strided_scatter), masks,
+nonzero, embedding.
 
 Index tensors are drawn in range (out-of-range indices are user errors in torch); where torch
 accepts negative indices some are drawn negative. Ops whose result with duplicate indices is
@@ -15,10 +16,11 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from tests.torch.op_db._entry import (
+    ALL_DTYPES,
     ANY,
     FLOATS,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     shapes,
@@ -29,11 +31,10 @@ from tests.torch.op_db._entry import (
 aten = torch.ops.aten
 INDEX_DTYPES = st.sampled_from((torch.int64, torch.int32))
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _gen(draw: Any) -> torch.Generator:
@@ -479,3 +480,33 @@ add("aten::index_put.default", lambda x, d, i, s: x.index_copy(d, i, s), _index_
 add("aten::gather.default", lambda x, d, i: torch.take_along_dim(x, i, d),
     _gather(broadcast=True).filter(lambda s: s.args[0].dim() > 0),
     name="gather[take_along_dim]")
+
+
+# -- as_strided_scatter ---------------------------------------------------------------------------
+
+@st.composite
+def _as_strided_scatter(draw: Any) -> Sample:
+    """A non-overlapping strided view: a sub-grid of a contiguous tensor, possibly transposed."""
+    dtype = draw(st.sampled_from(ALL_DTYPES))
+    shape = list(draw(shapes(1, 3)))
+    x = draw(tensors(shape, dtype))
+    contiguous = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        contiguous[i] = contiguous[i + 1] * shape[i + 1]
+    view = [draw(st.integers(1, s)) for s in shape]
+    step = [draw(st.integers(1, max(1, s // v))) for s, v in zip(shape, view, strict=True)]
+    stride = [c * k for c, k in zip(contiguous, step, strict=True)]
+    spans = [(v - 1) * k for v, k in zip(view, step, strict=True)]
+    offset_dims = [draw(st.integers(0, s - 1 - sp)) for s, sp in zip(shape, spans, strict=True)]
+    offset = sum(o * c for o, c in zip(offset_dims, contiguous, strict=True))
+    order = draw(st.permutations(range(len(shape))))
+    size = [view[i] for i in order]
+    stride = [stride[i] for i in order]
+    src = draw(tensors(size, dtype))
+    kwargs: dict[str, Any] = {"size": size, "stride": stride}
+    if offset or draw(st.booleans()):
+        kwargs["storage_offset"] = offset
+    return Sample((x, src), kwargs)
+
+
+add("aten::as_strided_scatter.default", torch.as_strided_scatter, _as_strided_scatter())

@@ -1,4 +1,4 @@
-"""Built-in lowerings (quantized family): the ``quantized_decomposed::`` ops that torch's PT2E
+"""Built-in lowerings (compression family): the ``quantized_decomposed::`` ops that torch's PT2E
 quantization flow (``prepare_pt2e`` / ``convert_pt2e``) leaves in an exported program.
 
 Each lowering follows the arithmetic of torch's reference implementation
@@ -18,7 +18,7 @@ from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.utils import cast_to, normalize_dim
 
-LOWERINGS = LoweringSet("quantized")
+LOWERINGS = LoweringSet("compression_quantized")
 reg = LOWERINGS.register_torch_lowering
 
 F32, F64 = DType.float32, DType.float64

@@ -1,4 +1,4 @@
-"""Op-database entries (resample_ext family): grid_sampler_3d, antialiased upsampling."""
+"""Op-database entries (nn family): grid_sampler_3d, antialiased upsampling."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import OpEntry, Sample, half_variant, in_float32, tensors
+from tests.torch.op_db._entry import EntrySet, OpEntry, Sample, half_variant, in_float32, tensors
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
 @st.composite

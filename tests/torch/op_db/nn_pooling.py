@@ -1,4 +1,4 @@
-"""Op-database entries (nn family): average, max and adaptive pooling. Merged into ``nn``."""
+"""Op-database entries (nn family): average, max and adaptive pooling."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from tests.torch.op_db._entry import FLOAT_DTYPES, OpEntry, Sample, tensors
+from tests.torch.op_db._entry import FLOAT_DTYPES, EntrySet, Sample, tensors
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 F32_F64 = (torch.float32, torch.float64)
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def _input(draw: Any, n: int, dtype: torch.dtype, min_sizes: list[int],

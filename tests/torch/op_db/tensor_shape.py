@@ -1,4 +1,5 @@
-"""Op-database entries: shape, view, layout and creation ops."""
+"""Op-database entries (tensor family): shape, view, layout and creation ops (with empty_permuted,
+tril/triu_indices and one_hot), _to_copy over every dtype pair and memory format."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.torch.op_db._entry import (
     ANY,
     FLOATS,
     NUMERIC,
-    OpEntry,
+    EntrySet,
     Sample,
     broadcastable,
     shapes,
@@ -25,11 +26,10 @@ from tests.torch.op_db._entry import (
 
 aten = torch.ops.aten
 
-ENTRIES: list[OpEntry] = []
+ENTRIES = EntrySet()
 
 
-def add(target: str, fn: Any, samples: st.SearchStrategy[Sample], **kw: Any) -> None:
-    ENTRIES.append(OpEntry(target, fn, samples, **kw))
+add = ENTRIES.add
 
 
 def same_shape_and_dtype(expected: list[torch.Tensor], got: list[Any], sample: Sample) -> None:
@@ -403,3 +403,101 @@ add("aten::arange.start_step",
               st.integers(-5, 5), st.integers(0, 9), st.sampled_from((1, 2, 3, -1, -2)),
               st.sampled_from((None, torch.int32, torch.int64, torch.int16))),
     name="arange.start_step[int]")
+
+
+# -- factories ------------------------------------------------------------------------------------
+
+@st.composite
+def _empty_permuted(draw: Any) -> Sample:
+    shape = list(draw(shapes(0, 4)))
+    layout = list(draw(st.permutations(range(len(shape)))))
+    dtype = draw(st.sampled_from(ALL_DTYPES))
+    return Sample((draw(tensors(shape, dtype)),), {"layout": layout})
+
+
+def _empty_permuted_call(x: torch.Tensor, layout: list[int]) -> torch.Tensor:
+    # torch leaves the contents unspecified: only the shape and dtype are compared, by
+    # filling the result through a mask that keeps x
+    e = torch.empty_permuted(x.shape, layout, dtype=x.dtype)
+    return torch.where(torch.ones_like(x, dtype=torch.bool), x, e)
+
+
+add("aten::empty_permuted.default", _empty_permuted_call, _empty_permuted())
+
+
+@st.composite
+def _triangle(draw: Any) -> Sample:
+    row, col = draw(sizes(0, 6)), draw(sizes(0, 6))
+    offset = draw(st.integers(-row - 1, col + 1))
+    dtype = draw(st.sampled_from((torch.int64, torch.int32)))
+    return Sample((draw(tensors([], dtype, low=0, high=3)),),
+                  {"row": row, "col": col, "offset": offset})
+
+
+def _tril(x: torch.Tensor, row: int, col: int, offset: int) -> torch.Tensor:
+    return torch.tril_indices(row, col, offset, dtype=x.dtype) + x
+
+
+def _triu(x: torch.Tensor, row: int, col: int, offset: int) -> torch.Tensor:
+    return torch.triu_indices(row, col, offset, dtype=x.dtype) + x
+
+
+add("aten::tril_indices.default", _tril, _triangle())
+add("aten::triu_indices.default", _triu, _triangle())
+
+
+@st.composite
+def _one_hot(draw: Any) -> Sample:
+    shape = draw(shapes(0, 3))
+    classes = draw(st.sampled_from((1, 3, 7, 47)))
+    x = draw(tensors(shape, torch.int64, low=0, high=classes - 1))
+    return Sample((x,), {"num_classes": classes})
+
+
+# one_hot is CompositeImplicit: export traces it into eq(x[..., None], arange(num_classes))
+add("aten::eq.Tensor", F.one_hot, _one_hot(), name="one_hot")
+
+
+# -- _to_copy: every dtype pair, memory formats ---------------------------------------------------
+
+def _to_all(x: torch.Tensor, dsts: tuple[torch.dtype, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(x.to(d) for d in dsts)
+
+
+def _to_copy_from(src: torch.dtype) -> st.SearchStrategy[Sample]:
+    @st.composite
+    def build(draw: Any) -> Sample:
+        # float -> uint8 of a negative value is undefined in C++ (and numpy): uint8 is a
+        # destination only for non-negative data
+        nonneg = src == torch.uint8 or draw(st.booleans())
+        x = draw(tensors(draw(shapes()), src, low=0.0 if nonneg else -4.0, high=4.0))
+        dsts = tuple(d for d in ALL_DTYPES if d != src and (nonneg or d != torch.uint8))
+        return Sample((x,), {"dsts": dsts})
+    return build()
+
+
+for _src in ALL_DTYPES:
+    add("aten::_to_copy.default", _to_all, _to_copy_from(_src),
+        name=f"_to_copy.from_{str(_src).removeprefix('torch.')}")
+
+
+@st.composite
+def _to_memory_format(draw: Any) -> Sample:
+    rank = draw(st.sampled_from((4, 5)))
+    src = draw(st.sampled_from(ALL_DTYPES))
+    dst = draw(st.sampled_from((None, *(d for d in ALL_DTYPES if d != src))))
+    low = 0.0 if torch.uint8 in (src, dst) else -4.0
+    x = draw(tensors(draw(shapes(rank, rank, max_size=3)), src, low=low))
+    fmt = draw(st.sampled_from((torch.channels_last if rank == 4 else torch.channels_last_3d,
+                                torch.preserve_format, torch.contiguous_format)))
+    if draw(st.booleans()):
+        x = x.to(memory_format=torch.channels_last if rank == 4 else torch.channels_last_3d)
+    return Sample((x,), {"dtype": dst, "memory_format": fmt})
+
+
+def _to_format(x: torch.Tensor, dtype: torch.dtype | None, memory_format: Any) -> torch.Tensor:
+    # a clone keeps a _to_copy in the graph even when nothing else changes
+    return aten._to_copy(x, dtype=dtype, memory_format=memory_format)
+
+
+add("aten::_to_copy.default", _to_format, _to_memory_format(), name="_to_copy.memory_format")

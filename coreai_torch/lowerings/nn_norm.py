@@ -3,7 +3,7 @@
 Statistics and the affine transform are computed in torch's CPU ``opmath`` (float32 for
 float16/bfloat16) with the same algebraic form as torch's kernels (per-channel
 ``alpha = rstd * weight``, ``beta = bias - mean * alpha``, ``y = x * alpha + beta``), so the
-results round like torch's. Merged into ``coreai_torch.lowerings.nn.LOWERINGS``.
+results round like torch's.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from coreai_torch.lowerings._nn_utils import (
 )
 from coreai_torch.utils import cast_to, result_dtype
 
-LOWERINGS = LoweringSet("norm")
+LOWERINGS = LoweringSet("nn_norm")
 reg = LOWERINGS.register_torch_lowering
 
 

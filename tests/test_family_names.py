@@ -1,0 +1,112 @@
+"""Family names line up across layers: dialect -> kernels -> lowerings -> op database.
+
+The rule (also in ``docs/adding-an-op.md``): the dialect's op families are the modules
+``coreai_core/dialects/_<family>.py``. The kernels of a family are
+``coreai_core/runtime/kernels/<family>.py`` (one module per family, exactly its ops). The
+lowerings (``coreai_torch/lowerings/``), op-database entries (``tests/torch/op_db/``) and kernel
+tests (``tests/core/test_kernels_<...>.py``) are named ``<family>.py`` or, where a family needs
+several files, ``<family>_<part>.py``; every family has at least one module in each layer.
+Modules starting with ``_`` are shared helpers, outside the rule. A module's docstring names its
+family on its first line: ``(<family> family)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import coreai_torch.lowerings
+import tests.torch.op_db
+from coreai_core._opdef import OPS
+from coreai_core.runtime import kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+DIALECTS = ROOT / "coreai_core" / "dialects"
+KERNELS = ROOT / "coreai_core" / "runtime" / "kernels"
+LOWERINGS = ROOT / "coreai_torch" / "lowerings"
+OP_DB = ROOT / "tests" / "torch" / "op_db"
+KERNEL_TESTS = ROOT / "tests" / "core"
+# kernel tests that check every family at once, not one family
+CROSS_FAMILY_KERNEL_TESTS = {"coverage"}
+
+FAMILIES = sorted(p.stem[1:] for p in DIALECTS.glob("_*.py") if p.stem != "__init__")
+
+
+def _public_modules(folder: Path) -> list[str]:
+    """The module names in ``folder`` outside the helper convention (no leading ``_``)."""
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def family_of(module: str) -> str:
+    """The family a ``<family>`` or ``<family>_<part>`` module name belongs to."""
+    return module.partition("_")[0]
+
+
+def _first_docstring_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def test_families_are_single_words() -> None:
+    """``<family>_<part>`` is unambiguous only if no family name holds an underscore."""
+    assert FAMILIES and all("_" not in f for f in FAMILIES), FAMILIES
+
+
+def test_kernel_modules_are_exactly_the_families() -> None:
+    assert _public_modules(KERNELS) == FAMILIES
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_kernel_module_holds_exactly_its_family_ops(family: str) -> None:
+    module = importlib.import_module(f"coreai_core.runtime.kernels.{family}")
+    dialect = f"coreai_core.dialects._{family}"
+    ops = {name for name, op in OPS.items()
+           if op.builder is not None and op.builder.__module__ == dialect}
+    registered = set(module.KERNELS.own_names())
+    assert registered == ops, (
+        f"kernels/{family}.py: kernels of other families {sorted(registered - ops)}, "
+        f"missing kernels {sorted(ops - registered)}")
+    assert module.KERNELS in kernels.FAMILIES, f"kernels/{family}.py is not in FAMILIES"
+
+
+@pytest.mark.parametrize("folder", [LOWERINGS, OP_DB], ids=["lowerings", "op_db"])
+def test_modules_map_to_a_family(folder: Path) -> None:
+    stray = [m for m in _public_modules(folder)
+             if m != "__init__" and family_of(m) not in FAMILIES]
+    assert not stray, f"{folder}: modules named after no dialect family: {stray} " \
+                      f"(name them <family>.py or <family>_<part>.py, family in {FAMILIES})"
+
+
+@pytest.mark.parametrize("folder", [LOWERINGS, OP_DB], ids=["lowerings", "op_db"])
+def test_every_family_has_modules(folder: Path) -> None:
+    present = {family_of(m) for m in _public_modules(folder)}
+    assert set(FAMILIES) <= present, f"{folder}: no module for {sorted(set(FAMILIES) - present)}"
+
+
+@pytest.mark.parametrize(("package", "folder"), [(coreai_torch.lowerings, LOWERINGS),
+                                                 (tests.torch.op_db, OP_DB)],
+                         ids=["lowerings", "op_db"])
+def test_every_module_is_listed(package: ModuleType, folder: Path) -> None:
+    listed = sorted(m.__name__.rsplit(".", 1)[1] for m in package.FAMILIES)
+    assert listed == [m for m in _public_modules(folder) if m != "__init__"]
+
+
+@pytest.mark.parametrize(
+    "path", [p for folder in (LOWERINGS, OP_DB) for p in sorted(folder.glob("[a-z]*.py"))
+             if p.stem != "__init__"], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_docstring_names_the_family(path: Path) -> None:
+    line = _first_docstring_line(path)
+    assert f"({family_of(path.stem)} family)" in line, (
+        f"{path.name}: the docstring's first paragraph should name its family as "
+        f"'({family_of(path.stem)} family)', got {line!r}")
+
+
+def test_kernel_tests_map_to_a_family() -> None:
+    names = [p.stem.removeprefix("test_kernels_") for p in KERNEL_TESTS.glob("test_kernels_*.py")]
+    stray = [n for n in names if n not in CROSS_FAMILY_KERNEL_TESTS
+             and family_of(n) not in FAMILIES]
+    assert names and not stray, f"kernel tests named after no family: {stray}"
