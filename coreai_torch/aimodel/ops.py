@@ -501,7 +501,12 @@ MAPPINGS: dict[str, OpMapping] = {
 
 
 def mapping_table_markdown() -> str:
-    """The mapping as a Markdown table (docs/coreai-interop.md embeds it; a test checks)."""
+    """Every dialect op and its Core AI form, or "not exported", as a Markdown table
+    (docs/coreai-interop.md embeds it: ``python tools/gen_interop_docs.py``; a test checks)."""
+    from coreai_core.runtime import DEFAULT_TABLE  # every dialect op has a default kernel
+
     rows = ["| dialect op | Core AI |", "|---|---|"]
-    rows += [f"| `{name}` | {m.core_ai} |" for name, m in sorted(MAPPINGS.items())]
+    for name in sorted(DEFAULT_TABLE.names()):
+        mapping = MAPPINGS.get(name)
+        rows.append(f"| `{name}` | {mapping.core_ai if mapping else '*not exported*'} |")
     return "\n".join(rows)
