@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core import DType, Graph, Program, TensorType
+from coreai_core import DType, Graph, Program
+from coreai_core.runtime import input_type_problems
 
 
 class CliError(Exception):
@@ -157,33 +158,6 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 # -- inputs against the program ---------------------------------------------------------------
 
-def _describe(a: np.ndarray) -> str:
-    return f"{a.dtype} array of shape {tuple(a.shape)}"
-
-
-def _type_problems(name: str, a: np.ndarray, t: TensorType,
-                   dims: dict[str, tuple[int, str]]) -> list[str]:
-    reasons = []
-    if a.dtype != t.element_type.numpy:
-        reasons.append(f"element type {a.dtype}, expected {t.element_type}")
-    if a.ndim != t.rank:
-        reasons.append(f"rank {a.ndim}, expected {t.rank}")
-    else:
-        for axis, (want, got) in enumerate(zip(t.shape, a.shape, strict=True)):
-            if isinstance(want, int):
-                if want != got:
-                    reasons.append(f"axis {axis} is {got}, expected {want}")
-            elif not want.admits(got):
-                reasons.append(f"axis {axis} = {got} is outside the bounds of {want}")
-            elif want.name != "?":
-                size, first = dims.setdefault(want.name, (got, name))
-                if size != got:
-                    reasons.append(f"axis {axis} = {got} but ?{want.name} = {size} in {first!r}")
-    if not reasons:
-        return []
-    return [f"{name!r}: expected {t}, got {_describe(a)} ({', '.join(reasons)})"]
-
-
 def bind_inputs(program: Program, entrypoint: str, data: Mapping[str, np.ndarray] | np.ndarray,
                 source: str) -> dict[str, np.ndarray]:
     """The arrays of ``data`` by input name, checked against ``entrypoint``'s input types.
@@ -211,7 +185,7 @@ def bind_inputs(program: Program, entrypoint: str, data: Mapping[str, np.ndarray
     for n, value in graph.inputs.items():
         if n in data:
             arrays[n] = _from_storage(n, data[n], value.type.element_type, problems)
-            problems += _type_problems(n, arrays[n], value.type, dims)
+            problems += input_type_problems(n, arrays[n], value.type, dims)
     if misnamed:
         problems.append("numpy.savez(path, name=array, ...) stores arrays by input name")
     if problems:

@@ -14,7 +14,7 @@
   run's numpy Generator, :func:`seeded` sets one for a ``with`` block.
 """
 
-from coreai_core.runtime._inputs import to_array
+from coreai_core.runtime._inputs import input_type_problems, to_array
 from coreai_core.runtime._rng import Seed, current_generator, seeded
 from coreai_core.runtime._runtime import (
     Runtime,
@@ -28,6 +28,6 @@ from coreai_core.runtime.plan import KernelError, Plan, PlanError, Region
 
 __all__ = [
     "DEFAULT_TABLE", "KernelError", "KernelTable", "Plan", "PlanError", "Region", "Runtime",
-    "Seed", "current_generator", "default_runtime", "evaluate_op",
+    "Seed", "current_generator", "default_runtime", "evaluate_op", "input_type_problems",
     "run_graph_collect", "run_program", "seeded", "to_array",
 ]

@@ -13,7 +13,7 @@ from coreai_core._ir import TensorType
 from coreai_core.errors import RuntimeInputError
 from coreai_core.runtime._dims import DimChecks, check_dims
 
-__all__ = ["bind_named", "bind_state", "to_array", "writable"]
+__all__ = ["bind_named", "bind_state", "input_type_problems", "to_array", "writable"]
 
 
 def writable(a: np.ndarray) -> np.ndarray:
@@ -100,26 +100,35 @@ def _ragged_reason(e: Exception) -> str:
             "the same length")
 
 
+def _dtype_name(a: np.ndarray) -> str:
+    return str(DType.of(a.dtype) if a.dtype in _KNOWN else a.dtype)
+
+
 def _describe(a: np.ndarray) -> str:
-    return f"{DType.of(a.dtype) if a.dtype in _KNOWN else a.dtype} array of shape {a.shape}"
+    return f"{_dtype_name(a)} array of shape {a.shape}"
 
 
 _KNOWN = {d.numpy for d in DType}
 
 
-def _check(name: str, a: np.ndarray, t: TensorType, dims: dict[str, tuple[int, str]],
-           problems: list[str]) -> None:
-    """Append one line per bad input: its expected type, what it got, and every reason."""
+def input_type_problems(name: str, a: np.ndarray, t: TensorType,
+                        dims: dict[str, tuple[int, str]]) -> list[str]:
+    """Why array ``a`` cannot be input ``name`` of type ``t``: one line (empty if it can).
+
+    ``dims`` maps each named dynamic dimension to (its size, the input that fixed it) and is
+    filled as inputs are checked, so a size must agree across inputs. ``run()`` and the CLI
+    use this check before running anything.
+    """
     reasons = []
     if a.dtype != t.element_type.numpy:
-        reasons.append("wrong element type")
+        reasons.append(f"element type {_dtype_name(a)}, expected {t.element_type}")
     if a.ndim != t.rank:
-        reasons.append("wrong rank")
+        reasons.append(f"rank {a.ndim}, expected {t.rank}")
     else:
         for axis, (want, got) in enumerate(zip(t.shape, a.shape, strict=True)):
             if isinstance(want, int):
                 if want != got:
-                    reasons.append(f"axis {axis} must be {want}")
+                    reasons.append(f"axis {axis} is {got}, expected {want}")
             elif not want.admits(got):
                 reasons.append(f"axis {axis} = {got} is outside the bounds of {want}")
             elif want.name != "?":
@@ -127,8 +136,9 @@ def _check(name: str, a: np.ndarray, t: TensorType, dims: dict[str, tuple[int, s
                 if seen[0] != got:
                     reasons.append(f"dimension ?{want.name} = {got} here but {seen[0]} in "
                                    f"{seen[1]!r}")
-    if reasons:
-        problems.append(f"{name!r}: expected {t}, got {_describe(a)} ({'; '.join(reasons)})")
+    if not reasons:
+        return []
+    return [f"{name!r}: expected {t}, got {_describe(a)} ({'; '.join(reasons)})"]
 
 
 def _convert(name: str, x: Any, t: TensorType, problems: list[str]) -> np.ndarray | None:
@@ -200,7 +210,7 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
             continue
         a = _convert(n, x, types[n], problems)
         if a is not None:
-            _check(n, a, types[n], dims, problems)
+            problems += input_type_problems(n, a, types[n], dims)
         arrays.append(a)
     if not problems:
         check_dims(checks, dims, problems)
@@ -228,7 +238,7 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
             continue
         a = _convert(f"state {n}", state[n], t, problems)
         if a is not None:
-            _check(f"state {n}", a, t, dims, problems)
+            problems += input_type_problems(f"state {n}", a, t, dims)
         arrays.append(a)
     if not problems:
         check_dims(checks, dims, problems)
