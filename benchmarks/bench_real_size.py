@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table, reset_peak_rss, rss
 
 from coreai_torch import TorchConverter, get_decomp_table
-from tests.models.zoo import HF
+from tests.models.builders import HF
 
 Built = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 GB = 1e9

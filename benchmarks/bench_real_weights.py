@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, reset_peak_rss, rss
 
 from coreai_torch import TorchConverter, get_decomp_table
-from tests.models.zoo import HF
+from tests.models.builders import HF
 
 
 def main() -> None:

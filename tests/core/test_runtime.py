@@ -177,8 +177,9 @@ GOOD = {"tokens": np.zeros((3, 4), np.float32), "mask": np.ones(3, bool)}
     ({**GOOD, "mask": "yes"}, ["'mask': expected tensor<?n[2:8]xi1>", "got str"]),
     ([GOOD["tokens"]], ["expected 2 positional inputs"]),
     ({**GOOD, "mask": None}, ["'mask': expected tensor<?n[2:8]xi1>, got None"]),
+    # several problems, one error
     ({"tokens": GOOD["tokens"].astype(np.int32), "mask": np.ones(2, bool)},
-     ["element type int32, expected float32", "?n = 2 here but 3 in 'tokens'"]),  # several problems, one error
+     ["element type int32, expected float32", "?n = 2 here but 3 in 'tokens'"]),
 ])
 def test_bad_inputs_raise_one_error_and_run_nothing(counting_runtime, inputs, fragments):
     rt, calls = counting_runtime
