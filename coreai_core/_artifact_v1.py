@@ -20,7 +20,7 @@ import numpy as np
 from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import MMAP_BYTES, shape_of
+from coreai_core._safetensors_io import MMAP_BYTES, element_type_of
 from coreai_core._text_parser import DEFAULT_MAX_BYTES
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import unpack_nibbles
@@ -109,13 +109,7 @@ def _weight(files: dict[str, Path], name: str, entry: Any) -> np.ndarray | None:
         return None
     if not isinstance(rel, str) or rel not in files:
         raise ArtifactError(f"{what}: file {str(rel)[:80]!r} is not listed with a checksum")
-    try:
-        dtype = DType.of(entry.get("dtype"))
-    except (TypeError, ValueError):
-        raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
-    shape = shape_of(entry.get("shape"))
-    if shape is None:
-        raise ArtifactError(f"{what}: shape must be a list of non-negative ints")
+    dtype, shape = element_type_of(entry, what)
     want, stored_shape = _stored_form(dtype, shape)
     arr = _read_npy(files[rel], rel, want, stored_shape)
     if dtype in SUB_BYTE:

@@ -112,6 +112,19 @@ def shape_of(value: Any) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int, ...]]:
+    """The ``"dtype"`` and ``"shape"`` of a manifest or metadata ``entry``, checked."""
+    try:
+        dtype = DType.of(entry.get("dtype"))
+    except (TypeError, ValueError):
+        raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
+    shape = shape_of(entry.get("shape"))
+    if shape is None:
+        raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
+                            f"{str(entry.get('shape'))[:80]}")
+    return dtype, shape
+
+
 def load_json(data: bytes, what: str) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
@@ -237,15 +250,7 @@ def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType,
         what = f"{name}: metadata {ELEMENT_TYPES_KEY!r} of tensor {key!r}"
         if not isinstance(entry, dict):
             raise ArtifactError(f"{what} must be an object")
-        try:
-            dtype = DType.of(entry.get("dtype"))
-        except (TypeError, ValueError):
-            raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
-        shape = shape_of(entry.get("shape"))
-        if shape is None:
-            raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
-                                f"{entry.get('shape')!r}")
-        out[key] = (dtype, shape)
+        out[key] = element_type_of(entry, what)
     return out
 
 
