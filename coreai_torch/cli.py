@@ -75,14 +75,32 @@ def _save(program: Program, out: Path) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    out = output_path(args.output, suffix=None, force=args.force, folder=True)
+    aimodel = args.format == "aimodel"
+    if aimodel:
+        export = _aimodel_exporter()
+    out = output_path(args.output, suffix=".aimodel" if aimodel else None, force=args.force,
+                      folder=True)
     ep = load_exported_program(args.model)
     t0 = time.perf_counter()
     program = _convert(ep, not args.no_optimize)
-    _save(program, out)
+    if aimodel:
+        export(program, out)
+    else:
+        _save(program, out)
     print(f"converted {args.model} -> {out} in {time.perf_counter() - t0:.2f}s "
           f"({sum(len(g.ops) for g in program.graphs.values())} ops)")
     return ExitCode.OK
+
+
+def _aimodel_exporter() -> Any:
+    """``coreai_torch.aimodel.export_aimodel``, or a CliError saying which extra to install."""
+    from coreai_torch.errors import MissingExtraError
+
+    try:
+        from coreai_torch.aimodel import export_aimodel
+    except MissingExtraError as e:
+        raise CliError(str(e)) from None
+    return export_aimodel
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -269,7 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     force_help = "replace the output if it exists (atomically)"
     p = sub.add_parser("convert", help="convert a torch.export .pt2 file to a Core AI program")
     p.add_argument("model", help=".pt2 file written by torch.export.save")
-    p.add_argument("-o", "--output", required=True, help="output program folder")
+    p.add_argument("-o", "--output", required=True,
+                   help="output program folder (or NAME.aimodel with --format aimodel)")
+    p.add_argument("--format", choices=("coreai", "aimodel"), default="coreai",
+                   help="coreai: a program folder (default); aimodel: an asset for Apple's "
+                        "Core AI runtime (needs pip install 'coreai-torch[coreai]')")
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_convert)
