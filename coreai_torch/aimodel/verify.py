@@ -217,7 +217,7 @@ def verify_aimodel(model_or_ep: torch.nn.Module | ExportedProgram,
         named = {n: to_array(v) for n, v in zip(names, seq, strict=True)}
     if state is None and program is not None:
         state = {k: v.copy() for k, v in program.state.items()}
-    before = None if state is None else {k: to_array(v).copy() for k, v in state.items()}
+    before = {} if state is None else {k: to_array(v).copy() for k, v in state.items()}
     got = run_aimodel(path, named, entrypoint=entrypoint, state=state)
     expected = torch_outputs(model_or_ep, inputs)
     if len(got) != len(expected):
@@ -226,12 +226,11 @@ def verify_aimodel(model_or_ep: torch.nn.Module | ExportedProgram,
                                   in zip(got.items(), expected, strict=True)], rtol, atol)
     against_runtime = None
     if program is not None:
-        ours_state = {} if before is None else {k: v.copy() for k, v in before.items()}
+        ours_state = {k: v.copy() for k, v in before.items()}
         ours = program.run(named, entrypoint=entrypoint, state=ours_state)
         errors = [compare(n, got[n], ours[n], rtol, atol) for n in ours]
-        written = program.graphs[entrypoint].state_outputs
-        assert state is not None or not written  # run_aimodel refuses stateful calls without
-        errors += [compare(f"state:{k}", to_array(state[k]), ours_state[k], rtol, atol)
-                   for k in written if state is not None]
+        new_state = state or {}  # state is the program's copy or the caller's here
+        errors += [compare(f"state:{k}", to_array(new_state[k]), ours_state[k], rtol, atol)
+                   for k in program.graphs[entrypoint].state_outputs]
         against_runtime = VerifyReport(errors, rtol, atol)
     return AimodelVerifyReport(against_torch, against_runtime)

@@ -295,3 +295,20 @@ def test_unexportable_state_listed_with_the_ops(tmp_path: Path) -> None:
     reasons = " | ".join(op.reason for op in info.value.ops)
     assert "complex64 has no .aimodel counterpart" in reasons and "dynamic shape" in reasons
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stateful_graph_takes_any_input_name(tmp_path: Path) -> None:
+    """A stateful graph is declared without Core AI's decorator, which names inputs after
+    Python parameters (a stateless graph's input must be an identifier: test_aimodel_export)."""
+    p = Program()
+    with p.graph("main", inputs={"in": TensorType((2,), "float32")},
+                 state={"seen.total": np.zeros(2, np.float32)}) as g:
+        total = coreai.broadcasting_add(g["seen.total"], g["in"])
+        g.outputs({"out.sum": total}, state={"seen.total": total})
+    path = export_aimodel(p, tmp_path / "names.aimodel")
+    state = {"seen.total": np.ones(2, np.float32)}
+    x = np.array([2.0, -3.0], np.float32)
+    got = run_aimodel(path, {"in": x}, state=state)
+    assert list(got) == ["out.sum"]
+    np.testing.assert_array_equal(got["out.sum"], np.ones(2, np.float32) + x)
+    np.testing.assert_array_equal(state["seen.total"], np.ones(2, np.float32) + x)
