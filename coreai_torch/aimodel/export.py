@@ -1,11 +1,13 @@
 """Export a Core AI ``Program`` as an ``.aimodel`` that Apple's Core AI runtime runs.
 
 The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an
-Apple ``coreai.authoring.Module``. An op that cannot be exported exactly is recorded (with a
-placeholder standing in for its results so that the walk goes on and finds every other one);
-if anything was recorded, one :class:`UnexportableOpsError` lists it all and nothing is
-written. The asset is staged next to ``path`` and renamed into place, so ``path`` never holds
-a partial asset (an existing one is renamed aside first, then removed).
+Apple ``coreai.authoring.Module``. A graph with state becomes a graph whose state arguments
+are Core AI handles, read at its start and written at its end (``_state.py``). An op that
+cannot be exported exactly is recorded (with a placeholder standing in for its results so
+that the walk goes on and finds every other one); if anything was recorded, one
+:class:`UnexportableOpsError` lists it all and nothing is written. The asset is staged next to
+``path`` and renamed into place, so ``path`` never holds a partial asset (an existing one is
+renamed aside first, then removed).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from coreai_torch.aimodel._context import (
     Refused,
     narrow_constant,
 )
+from coreai_torch.aimodel._state import declare_stateful_graph
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
@@ -72,18 +75,22 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
         refusals.add("program", f"composite {graph.composite.name!r}: composites are not "
                      "exported in this slice (inline them: optimize() or "
                      "InlineCompositesPass)", here)
-    if graph.state_inputs or graph.state_outputs:
-        refusals.add("program", "state (e.g. a KV cache): not exported in this slice", here)
-    for name, value in [*graph.inputs.items(), *graph.output_values.items()]:
-        if name in graph.inputs and (not name.isidentifier() or keyword.iskeyword(name)):
-            refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's graph "
-                         "builder names inputs after parameters); rename it when converting",
-                         here)
-        try:
-            _apple_type(value.type)
-        except Refused as e:
-            refusals.add("input" if name in graph.inputs else "output",
-                         f"{name!r}: {e.reason}", here)
+    stateless = not graph.state_inputs
+    interface = [("input", graph.inputs), ("state", graph.state_inputs),
+                 ("output", graph.output_values)]
+    for kind, values in interface:
+        for name, value in values.items():
+            # Core AI's graph decorator names inputs after parameters; a stateful graph is
+            # declared without it (see _state.py) and takes any name
+            if kind == "input" and stateless and (not name.isidentifier()
+                                                  or keyword.iskeyword(name)):
+                refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's "
+                             "graph builder names inputs after parameters); rename it when "
+                             "converting", here)
+            try:
+                _apple_type(value.type)
+            except Refused as e:
+                refusals.add(kind, f"{name!r}: {e.reason}", here)
 
 
 def _placeholder(value: Value) -> Any:
@@ -143,7 +150,7 @@ class _Values(Sequence[Any]):
                 self.refusals.add(op.name, e.reason, _where(op, self.graph))
                 found = _placeholder(value)
             self.table[id(value)] = found
-        if found is None:  # state, already refused by the interface check
+        if found is None:  # not bound: only after a refusal, which stops the export
             found = self.table[id(value)] = _placeholder(value)
         return found
 
@@ -159,10 +166,13 @@ def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
     return emitted
 
 
-def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
-                refusals: _Refusals) -> list[Any]:
+def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals: _Refusals,
+                ) -> tuple[list[Any], dict[str, Any]]:
+    """Emit ``graph``'s ops; ``args`` are the Apple values of its inputs, then of its state.
+    Returns the Apple values of its outputs and of its new state (by name)."""
     values = _Values(ctx, graph, refusals)
-    values.table.update({id(v): a for v, a in zip(graph.inputs.values(), args, strict=True)})
+    params = [*graph.inputs.values(), *graph.state_inputs.values()]
+    values.table.update({id(v): a for v, a in zip(params, args, strict=True)})
     for op in graph.ops:
         if op.name == "coreai.constant":
             continue  # emitted where it is used (see _Values)
@@ -177,13 +187,14 @@ def _emit_graph(ctx: ExportContext, graph: Graph, args: tuple[Any, ...],
             emitted = [_placeholder(r) for r in op.results]
         for r, a in zip(op.results, emitted, strict=True):
             values.table[id(r)] = a
-    return [values.get(v) for v in graph.output_values.values()]
+    return ([values.get(v) for v in graph.output_values.values()],
+            {k: values.get(v) for k, v in graph.state_outputs.items()})
 
 
 def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Any:
     """A function whose signature is the graph's (Apple's ``graph`` decorator reads it)."""
     def body(*args: Any) -> Any:
-        outs = _emit_graph(ctx, graph, args, refusals)
+        outs, _ = _emit_graph(ctx, graph, args, refusals)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -198,6 +209,18 @@ def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> An
     }
     body.__name__ = body.__qualname__ = graph.name
     return body
+
+
+def _declare_graph(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> None:
+    """Insert ``graph`` into the current Apple module (with its state as handles)."""
+    if not graph.state_inputs:
+        ca.graph(_graph_function(ctx, graph, refusals))
+        return
+    declare_stateful_graph(
+        graph.name, {k: _apple_type(v.type) for k, v in graph.inputs.items()},
+        {k: _apple_type(v.type) for k, v in graph.state_inputs.items()},
+        {k: _apple_type(v.type, k) for k, v in graph.output_values.items()},
+        lambda args: _emit_graph(ctx, graph, args, refusals))
 
 
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
@@ -215,14 +238,14 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
     refusals = _Refusals()
     for graph in graphs:
         _check_interface(graph, refusals)
-    if any(op in ("input", "output") for op, _ in refusals.counts):
+    if any(op in ("input", "state", "output") for op, _ in refusals.counts):
         refusals.raise_if_any()  # without a signature there is no graph to walk
     ctx = ExportContext(program)
     module = ca.Module.create()
     try:
         with module:
             for graph in graphs:
-                ca.graph(_graph_function(ctx, graph, refusals))
+                _declare_graph(ctx, graph, refusals)
             refusals.raise_if_any()  # inside: Apple's rewrite passes do not run on a failure
     except RuntimeError as e:
         raise AimodelExportError(f"Core AI rejected the exported graphs {names} (an exporter "
@@ -242,15 +265,18 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
 
     Each of ``entrypoints`` (default: every graph of the program) becomes a function of the
-    asset with the same name, inputs and outputs.
+    asset with the same name, inputs and outputs. A graph's state becomes Core AI state of
+    the same names, which the caller binds and which is updated in place on each call
+    (``run_aimodel(..., state=...)``); entrypoints that share state names share the state
+    when called with the same mapping (a prefill then decode steps).
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
     count, a location and the reason, and nothing is written. int64 and float64 tensors become
-    int32 and float32 (constants are checked to fit; inputs must fit at run time). The asset is
-    staged next to ``path`` and renamed into place, so ``path`` never holds a partial asset;
-    an existing ``.aimodel`` there is replaced, any other existing file is left alone and an
-    error raised. Returns the path written.
+    int32 and float32 (constants are checked to fit; inputs and state must fit at run time).
+    The asset is staged next to ``path`` and renamed into place, so ``path`` never holds a
+    partial asset; an existing ``.aimodel`` there is replaced, any other existing file is left
+    alone and an error raised. Returns the path written.
     """
     target = Path(path)
     if target.suffix != ".aimodel":

@@ -193,18 +193,6 @@ def test_bad_input_names_refused(tmp_path: Path) -> None:
         export_aimodel(program, tmp_path / "m.aimodel")
 
 
-def test_state_refused_with_the_ops_in_one_error(tmp_path: Path) -> None:
-    p = Program()
-    with p.graph("main", inputs={"x": t(2)}, state={"s": np.zeros(2, np.float32)}) as g:
-        new = coreai.broadcasting_add(g["s"], coreai.log1p(g["x"]))
-        g.outputs({"y": coreai.relu(new)}, state={"s": new})
-    with pytest.raises(UnexportableOpsError) as info:
-        export_aimodel(p, tmp_path / "m.aimodel")
-    assert [(op.op, "state" in op.reason) for op in info.value.ops] == [
-        ("program", True), ("coreai.log1p", False)]
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_missing_extra_names_what_to_install() -> None:
     code = ("import sys; sys.modules['coreai'] = None\n"
             "try:\n    import coreai_torch.aimodel\n"
