@@ -1,0 +1,240 @@
+"""The op mapping of compressed weights and quantization onto Core AI's compression ops.
+
+A compressed weight stays compressed in the ``.aimodel``: its packed data becomes a Core AI
+constant of the sub-byte element type (see ``_constants``), and one Core AI decompression op
+rebuilds the dense tensor when the model runs. Where Core AI's op differs from ours the
+mapping adapts it exactly:
+
+- ``lut_to_dense``: our 1-d packed index stream becomes Core AI's ``ui{nbits}`` index tensor
+  of the result's shape (same bits, no copy), the table gets Core AI's trailing vector axis
+  (``V = 1``); 5- and 7-bit indices, which Core AI lacks, are widened to 6 and 8 bits (the
+  table padded with unused entries).
+- ``constexpr_blockwise_shift_scale`` and per-block ``dequantize``: ``blockwise_shift_scale``
+  with ``offset2 = -0.0`` (adding it changes no value, not even the sign of a zero); a missing
+  offset becomes zeros. float4 data with a float32 scale (Core AI takes float16/bfloat16/
+  float8 scales for float4) is shifted with a unit float16 scale, exactly, then cast and
+  multiplied by its scale per block.
+- ``dequantize`` per tensor or per channel: ``dequantize`` (per tensor = every axis).
+- ``quantize``: ours multiplies by the reciprocal of the scale (torch's order) where Core AI's
+  divides, and the two differ in the last bit now and then, so the product is formed first
+  and Core AI's ``quantize`` gets a unit scale (dividing by 1 is exact); a zero point is added
+  after rounding (Core AI's offset takes no other element type and no per-block shape).
+- ``sparse_to_dense``: ``build_sparse_with_bitmask`` + ``sparse_with_bitmask_to_dense``, the
+  1-bit mask stream as a ``ui1`` tensor.
+
+Index streams and masks must be constants (compressed weights): Core AI has no bitcast that
+could reinterpret a byte stream computed at run time as sub-byte integers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import DType, Operation, Value
+from coreai_core.packing import pack_bits, unpack_bits
+from coreai_torch.aimodel._constants import apple_constant, packed_index_constant
+from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused, exported_dtype
+
+__all__ = ["COMPRESSION_MAPPINGS"]
+
+# Index widths of Core AI's lut_to_dense, and the width each of ours is stored in.
+_LUT_BITS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 6, 7: 8, 8: 8}
+# Element types of Core AI's quantize result and dequantize input.
+_QUANTIZED = frozenset({DType.int4, DType.uint4, DType.int8, DType.uint8, DType.float4_e2m1fn,
+                        DType.float8_e4m3fn, DType.float8_e5m2})
+# Scale types Core AI's blockwise_shift_scale takes for float4 data.
+_FLOAT4_SCALES = frozenset({DType.float16, DType.float8_e4m3fn})
+
+
+def _i32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+def _numpy(dtype: DType) -> Any:
+    return exported_dtype(dtype).numpy
+
+
+def _constant_stream(ctx: ExportContext, op: Operation, index: int, what: str) -> np.ndarray:
+    try:
+        return ctx.constant_array(op.operands[index])
+    except Refused as e:
+        raise Refused(f"its {what} are computed at run time ({e.reason}); Core AI takes them "
+                      "as a sub-byte tensor, which only a constant (a compressed weight) can "
+                      "give: it has no bitcast to reinterpret a byte stream") from None
+
+
+def _spread(x: Any, x_shape: tuple[int, ...], params: list[Any], p_shape: tuple[int, ...],
+            axis: int | None, fn: Callable[..., Any]) -> Any:
+    """``fn(x, *params)`` with ``params`` (of ``p_shape``) broadcast over ``x`` per tensor,
+    per channel (``axis``) or per block, as coreai_core's compression kernels do."""
+    if axis is not None:
+        shape = [1] * len(x_shape)
+        shape[axis] = -1
+        return fn(x, *(ca.reshape(p, _i32(shape)) for p in params))
+    if not p_shape:
+        return fn(x, *params)
+    # interleave (blocks, block size) per axis so that each parameter covers its block
+    xs = [s for n, g in zip(x_shape, p_shape, strict=True) for s in (g, n // g)]
+    ps = [s for g in p_shape for s in (g, 1)]
+    out = fn(ca.reshape(x, _i32(xs)), *(ca.reshape(p, _i32(ps)) for p in params))
+    return ca.reshape(out, _i32(x_shape))
+
+
+def _offset(ctx: ExportContext, op: Operation, xs: Sequence[Any], index: int, dtype: DType,
+            shape: tuple[int, ...]) -> Any:
+    """Operand ``index`` (a zero point/offset, or zeros if absent) in element type ``dtype``,
+    which Core AI requires of an offset subtracted from data of that type."""
+    if index >= len(op.operands):
+        return apple_constant(np.zeros(shape, _numpy(dtype)))
+    given = op.operands[index]
+    if given.type.element_type is dtype:
+        return xs[index]
+    try:
+        values = ctx.constant_array(given)
+    except Refused:
+        raise Refused(f"a {given.type.element_type} zero point computed at run time: Core AI "
+                      f"takes the data's element type {dtype}") from None
+    converted = values.astype(_numpy(dtype))
+    if not np.array_equal(converted.astype(np.float64), values.astype(np.float64)):
+        raise Refused(f"zero point values do not fit the data's element type {dtype}")
+    return apple_constant(converted)
+
+
+def _shift_scale(ctx: ExportContext, data: Value, scale: Value, x: Any, s: Any,
+                 offset: Any) -> Any:
+    """``(data - offset) * scale`` per block through Core AI's blockwise_shift_scale."""
+    d_shape, s_shape = ctx.static_shape(data), ctx.static_shape(scale)
+    s_type = exported_dtype(scale.type.element_type)
+    if data.type.element_type is DType.float4_e2m1fn and s_type not in _FLOAT4_SCALES:
+        if s_type is not DType.float32:
+            raise Refused(f"float4 data with a {s_type} scale (Core AI takes float16 or "
+                          "float8 scales for float4 data)")
+        # float4 differences are exact in float16: shift with a unit scale, then scale in
+        # float32 as our kernel does (one rounding)
+        unit = constant(np.ones(s_shape, np.float16))
+        shifted = ca.blockwise_shift_scale(x, unit, offset,
+                                           constant(np.full(s_shape, -0.0, np.float16)))
+        return _spread(ca.cast(shifted, np.float32), d_shape, [s], s_shape, None,
+                       ca.broadcasting_mul)
+    return ca.blockwise_shift_scale(x, s, offset,
+                                    constant(np.full(s_shape, -0.0, s_type.numpy)))
+
+
+def _blockwise(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    data, scale = op.operands[0], op.operands[1]
+    offset = _offset(ctx, op, xs, 2, data.type.element_type, ctx.static_shape(scale))
+    return [_shift_scale(ctx, data, scale, xs[0], xs[1], offset)]
+
+
+def _per_tensor_axes(rank: int) -> np.ndarray:
+    return _i32(np.arange(rank))
+
+
+def _dequantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    data, scale = op.operands[0], op.operands[1]
+    dtype = data.type.element_type
+    if dtype not in _QUANTIZED:
+        raise Refused(f"{dtype} data (Core AI dequantizes int4, uint4, int8, uint8, float8 "
+                      "and float4)")
+    d_shape, s_shape = ctx.static_shape(data), ctx.static_shape(scale)
+    axis = op.attributes.get("axis")
+    offset = _offset(ctx, op, xs, 2, dtype, s_shape)
+    if axis is None and s_shape:  # per block
+        return [_shift_scale(ctx, data, scale, xs[0], xs[1], offset)]
+    s_type = exported_dtype(scale.type.element_type)
+    offset2 = constant(np.full(s_shape, -0.0, s_type.numpy))
+    x = xs[0] if d_shape else ca.reshape(xs[0], _i32([1]))  # Core AI's input has rank >= 1
+    axes = np.int32(axis % len(d_shape)) if axis is not None else _per_tensor_axes(
+        max(len(d_shape), 1))
+    y = ca.dequantize(x, xs[1], offset, offset2, axes)
+    return [y if d_shape else ca.reshape(y, _i32([]))]
+
+
+def _quantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    dtype: DType = op.attributes["dtype"]
+    if dtype not in _QUANTIZED:
+        raise Refused(f"quantizing to {dtype} (Core AI quantizes to int4, uint4, int8, uint8, "
+                      "float8 and float4)")
+    x_val, s_val = op.operands[0], op.operands[1]
+    x_shape, s_shape = ctx.static_shape(x_val), ctx.static_shape(s_val)
+    axis = op.attributes.get("axis")
+    axis = None if axis is None else axis % len(x_shape)
+
+    def f32(v: Any, ours: Value) -> Any:
+        return v if exported_dtype(ours.type.element_type) is DType.float32 else ca.cast(
+            v, np.float32)
+
+    params = [ca.broadcasting_divide(constant(np.float32(1)), f32(xs[1], s_val))]
+    if len(op.operands) > 2:
+        params.append(f32(xs[2], op.operands[2]))
+
+    def scaled(x: Any, recip: Any, zero_point: Any = None) -> Any:
+        y = ca.broadcasting_mul(x, recip)
+        return y if zero_point is None else ca.broadcasting_add(ca.round_(y), zero_point)
+
+    y = _spread(f32(xs[0], x_val), x_shape, params, s_shape, axis, scaled)
+    if not x_shape:
+        y = ca.reshape(y, _i32([1]))
+    # Core AI's quantize: clip(round((y - 0) / 1) + 0); rounding is half to even, a float
+    # result saturates at the type's largest finite value, like ours
+    q = ca.quantize(y, constant(np.float32(1)), apple_constant(np.zeros((), dtype.numpy)),
+                    constant(np.float32(0)), _per_tensor_axes(max(len(x_shape), 1)))
+    return [q if x_shape else ca.reshape(q, _i32([]))]
+
+
+def _lut_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    shape = tuple(op.attributes["shape"])
+    stream = _constant_stream(ctx, op, 0, "indices")
+    lut_shape = ctx.static_shape(op.operands[1])
+    entries = lut_shape[-1]
+    nbits = entries.bit_length() - 1
+    stored = _LUT_BITS[nbits]
+    lut = xs[1]
+    if stored != nbits:  # widen: Core AI has no 5- or 7-bit indices
+        stream = pack_bits(unpack_bits(stream, nbits, math.prod(shape)), stored)
+        unused = np.zeros((*lut_shape[:-1], (1 << stored) - entries),
+                          _numpy(op.operands[1].type.element_type))
+        lut = ca.concat(np.int32(len(lut_shape) - 1), [lut, constant(unused)])
+    index_shape = shape or (1,)  # Core AI's indices have rank >= 1
+    groups = lut_shape[:-1] or (1,)
+    indices = packed_index_constant(stream, index_shape, stored)
+    table = ca.reshape(lut, _i32([*groups, 1 << stored, 1]))  # Core AI's vector axis, V = 1
+    dense = ca.lut_to_dense(indices, table, np.int16(0))
+    return [dense if shape else ca.reshape(dense, _i32([]))]
+
+
+def _sparse_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    shape = tuple(op.attributes["shape"])
+    stream = _constant_stream(ctx, op, 0, "mask bits")
+    n = math.prod(shape)
+    count = int(np.unpackbits(stream, count=n, bitorder="little").sum())
+    given = ctx.static_shape(op.operands[1])[0]
+    if count != given:
+        raise Refused(f"the mask sets {count} positions but {given} values are given")
+    dtype = _numpy(op.results[0].type.element_type)
+    if count == 0:  # nothing to scatter
+        return [ca.broadcast_to(constant(np.zeros((), dtype)), _i32(shape))]
+    mask = packed_index_constant(stream, shape or (1,), 1)
+    dense = ca.sparse_with_bitmask_to_dense(ca.build_sparse_with_bitmask(xs[1], mask))
+    return [dense if shape else ca.reshape(dense, _i32([]))]
+
+
+COMPRESSION_MAPPINGS: dict[str, OpMapping] = {
+    "coreai.lut_to_dense": OpMapping(
+        _lut_to_dense, "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)"),
+    "coreai.constexpr_blockwise_shift_scale": OpMapping(
+        _blockwise, "blockwise_shift_scale (float4 with a float32 scale: + cast + mul)"),
+    "coreai.dequantize": OpMapping(
+        _dequantize, "dequantize (per tensor, per channel); per block: blockwise_shift_scale"),
+    "coreai.quantize": OpMapping(
+        _quantize, "broadcasting_mul by 1/scale (+ round_ + zero point) + quantize (unit scale)"),
+    "coreai.sparse_to_dense": OpMapping(
+        _sparse_to_dense, "build_sparse_with_bitmask + sparse_with_bitmask_to_dense "
+        "(constant mask as ui1)"),
+}
