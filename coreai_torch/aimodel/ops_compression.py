@@ -11,10 +11,11 @@ mapping adapts it exactly:
   table padded with unused entries).
 - ``constexpr_blockwise_shift_scale`` and per-block ``dequantize``: ``blockwise_shift_scale``
   with ``offset2 = -0.0`` (adding it changes no value, not even the sign of a zero); a missing
-  offset becomes zeros. float4 data with a float32 scale (Core AI takes float16/bfloat16/
-  float8 scales for float4) is shifted with a unit float16 scale, exactly, then cast and
-  multiplied by its scale per block.
-- ``dequantize`` per tensor or per channel: ``dequantize`` (per tensor = every axis).
+  offset becomes zeros. Core AI's float4 form takes only float16/float8 scales and a zero
+  offset; otherwise float4 data is converted exactly (a unit float16 scale), then shifted and
+  scaled per block in float32 as ours is.
+- ``dequantize``: ``blockwise_shift_scale`` too, per tensor and per channel as blocks that
+  span whole axes (Core AI's ``dequantize`` rejects the non-positive scales ours allows).
 - ``quantize``: ours multiplies by the reciprocal of the scale (torch's order) where Core AI's
   divides, and the two differ in the last bit now and then, so the product is formed first
   and Core AI's ``quantize`` gets a unit scale (dividing by 1 is exact); a zero point is added
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import coreai.authoring as ca
+import ml_dtypes
 import numpy as np
 from coreai.authoring.constant import constant
 
@@ -106,54 +108,78 @@ def _offset(ctx: ExportContext, op: Operation, xs: Sequence[Any], index: int, dt
     return apple_constant(converted)
 
 
-def _shift_scale(ctx: ExportContext, data: Value, scale: Value, x: Any, s: Any,
-                 offset: Any) -> Any:
-    """``(data - offset) * scale`` per block through Core AI's blockwise_shift_scale."""
-    d_shape, s_shape = ctx.static_shape(data), ctx.static_shape(scale)
+def _offset_is_zero(ctx: ExportContext, op: Operation, index: int) -> bool:
+    if index >= len(op.operands):
+        return True
+    try:
+        return not np.any(ctx.constant_array(op.operands[index]))
+    except Refused:
+        return False
+
+
+def _float4_values(x: Any, rank: int) -> Any:
+    """float4 values as float32: Core AI converts float4 only in blockwise_shift_scale (a unit
+    float16 scale, exact: float4 values are float16 values)."""
+    ones = (1,) * rank
+    halves = ca.blockwise_shift_scale(x, constant(np.ones(ones, np.float16)),
+                                      apple_constant(np.zeros(ones, ml_dtypes.float4_e2m1fn)),
+                                      constant(np.full(ones, -0.0, np.float16)))
+    return ca.cast(halves, np.float32)
+
+
+def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
+                 blocks: tuple[int, ...]) -> Any:
+    """``(data - offset) * scale`` through Core AI's blockwise_shift_scale, for the operands
+    (data, scale, offset) of ``op``; ``blocks`` is the scale's shape in per-block form."""
+    data, scale = op.operands[0], op.operands[1]
+    d_shape = ctx.static_shape(data)
     s_type = exported_dtype(scale.type.element_type)
-    if data.type.element_type is DType.float4_e2m1fn and s_type not in _FLOAT4_SCALES:
-        if s_type is not DType.float32:
-            raise Refused(f"float4 data with a {s_type} scale (Core AI takes float16 or "
-                          "float8 scales for float4 data)")
-        # float4 differences are exact in float16: shift with a unit scale, then scale in
-        # float32 as our kernel does (one rounding)
-        unit = constant(np.ones(s_shape, np.float16))
-        shifted = ca.blockwise_shift_scale(x, unit, offset,
-                                           constant(np.full(s_shape, -0.0, np.float16)))
-        return _spread(ca.cast(shifted, np.float32), d_shape, [s], s_shape, None,
-                       ca.broadcasting_mul)
-    return ca.blockwise_shift_scale(x, s, offset,
-                                    constant(np.full(s_shape, -0.0, s_type.numpy)))
+    zero = _offset_is_zero(ctx, op, 2)
+
+    def block(v: Any) -> Any:
+        return v if tuple(v.type.shape) == blocks else ca.reshape(v, _i32(blocks))
+
+    x = xs[0] if d_shape else ca.reshape(xs[0], _i32([1]))  # Core AI's data has rank >= 1
+    shape = d_shape or (1,)
+    if data.type.element_type is DType.float4_e2m1fn and not (s_type in _FLOAT4_SCALES
+                                                              and zero):
+        # Core AI's float4 form takes float16/float8 scales and no offset: subtract and
+        # scale in float32 like our kernel (float4 differences are exact), round once
+        s32 = block(xs[1] if s_type is DType.float32 else ca.cast(xs[1], np.float32))
+        values = _float4_values(x, len(shape))
+        if zero:
+            y = _spread(values, shape, [s32], blocks, None, ca.broadcasting_mul)
+        else:
+            y = _spread(values, shape, [_float4_values(block(xs[2]), len(blocks)), s32],
+                        blocks, None,
+                        lambda v, o, s: ca.broadcasting_mul(ca.broadcasting_sub(v, o), s))
+        y = y if s_type is DType.float32 else ca.cast(y, s_type.numpy)
+    else:
+        offset = block(_offset(ctx, op, xs, 2, data.type.element_type, blocks))
+        y = ca.blockwise_shift_scale(x, block(xs[1]), offset,
+                                     constant(np.full(blocks, -0.0, s_type.numpy)))
+    return y if d_shape else ca.reshape(y, _i32([]))
 
 
 def _blockwise(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    data, scale = op.operands[0], op.operands[1]
-    offset = _offset(ctx, op, xs, 2, data.type.element_type, ctx.static_shape(scale))
-    return [_shift_scale(ctx, data, scale, xs[0], xs[1], offset)]
-
-
-def _per_tensor_axes(rank: int) -> np.ndarray:
-    return _i32(np.arange(rank))
+    return [_shift_scale(ctx, op, xs, ctx.static_shape(op.operands[1]))]
 
 
 def _dequantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    data, scale = op.operands[0], op.operands[1]
-    dtype = data.type.element_type
+    # Core AI's dequantize rejects non-positive scales, which ours allows: per tensor and
+    # per channel are blocks spanning whole axes of blockwise_shift_scale
+    dtype = op.operands[0].type.element_type
     if dtype not in _QUANTIZED:
         raise Refused(f"{dtype} data (Core AI dequantizes int4, uint4, int8, uint8, float8 "
                       "and float4)")
-    d_shape, s_shape = ctx.static_shape(data), ctx.static_shape(scale)
+    rank = max(op.operands[0].type.rank, 1)
+    blocks = ctx.static_shape(op.operands[1]) or (1,) * rank
     axis = op.attributes.get("axis")
-    offset = _offset(ctx, op, xs, 2, dtype, s_shape)
-    if axis is None and s_shape:  # per block
-        return [_shift_scale(ctx, data, scale, xs[0], xs[1], offset)]
-    s_type = exported_dtype(scale.type.element_type)
-    offset2 = constant(np.full(s_shape, -0.0, s_type.numpy))
-    x = xs[0] if d_shape else ca.reshape(xs[0], _i32([1]))  # Core AI's input has rank >= 1
-    axes = np.int32(axis % len(d_shape)) if axis is not None else _per_tensor_axes(
-        max(len(d_shape), 1))
-    y = ca.dequantize(x, xs[1], offset, offset2, axes)
-    return [y if d_shape else ca.reshape(y, _i32([]))]
+    if axis is not None:
+        per_channel = [1] * rank
+        per_channel[axis % rank] = blocks[0]
+        blocks = tuple(per_channel)
+    return [_shift_scale(ctx, op, xs, blocks)]
 
 
 def _quantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -184,7 +210,7 @@ def _quantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
     # Core AI's quantize: clip(round((y - 0) / 1) + 0); rounding is half to even, a float
     # result saturates at the type's largest finite value, like ours
     q = ca.quantize(y, constant(np.float32(1)), apple_constant(np.zeros((), dtype.numpy)),
-                    constant(np.float32(0)), _per_tensor_axes(max(len(x_shape), 1)))
+                    constant(np.float32(0)), _i32(np.arange(max(len(x_shape), 1))))
     return [q if x_shape else ca.reshape(q, _i32([]))]
 
 
@@ -229,9 +255,10 @@ COMPRESSION_MAPPINGS: dict[str, OpMapping] = {
     "coreai.lut_to_dense": OpMapping(
         _lut_to_dense, "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)"),
     "coreai.constexpr_blockwise_shift_scale": OpMapping(
-        _blockwise, "blockwise_shift_scale (float4 with a float32 scale: + cast + mul)"),
+        _blockwise, "blockwise_shift_scale (float4 with a float32 scale or an offset: "
+        "converted, then sub + mul)"),
     "coreai.dequantize": OpMapping(
-        _dequantize, "dequantize (per tensor, per channel); per block: blockwise_shift_scale"),
+        _dequantize, "blockwise_shift_scale (per tensor/channel: blocks spanning axes)"),
     "coreai.quantize": OpMapping(
         _quantize, "broadcasting_mul by 1/scale (+ round_ + zero point) + quantize (unit scale)"),
     "coreai.sparse_to_dense": OpMapping(
