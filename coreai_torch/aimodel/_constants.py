@@ -45,7 +45,7 @@ def packed_constant(stream: np.ndarray, shape: Sequence[int], element_type: Any)
     tensor_type = RankedTensorType.get(list(shape), element_type)
     attr = create_elements_attr(Location.unknown(), tensor_type,
                                 np.ascontiguousarray(stream, dtype=np.uint8))
-    return AppleValue._from_mlir(ConstantOp(value=attr).result)  # noqa: SLF001
+    return AppleValue._from_mlir(ConstantOp(value=attr).result)
 
 
 def packed_index_constant(stream: np.ndarray, shape: Sequence[int], nbits: int) -> Any:

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-
 import numpy as np
 
 from coreai_core import DType, Operation, Program, TensorType, Value, WeightRef

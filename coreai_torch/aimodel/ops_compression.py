@@ -153,7 +153,7 @@ def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
             y = _spread(values, shape, [_float4_values(block(xs[2]), len(blocks)), s32],
                         blocks, None,
                         lambda v, o, s: ca.broadcasting_mul(ca.broadcasting_sub(v, o), s))
-        y = y if s_type is DType.float32 else ca.cast(y, s_type.numpy)
+        y = y if s_type is DType.float32 else ca.cast(y, s_type.numpy.type)
     else:
         offset = block(_offset(ctx, op, xs, 2, data.type.element_type, blocks))
         y = ca.blockwise_shift_scale(x, block(xs[1]), offset,

@@ -4,6 +4,7 @@ ops_compression.py), and compressed models whose asset stays small."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from coreai_core import Program, TensorType
+from coreai_core import Program, Value
 from coreai_core.dialects import coreai
 from coreai_core.packing import pack_bits
 from coreai_torch import TorchConverter, get_decomp_table
@@ -49,8 +50,8 @@ def _mask(bits: int, ones: int) -> np.ndarray:
 SAMPLE_DATA: dict[str, Callable[[], list[np.ndarray]]] = {
     "coreai.quantize": lambda: [_floats((2, 3)), np.abs(_floats((3,))) + 0.05,
                                 _ints(np.int8, (3,))],
-    "coreai.dequantize": lambda: [_ints(np.int8, (2, 3)), np.float32(0.37),
-                                  np.int8(-5)],
+    "coreai.dequantize": lambda: [_ints(np.int8, (2, 3)), np.array(0.37, np.float32),
+                                  np.array(-5, np.int8)],
     "coreai.lut_to_dense": lambda: [_ints(np.uint8, (3,)), _floats((2, 1, 4))],
     "coreai.constexpr_blockwise_shift_scale": lambda: [
         _ints(ml_dtypes.int4, (4, 6)), _floats((2, 3)), _ints(ml_dtypes.int4, (2, 3))],
@@ -125,18 +126,20 @@ def _quantize(dtype: str, scale_shape: tuple[int, ...], axis: int | None, zero_p
     if zero_point:
         operands.append(_ints(np.dtype(dtype).type if dtype != "int4" else ml_dtypes.int4,
                               scale_shape))
-    return (lambda *v: coreai.quantize(*v, axis=axis, dtype=dtype)), operands
+    return (lambda x, s, z=None: coreai.quantize(x, s, z, axis=axis, dtype=dtype)), operands
 
 
 def _dequantize(dtype: Any, scale_shape: tuple[int, ...], axis: int | None,
                 ) -> tuple[Callable[..., Any], list[np.ndarray]]:
-    return (lambda x, s, z: coreai.dequantize(x, s, z, axis=axis),
-            [_ints(dtype, (4, 6)), _floats(scale_shape), _ints(dtype, scale_shape)])
+    def build(x: Value, s: Value, z: Value) -> Value:
+        return coreai.dequantize(x, s, z, axis=axis)
+
+    return build, [_ints(dtype, (4, 6)), _floats(scale_shape), _ints(dtype, scale_shape)]
 
 
 # The forms the samples do not reach; each name says what it checks.
 CASES: dict[str, Callable[[], tuple[Callable[..., Any], list[np.ndarray]]]] = {
-    **{f"lut_{n}bit": (lambda n=n: _lut(n, (2, 3))) for n in range(1, 9)},  # 5, 7: widened
+    **{f"lut_{n}bit": functools.partial(_lut, n, (2, 3)) for n in range(1, 9)},  # 5, 7: widened
     "lut_per_tensor": lambda: _lut(4, (1, 1)),
     "blockwise_uint4_no_offset": lambda: _blockwise(ml_dtypes.uint4, np.float32, False),
     "blockwise_int4_float16_scale": lambda: _blockwise(ml_dtypes.int4, np.float16, True),
@@ -181,7 +184,7 @@ def test_quantize_keeps_our_reciprocal_order(tmp_path: Path) -> None:
 
 def test_quantize_to_int16_is_refused(tmp_path: Path) -> None:
     program = constant_program(lambda x, s: coreai.quantize(x, s, dtype="int16"),
-                               [_floats((2, 3)), np.float32(0.5)])
+                               [_floats((2, 3)), np.array(0.5, np.float32)])
     with pytest.raises(UnexportableOpsError, match="quantizing to int16"):
         export_aimodel(program, tmp_path / "q.aimodel")
 
