@@ -15,13 +15,13 @@ import pytest
 import torch
 from torch import nn
 
-from coreai_core import Program, Value
+from coreai_core import DType, Program, Value
 from coreai_core.dialects import coreai
 from coreai_core.packing import pack_bits
 from coreai_torch import TorchConverter, get_decomp_table
 from coreai_torch.aimodel import export_aimodel, verify_aimodel
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
-from coreai_torch.compression import compressed_size, palettize, quantize_weights
+from coreai_torch.compression import palettize, prune, quantize_weights
 from coreai_torch.errors import UnexportableOpsError
 from tests.core.op_samples import SAMPLES, build_sample
 from tests.interop.helpers import check_matches_runtime
@@ -153,6 +153,11 @@ CASES: dict[str, Callable[[], tuple[Callable[..., Any], list[np.ndarray]]]] = {
                                                          False),
     "dequantize_per_channel": lambda: _dequantize(np.uint8, (6,), -1),
     "dequantize_per_block": lambda: _dequantize(ml_dtypes.int4, (2, 3), None),
+    "dequantize_0d": lambda: (coreai.dequantize, [np.array(-7, np.int8), np.array(0.25, np.float32),
+                                                  np.array(3, np.int8)]),
+    "dequantize_int32_zero_point_that_fits": lambda: (
+        coreai.dequantize, [_ints(np.uint8, (4, 6)), np.array(0.5, np.float32),
+                            np.array(200, np.int32)]),
     "quantize_int4_per_block": lambda: _quantize("int4", (2, 3), None, True),
     "quantize_uint8_per_tensor": lambda: _quantize("uint8", (), None, True),
     "quantize_int8_per_channel_float16": lambda: _quantize("int8", (4,), 0, False, np.float16),
@@ -180,6 +185,13 @@ def test_quantize_keeps_our_reciprocal_order(tmp_path: Path) -> None:
     x, s = xs[apart], scales[apart]
     program = constant_program(lambda a, b: coreai.quantize(a, b, axis=0, dtype="int8"), [x, s])
     check_matches_runtime(program, tmp_path / "q.aimodel", {})
+
+
+def test_zero_point_that_does_not_fit_is_refused(tmp_path: Path) -> None:
+    program = constant_program(coreai.dequantize, [
+        _ints(np.int8, (2, 3)), np.array(0.5, np.float32), np.array(300, np.int32)])
+    with pytest.raises(UnexportableOpsError, match="do not fit the data's element type int8"):
+        export_aimodel(program, tmp_path / "q.aimodel")
 
 
 def test_quantize_to_int16_is_refused(tmp_path: Path) -> None:
@@ -210,11 +222,19 @@ COMPRESSIONS: dict[str, Callable[[nn.Module], nn.Module]] = {
     "int4 blockwise (32)": lambda m: quantize_weights(m, "int4", 32),
     "palettized 4-bit (groups of 16)": lambda m: palettize(m, 4, 16),
     "palettized 2-bit": lambda m: palettize(m, 2),
+    "uint4 blockwise (32), zero points": lambda m: quantize_weights(m, "uint4", 32),
+    "float4_e2m1fn blockwise (32)": lambda m: quantize_weights(m, "float4_e2m1fn", 32),
+    "pruned 50%": lambda m: prune(m, 0.5),
 }
 
 
 def _asset_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def packed_weight_bytes(program: Program) -> int:
+    """Bytes of the program's weights as stored, a 4-bit element taking half a byte."""
+    return sum((a.size * DType.of(a.dtype).bits + 7) // 8 for a in program.weights.values())
 
 
 def export_compressed(name: str, path: Path) -> tuple[nn.Module, Program, torch.Tensor]:
@@ -238,16 +258,16 @@ def test_compressed_models_run_and_stay_small(tmp_path: Path) -> None:
         # and our runtime, with verify()'s tolerances
         report = verify_aimodel(model, path, x, program=program)
         assert report.passed, f"{name}:\n{report}"
-        sizes[name] = (_asset_bytes(path), compressed_size(model))
+        sizes[name] = (_asset_bytes(path), packed_weight_bytes(program))
     # The float32 asset is its weights plus a fixed cost (graph, metadata). A compressed asset
-    # holds its packed weights as they are (4-bit: half a byte, 2-bit indices: a quarter),
-    # plus that fixed cost and the decompression ops with their small operands (zero offsets
-    # and shapes, at most one scale-sized constant per weight: < 1/8 of the weight bytes).
+    # holds its weights as stored in the program (4-bit data: half a byte, 2-bit indices: a
+    # quarter): not expanded, nothing dropped; beyond them only that fixed cost and the
+    # decompression ops with their small operands (zero offsets, shapes: < 4 KiB here).
     float_asset, float_weights = sizes["float32"]
     fixed = float_asset - float_weights
     assert 0 < fixed < 16384
     for name, (asset, weights) in sizes.items():
-        assert weights <= asset <= weights * 9 // 8 + fixed + 4096, (name, asset, weights)
+        assert weights <= asset <= weights + fixed + 4096, (name, asset, weights)
     # 4-bit weights with a float32 scale per 32 values take (4 + 32/32) / 32 of float32;
     # 4-bit/2-bit indices with tables of 16/4 values, ~4/32 and ~2/32
     assert sizes["int4 blockwise (32)"][0] < 0.17 * float_asset
