@@ -234,7 +234,9 @@ def _asset_bytes(path: Path) -> int:
 
 def packed_weight_bytes(program: Program) -> int:
     """Bytes of the program's weights as stored, a 4-bit element taking half a byte."""
-    return sum((a.size * DType.of(a.dtype).bits + 7) // 8 for a in program.weights.values())
+    arrays = [a for a in program.weights.values() if a is not None]
+    assert len(arrays) == len(program.weights), "every weight is bound"
+    return sum((a.size * DType.of(a.dtype).bits + 7) // 8 for a in arrays)
 
 
 def export_compressed(name: str, path: Path) -> tuple[nn.Module, Program, torch.Tensor]:
