@@ -251,6 +251,7 @@ def export_compressed(name: str, path: Path) -> tuple[nn.Module, Program, torch.
     return model, program, x
 
 
+@pytest.mark.slow
 def test_compressed_models_run_and_stay_small(tmp_path: Path) -> None:
     sizes: dict[str, tuple[int, int]] = {}
     for i, name in enumerate(COMPRESSIONS):
