@@ -11,9 +11,9 @@ mapping adapts it exactly:
   table padded with unused entries).
 - ``constexpr_blockwise_shift_scale`` and per-block ``dequantize``: ``blockwise_shift_scale``
   with ``offset2 = -0.0`` (adding it changes no value, not even the sign of a zero); a missing
-  offset becomes zeros. Core AI's float4 form takes only float16/float8 scales and a zero
-  offset; otherwise float4 data is converted exactly (a unit float16 scale), then shifted and
-  scaled per block in float32 as ours is.
+  offset becomes zeros. Core AI's float4/float8 forms take no offset, and float4 only
+  float16 scales; otherwise the data is converted exactly (a unit float16 scale), then
+  shifted and scaled per block in float32 as ours is.
 - ``dequantize``: ``blockwise_shift_scale`` too, per tensor and per channel as blocks that
   span whole axes (Core AI's ``dequantize`` rejects the non-positive scales ours allows).
 - ``quantize``: ours multiplies by the reciprocal of the scale (torch's order) where Core AI's
@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import coreai.authoring as ca
-import ml_dtypes
 import numpy as np
 from coreai.authoring.constant import constant
 
@@ -50,8 +49,9 @@ _LUT_BITS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 6, 7: 8, 8: 8}
 # Element types of Core AI's quantize result and dequantize input.
 _QUANTIZED = frozenset({DType.int4, DType.uint4, DType.int8, DType.uint8, DType.float4_e2m1fn,
                         DType.float8_e4m3fn, DType.float8_e5m2})
-# Scale types Core AI's blockwise_shift_scale takes for float4 data.
-_FLOAT4_SCALES = frozenset({DType.float16, DType.float8_e4m3fn})
+# Of the scale types ours allows, the one Core AI's blockwise_shift_scale takes for float4
+# data (it also takes bfloat16, which is not exported yet, and float8 scales, which ours lacks).
+_FLOAT4_SCALES = frozenset({DType.float16})
 
 
 def _i32(values: Any) -> np.ndarray:
@@ -117,14 +117,20 @@ def _offset_is_zero(ctx: ExportContext, op: Operation, index: int) -> bool:
         return False
 
 
-def _float4_values(x: Any, rank: int) -> Any:
-    """float4 values as float32: Core AI converts float4 only in blockwise_shift_scale (a unit
-    float16 scale, exact: float4 values are float16 values)."""
+def _float_values(x: Any, dtype: DType, rank: int) -> Any:
+    """float4/float8 values as float32, exactly: blockwise_shift_scale with a unit float16
+    scale (every float4, float8_e4m3fn and float8_e5m2 value is a float16 value), a cast."""
     ones = (1,) * rank
     halves = ca.blockwise_shift_scale(x, constant(np.ones(ones, np.float16)),
-                                      apple_constant(np.zeros(ones, ml_dtypes.float4_e2m1fn)),
+                                      apple_constant(np.zeros(ones, dtype.numpy)),
                                       constant(np.full(ones, -0.0, np.float16)))
     return ca.cast(halves, np.float32)
+
+
+def _as_float32(x: Any, dtype: DType, rank: int) -> Any:
+    if dtype.is_float and dtype.bits <= 8:
+        return _float_values(x, dtype, rank)
+    return x if exported_dtype(dtype) is DType.float32 else ca.cast(x, np.float32)
 
 
 def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
@@ -132,7 +138,7 @@ def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
     """``(data - offset) * scale`` through Core AI's blockwise_shift_scale, for the operands
     (data, scale, offset) of ``op``; ``blocks`` is the scale's shape in per-block form."""
     data, scale = op.operands[0], op.operands[1]
-    d_shape = ctx.static_shape(data)
+    d_type, d_shape = data.type.element_type, ctx.static_shape(data)
     s_type = exported_dtype(scale.type.element_type)
     zero = _offset_is_zero(ctx, op, 2)
 
@@ -141,23 +147,24 @@ def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
 
     x = xs[0] if d_shape else ca.reshape(xs[0], _i32([1]))  # Core AI's data has rank >= 1
     shape = d_shape or (1,)
-    if data.type.element_type is DType.float4_e2m1fn and not (s_type in _FLOAT4_SCALES
-                                                              and zero):
-        # Core AI's float4 form takes float16/float8 scales and no offset: subtract and
-        # scale in float32 like our kernel (float4 differences are exact), round once
-        s32 = block(xs[1] if s_type is DType.float32 else ca.cast(xs[1], np.float32))
-        values = _float4_values(x, len(shape))
-        if zero:
-            y = _spread(values, shape, [s32], blocks, None, ca.broadcasting_mul)
-        else:
-            y = _spread(values, shape, [_float4_values(block(xs[2]), len(blocks)), s32],
-                        blocks, None,
-                        lambda v, o, s: ca.broadcasting_mul(ca.broadcasting_sub(v, o), s))
-        y = y if s_type is DType.float32 else ca.cast(y, s_type.numpy.type)
-    else:
-        offset = block(_offset(ctx, op, xs, 2, data.type.element_type, blocks))
+    direct = not d_type.is_float or (zero and (d_type is not DType.float4_e2m1fn
+                                               or s_type in _FLOAT4_SCALES))
+    if direct:
+        offset = block(_offset(ctx, op, xs, 2, d_type, blocks))
         y = ca.blockwise_shift_scale(x, block(xs[1]), offset,
                                      constant(np.full(blocks, -0.0, s_type.numpy)))
+        return y if d_shape else ca.reshape(y, _i32([]))
+    # Core AI's float4/float8 forms take no offset (and float4 only float16 scales): convert
+    # exactly, then subtract and scale in float32 like our kernel, rounding once
+    s32 = block(_as_float32(xs[1], s_type, len(blocks)))
+    values = _float_values(x, d_type, len(shape))
+    if zero:
+        y = _spread(values, shape, [s32], blocks, None, ca.broadcasting_mul)
+    else:
+        o32 = _as_float32(block(xs[2]), op.operands[2].type.element_type, len(blocks))
+        y = _spread(values, shape, [o32, s32], blocks, None,
+                    lambda v, o, s: ca.broadcasting_mul(ca.broadcasting_sub(v, o), s))
+    y = y if s_type is DType.float32 else ca.cast(y, s_type.numpy.type)
     return y if d_shape else ca.reshape(y, _i32([]))
 
 
@@ -255,8 +262,8 @@ COMPRESSION_MAPPINGS: dict[str, OpMapping] = {
     "coreai.lut_to_dense": OpMapping(
         _lut_to_dense, "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)"),
     "coreai.constexpr_blockwise_shift_scale": OpMapping(
-        _blockwise, "blockwise_shift_scale (float4 with a float32 scale or an offset: "
-        "converted, then sub + mul)"),
+        _blockwise, "blockwise_shift_scale (float4/float8 with an offset, float4 with a "
+        "float32 scale: converted, then sub + mul)"),
     "coreai.dequantize": OpMapping(
         _dequantize, "blockwise_shift_scale (per tensor/channel: blocks spanning axes)"),
     "coreai.quantize": OpMapping(

@@ -147,6 +147,11 @@ CASES: dict[str, Callable[[], tuple[Callable[..., Any], list[np.ndarray]]]] = {
     "blockwise_uint8": lambda: _blockwise(np.uint8, np.float32, True),
     "blockwise_float8_e4m3fn": lambda: _blockwise(ml_dtypes.float8_e4m3fn, np.float32, False),
     "blockwise_float8_e5m2": lambda: _blockwise(ml_dtypes.float8_e5m2, np.float32, False),
+    "blockwise_float8_e5m2_offset": lambda: _blockwise(ml_dtypes.float8_e5m2, np.float32,
+                                                       True),  # adapted: converted first
+    "blockwise_float8_e4m3fn_float16_scale_offset": lambda: _blockwise(
+        ml_dtypes.float8_e4m3fn, np.float16, True),  # adapted, one rounding to float16
+    "blockwise_uint8_float16_scale": lambda: _blockwise(np.uint8, np.float16, True),
     "blockwise_float4_float32_scale": lambda: _blockwise(ml_dtypes.float4_e2m1fn, np.float32,
                                                          True),  # adapted: unit f16 scale
     "blockwise_float4_float16_scale": lambda: _blockwise(ml_dtypes.float4_e2m1fn, np.float16,
