@@ -5,19 +5,25 @@ Also the type narrowing rules (int64 -> int32, float64 -> float32), in one place
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from coreai_core import DType, Operation, Program, TensorType, Value, WeightRef
 
-__all__ = ["APPLE_DTYPES", "NARROWED", "ExportContext", "Refused", "narrow_constant"]
+__all__ = ["APPLE_DTYPES", "NARROWED", "Emit", "ExportContext", "OpMapping", "Refused",
+           "narrow_constant"]
 
 # Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
 APPLE_DTYPES: dict[DType, Any] = {
     DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
     DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
     DType.uint8: np.uint8, DType.bool: np.bool_,
+    # compressed weights and quantized tensors (4-bit constants are stored packed)
+    **{d: d.numpy.type for d in (DType.int4, DType.uint4, DType.float4_e2m1fn,
+                                 DType.float8_e4m3fn, DType.float8_e5m2)},
 }
 # 64-bit types become 32-bit ones: Apple's runtime has no 64-bit tensors in practice.
 NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32}
@@ -93,3 +99,14 @@ class ExportContext:
         """The numpy dtype of ``t``'s exported element type."""
         typ = t.type if isinstance(t, Value) else t
         return APPLE_DTYPES[exported_dtype(typ.element_type)]
+
+
+Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
+
+
+@attrs.frozen
+class OpMapping:
+    """How one dialect op becomes Core AI ops (an entry of ``ops.MAPPINGS``)."""
+
+    emit: Emit
+    core_ai: str  # the Core AI op(s) emitted, for the documentation table

@@ -27,6 +27,7 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
     ExportContext,
     Refused,
@@ -145,7 +146,7 @@ class _Values(Sequence[Any]):
         if found is None and value.owner is not None and value.owner.name == "coreai.constant":
             op = value.owner
             try:
-                found = constant(narrow_constant(self.ctx.constant_array(value)))
+                found = apple_constant(narrow_constant(self.ctx.constant_array(value)))
             except Refused as e:
                 self.refusals.add(op.name, e.reason, _where(op, self.graph))
                 found = _placeholder(value)

@@ -20,20 +20,10 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation
-from coreai_torch.aimodel._context import ExportContext, Refused
+from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
+from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
-
-Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
-
-
-@attrs.frozen
-class OpMapping:
-    """How one dialect op becomes Core AI ops."""
-
-    emit: Emit
-    core_ai: str  # the Core AI op(s) emitted, for the documentation table
-
 
 def _i32(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.int32)
@@ -447,6 +437,7 @@ def _gather_along_axis(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> 
 MAPPINGS: dict[str, OpMapping] = {
     "coreai.constant": OpMapping(_constant, "constant (int64/float64 narrowed, checked)"),
     "coreai.cast": OpMapping(_cast, "cast (to the narrowed type)"),
+    **COMPRESSION_MAPPINGS,
     **{f"coreai.{name}": OpMapping(_direct(fn), _fn_name(fn)) for name, fn in _UNARY.items()},
     **{f"coreai.{name}": OpMapping(_direct(fn), _fn_name(fn)) for name, fn in _BINARY.items()},
     "coreai.neg": OpMapping(_neg, "broadcasting_mul(x, -1)"),

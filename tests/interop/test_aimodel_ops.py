@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from coreai_torch.aimodel import MAPPINGS, export_aimodel
+from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.errors import UnexportableOpsError
 from tests.core.op_samples import SAMPLES, build_sample
 from tests.interop.helpers import check_matches_runtime
@@ -18,7 +19,8 @@ REFUSED = {
     "coreai.avgpool": "ceil_mode=True",
     "coreai.slice": "negative slice strides",
 }
-STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
+# Compression ops take constants (compressed weights): test_aimodel_compression.py runs them.
+STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES) - set(COMPRESSION_MAPPINGS)
                 if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED)
 DYNAMIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
                  if not all(t.is_static for t in SAMPLES[n].inputs))
@@ -46,9 +48,10 @@ def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> No
 
 
 def test_every_mapping_is_run_on_apples_interpreter() -> None:
-    """Each mapped op runs in a sample above or a case of test_aimodel_export.py."""
+    """Each mapped op runs in a sample above, a case of test_aimodel_export.py or (the
+    compression ops) test_aimodel_compression.py."""
     from tests.interop.test_aimodel_export import CASES, program_of
 
     in_cases = {op.name for inputs, build in CASES.values()
                 for op in program_of(inputs, build).graphs["main"].ops}
-    assert sorted(set(MAPPINGS) - set(STATIC) - in_cases) == []
+    assert sorted(set(MAPPINGS) - set(STATIC) - in_cases - set(COMPRESSION_MAPPINGS)) == []
