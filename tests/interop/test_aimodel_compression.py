@@ -79,12 +79,9 @@ def test_sample_as_constant_weights_matches_runtime(op_name: str, tmp_path: Path
     check_matches_runtime(program, tmp_path / "op.aimodel", {})
 
 
-# Samples whose operands can be graph inputs. dequantize's sample has 0-d inputs (scale, zero
-# point), which this branch's run_aimodel passes as 1-d arrays (np.ascontiguousarray), and
-# Apple's interpreter aborts the process on that shape mismatch; main's narrow_input keeps
-# 0-d arrays 0-d (889f72c), after which the sample can join this list.
+# Samples whose operands can be graph inputs (dequantize's scale and zero point are 0-d).
 @pytest.mark.parametrize("op_name", ["coreai.constexpr_blockwise_shift_scale",
-                                     "coreai.quantize"])
+                                     "coreai.quantize", "coreai.dequantize"])
 def test_sample_with_inputs_matches_runtime(op_name: str, tmp_path: Path) -> None:
     inputs = {f"x{i}": a for i, a in enumerate(SAMPLE_DATA[op_name]())}
     check_matches_runtime(build_sample(op_name), tmp_path / "op.aimodel", inputs)
