@@ -93,7 +93,9 @@ def _calls(key: CallKey, rng: np.random.Generator,
 
     ts = [t for _, t in pairs]
     if name == "coreai.batch_matmul":
-        return run_ours, lambda: torch.matmul(ts[0], ts[1])
+        lhs, rhs = ts
+        assert lhs is not None and rhs is not None
+        return run_ours, lambda: torch.matmul(lhs, rhs)
     x, w, b = ts
     assert x is not None and w is not None
     n = x.ndim - 2
