@@ -101,8 +101,9 @@ class Runtime:
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
-    ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
-    threads, with results identical to one thread; the default is 1. BLAS runs on one thread
+    ``threads=n`` runs batched kernels (matmul stacks, convolution batches, the float64
+    blocks of GELU/SiLU/sigmoid) split over ``n`` threads, with results identical to one
+    thread; the default is 1. BLAS runs on one thread
     during a run whatever ``n`` (the caller's setting is restored afterwards).
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; any edit of the program's IR makes them stale (``program.invalidate()``

@@ -15,7 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from coreai_core import Program, TensorType, Value
 from coreai_core.dialects import coreai
+from coreai_core.runtime import Runtime
 from coreai_core.runtime.kernels.elementwise import BLOCK, in_float64_blocks
 from tests.core.kernel_util import run_op
 
@@ -70,3 +72,16 @@ def test_blocks_give_the_whole_array_result() -> None:
         wide = x.astype(np.float64)
         np.testing.assert_array_equal(got, (wide * wide + 1.0).astype(np.float32))
         assert got.dtype == x.dtype and got.shape == x.shape
+
+
+@pytest.mark.parametrize("build", [lambda v: coreai.gelu(v, approximate="none"), coreai.silu,
+                                   coreai.sigmoid], ids=["gelu", "silu", "sigmoid"])
+def test_blocks_shared_among_threads_give_the_same_bits(build: Callable[..., Value]) -> None:
+    p = Program()
+    x = np.random.default_rng(2).uniform(-12, 12, size=(5, 4 * BLOCK + 7)).astype(np.float32)
+    with p.graph("main", inputs={"x": TensorType(x.shape, "float32")}) as g:
+        g.outputs({"y": build(g["x"])})
+    one = Runtime(threads=1).run(p, {"x": x})["y"]
+    two = Runtime(threads=2).run(p, {"x": x})["y"]
+    assert one.tobytes() == two.tobytes()
+    np.testing.assert_array_equal(one, run_op(build, x)[0])
