@@ -11,7 +11,8 @@ is how far each kind is from torch. A second table breaks the matmul-like calls 
 operand shapes (``T``: a transposed view, e.g. a linear layer's weight), with our kernel
 also timed alone on fresh operands of the same layout (``alone``), like torch is: where
 ``ours/torch`` exceeds ``alone/torch``, the difference comes from the context (caches, the
-machine's load), not from the kernel.
+machine's load), not from the kernel. A third table sums the ops by the module they came
+from (layer indices merged: ``encoder.layer.*.output.LayerNorm``).
 
 Run: ``python benchmarks/profile_real_size.py [--models bert,vit] [--repeat 3] [--top 12]``
 (models: those of ``bench_real_size.py``; the Llamas take minutes and ~10 GB).
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table
 from bench_real_size import MODELS
 
-from coreai_core import Program
+from coreai_core import Operation, Program
 from coreai_core.runtime import Runtime
 from coreai_torch import TorchConverter, get_decomp_table
 
@@ -109,6 +110,13 @@ def _calls(key: CallKey, rng: np.random.Generator,
                                   dilation=kw.get("dilation") or 1, groups=kw.get("groups", 1))
 
 
+def _module_key(path: str | None) -> str:
+    """A module path with its layer indices replaced by ``*``: the layers' ops add up."""
+    if not path:
+        return "(no module)"
+    return ".".join("*" if part.isdigit() else part for part in path.split("."))
+
+
 def _describe(key: CallKey) -> str:
     """``[128,768] x [768,3072]T``: operand shapes, ``T`` where the last two axes are
     transposed in memory (a weight used as ``w.T``), then the attributes."""
@@ -124,21 +132,29 @@ def _describe(key: CallKey) -> str:
 
 
 def profile_rows(program: Program, feeds: dict[str, np.ndarray], repeat: int,
-                 top: int) -> tuple[list[list[Any]], list[list[Any]], float, float]:
-    """The per-kind rows, the per-call-shape rows of the matmul-like kinds, the median
-    ``run()`` seconds and the profiled total seconds."""
+                 top: int) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], float,
+                                    float]:
+    """The per-kind rows, the per-call-shape rows of the matmul-like kinds, the per-module
+    rows, the median ``run()`` seconds and the profiled total seconds."""
     runtime = Runtime()
     t_run = median_time(lambda: program.run(feeds), repeat=repeat)
     per_step: list[list[float]] = []
     kinds: list[str] = []
+    step_ops: list[Operation] = []
     for _ in range(repeat):
         _, timings = runtime.profile(program, feeds)
         if not per_step:
             per_step = [[] for _ in timings]
-            kinds = [op.name for op, _ in timings]
+            step_ops = [op for op, _ in timings]
+            kinds = [op.name for op in step_ops]
         for times, (_, seconds) in zip(per_step, timings, strict=True):
             times.append(seconds)
     step_ms = [1e3 * statistics.median(times) for times in per_step]
+    modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for op, t in zip(step_ops, step_ms, strict=True):
+        acc = modules[_module_key(op.location.module_path)]
+        acc[0] += t
+        acc[1] += 1
     ms: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for kind, t in zip(kinds, step_ms, strict=True):
@@ -186,7 +202,9 @@ def profile_rows(program: Program, feeds: dict[str, np.ndarray], repeat: int,
                    our_t / (torch_t * n), alone / torch_t]
                   for key, (our_t, alone, torch_t, n) in sorted(by_call.items(),
                                                                 key=lambda kv: -kv[1][0])[:top]]
-    return rows, shape_rows, t_run, total / 1e3
+    module_rows = [[name, int(n), t, f"{100 * t / total:.1f}%"]
+                   for name, (t, n) in sorted(modules.items(), key=lambda kv: -kv[1][0])[:top]]
+    return rows, shape_rows, module_rows, t_run, total / 1e3
 
 
 def profile_model(key: str, repeat: int, top: int) -> None:
@@ -202,13 +220,16 @@ def profile_model(key: str, repeat: int, top: int) -> None:
     feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
     with torch.inference_mode():
         t_eager = median_time(lambda: model(*inputs), repeat=repeat)
-    rows, shape_rows, t_run, t_profiled = profile_rows(program, feeds, repeat, top)
+    rows, shape_rows, module_rows, t_run, t_profiled = profile_rows(program, feeds, repeat,
+                                                                    top)
     print(f"\n## {label}: run() {t_run * 1e3:.0f} ms (median), torch eager "
           f"{t_eager * 1e3:.0f} ms (1 thread), profiled ops {t_profiled * 1e3:.0f} ms\n")
     print_table(["op kind", "count", "ms", "share", "torch ms", "ours/torch"], rows)
     print()
     print_table(["op", "operands", "count", "ms", "share", "alone ms", "torch ms",
                  "ours/torch", "alone/torch"], shape_rows)
+    print()
+    print_table(["module (layers merged)", "ops", "ms", "share"], module_rows)
 
 
 def main() -> None:
