@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ def _program() -> tuple[Program, dict[str, np.ndarray]]:
 def test_torch_calls_compute_what_our_kernels_compute() -> None:
     tool = _load_tool()
     program, feeds = _program()
-    calls: list[tuple[object, ...]] = []
+    calls: list[tuple[Any, ...]] = []
     tool._recording_runtime(calls).run(program, feeds)
     assert sorted({c[0] for c in calls}) == ["coreai.batch_matmul", "coreai.conv"]
     runtime, rng = Runtime(), np.random.default_rng(0)
