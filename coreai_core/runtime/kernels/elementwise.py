@@ -125,6 +125,10 @@ def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None
     In a run with a thread pool (``Runtime(threads=n)``) the blocks are shared among the
     threads, with the same result.
     """
+    if x.size <= BLOCK:  # one block: no loop to set up
+        y = x.astype(F64)
+        fn(y, np.empty_like(y))
+        return y.astype(x.dtype)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(flat.shape, x.dtype)
 
