@@ -101,8 +101,9 @@ class Runtime:
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
-    ``threads=n`` runs batched kernels (matmul stacks, convolution batches) split over ``n``
-    threads, with results identical to one thread; the default is 1. BLAS runs on one thread
+    ``threads=n`` runs batched kernels (matmul stacks, convolution batches, the float64
+    blocks of GELU/SiLU/sigmoid) split over ``n`` threads, with results identical to one
+    thread; the default is 1. BLAS runs on one thread
     during a run whatever ``n`` (the caller's setting is restored afterwards).
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; any edit of the program's IR makes them stale (``program.invalidate()``
@@ -248,6 +249,26 @@ class Runtime:
         with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
+
+    def profile(self, program: ProgramData,
+                inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+                entrypoint: str = "main", state: MutableMapping[str, Any] | None = None, *,
+                seed: Seed = None,
+                ) -> tuple[dict[str, np.ndarray], list[tuple[Operation, float]]]:
+        """Like :meth:`run`, also returning the wall time of each op of the entrypoint graph.
+
+        The second item lists ``(op, seconds)`` per kernel call, in execution order; the time
+        of an op with regions or an ``invoke`` includes what they run. The plan runs
+        interpreted (as with ``compiled=False``: the same kernels and results, but elementwise
+        ufuncs allocate their results instead of reusing dead buffers), so the sum is a few
+        percent above a compiled run's time. :meth:`run` has no timing code at all.
+        """
+        _check_state_arg(state)
+        timings: list[tuple[Operation, float]] = []
+        plan = self.plan(program, entrypoint)
+        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
+            outputs = plan.run(inputs, state, timings=timings)
+        return outputs, timings
 
     def evaluate_op(self, op: Operation, arrays: Sequence[Any],
                     program: ProgramData | None = None) -> list[np.ndarray]:

@@ -9,6 +9,7 @@ ops holds O(1) intermediates.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -386,14 +387,17 @@ class Plan:
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
             state: MutableMapping[str, Any] | None = None, *,
-            record: dict[Value, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+            record: dict[Value, np.ndarray] | None = None,
+            timings: list[tuple[Operation, float]] | None = None) -> dict[str, np.ndarray]:
         """Validate ``inputs`` (and ``state``), run, write the new state back, return outputs.
 
         ``state`` defaults to ``program.state``; runs that read and update the program's own
         state hold ``program.state_lock`` from reading it to writing it back, so concurrent
         runs never lose an update. New state never shares memory with the inputs or outputs
         of the call. With ``record`` (a dict), every op result of this graph is stored in it
-        keyed by its Value. Nothing runs when an input is bad.
+        keyed by its Value. With ``timings`` (a list), the plan runs interpreted and appends
+        (op, seconds) for each step of this graph, in order (a step's regions and callees
+        count in its time). Nothing runs when an input is bad.
         """
         arrays = self._exact_inputs(inputs)
         dims: dict[str, tuple[int, str]] = {}  # symbol -> size; the exact path binds none
@@ -401,24 +405,25 @@ class Plan:
             arrays = bind_named(self.graph.name, self.input_types, inputs, dims,
                                 self.dim_checks)
         if not self._state_inputs:
-            return self._outputs_of(self._execute_with(arrays, (), record))
+            return self._outputs_of(self._execute_with(arrays, (), record, timings))
         program = self.program
         if state is None and program is None:
             raise RuntimeError(f"graph @{self.graph.name} has state: pass state=..., the plan's "
                                "program no longer exists")
         if state is not None:
-            return self._run_stateful(arrays, state, program, dims, record)
+            return self._run_stateful(arrays, state, program, dims, record, timings)
         assert program is not None
         with program.state_lock:
-            return self._run_stateful(arrays, program.state, program, dims, record)
+            return self._run_stateful(arrays, program.state, program, dims, record, timings)
 
     def _run_stateful(self, arrays: Sequence[np.ndarray], state_map: MutableMapping[str, Any],
                       program: ProgramData | None, dims: dict[str, tuple[int, str]],
-                      record: dict[Value, np.ndarray] | None) -> dict[str, np.ndarray]:
+                      record: dict[Value, np.ndarray] | None,
+                      timings: list[tuple[Operation, float]] | None) -> dict[str, np.ndarray]:
         known = program.state_names if program is not None else ()
         state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
                                   self.dim_checks)
-        results = self._execute_with(arrays, state_arrays, record)
+        results = self._execute_with(arrays, state_arrays, record, timings)
         outputs = self._outputs_of(results)
         # the new state is the program's (or the state mapping's) own: a copy wherever it
         # would share memory with an array the caller holds (an input it passed, an output
@@ -433,9 +438,10 @@ class Plan:
         return outputs
 
     def _execute_with(self, arrays: Sequence[np.ndarray], state_arrays: Sequence[np.ndarray],
-                      record: dict[Value, np.ndarray] | None) -> tuple[Any, ...]:
+                      record: dict[Value, np.ndarray] | None,
+                      timings: list[tuple[Operation, float]] | None = None) -> tuple[Any, ...]:
         """Run on checked arrays; the outputs, then the new state values, in order."""
-        if self.compiled and record is None:
+        if self.compiled and record is None and timings is None:
             with np.errstate(all="ignore"):
                 return self._call_compiled(*arrays, *state_arrays)
         env = self._template.copy()
@@ -444,7 +450,10 @@ class Plan:
         for (_, s), a in zip(self._state_inputs, state_arrays):
             env[s] = a
         with np.errstate(all="ignore"):
-            self._execute(env, record)
+            if timings is None:
+                self._execute(env, record)
+            else:
+                self._execute_timed(env, timings)
         return tuple(env[s] for _, s in self._outputs + self._state_outputs)
 
     def _outputs_of(self, results: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
@@ -516,12 +525,15 @@ class Plan:
                 raise
             raise _kernel_error(self._steps[i].op, self.graph, e) from e
 
-    def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None) -> None:
+    def _execute(self, env: list[Any], record: dict[Value, np.ndarray] | None,
+                 only: int | None = None) -> None:
+        """Run the steps (only step ``only`` if given) on ``env``, the slot values."""
         if record is not None:
             record.update((v, env[s]) for v, s in self._constants)
+        calls = enumerate(self._calls) if only is None else [(only, self._calls[only])]
         i = -1
         try:
-            for i, (call, ins, kw, out, expect, free) in enumerate(self._calls):
+            for i, (call, ins, kw, out, expect, free) in calls:
                 r = call(*[env[s] for s in ins], **kw)
                 if out.__class__ is int:
                     dtype, ndim = expect[0]
@@ -542,6 +554,15 @@ class Plan:
             if i < 0:
                 raise
             raise _kernel_error(self._steps[i].op, self.graph, e) from e
+
+    def _execute_timed(self, env: list[Any], timings: list[tuple[Operation, float]]) -> None:
+        """``_execute`` one step at a time, timing each (the plain loop stays free of clock
+        calls)."""
+        clock = time.perf_counter
+        for i, step in enumerate(self._steps):
+            t0 = clock()
+            self._execute(env, None, i)
+            timings.append((step.op, clock() - t0))
 
     def __repr__(self) -> str:
         return f"<Plan @{self.graph.name}: {len(self._steps)} steps>"

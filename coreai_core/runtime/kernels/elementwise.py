@@ -19,6 +19,7 @@ import numpy as np
 import scipy.special
 
 from coreai_core._dtypes import DType
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("elementwise")
@@ -107,6 +108,53 @@ def _sign(x: np.ndarray) -> np.ndarray:
 
 _EXP_ARG_MAX = np.array(709.0)  # exp stays finite in float64 (sigmoid(-709) is 0 in float32)
 _ONE64 = np.array(1.0)
+# float64 elements per block of ``in_float64_blocks``: a block and its scratch (128 KiB) stay
+# in the L2 cache through the passes over them, where whole arrays of 10^5-10^7 elements
+# would go through memory on every pass (GELU on 10^7 elements: 2.8x faster, 1.1-1.3x on
+# BERT's 4*10^5, where scipy's float64 normal CDF itself takes most of the time).
+BLOCK = 8192
+
+
+def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None],
+                      ) -> np.ndarray:
+    """``fn`` computed in float64 over x block by block, rounded once to x's dtype.
+
+    ``fn(y, scratch)`` turns ``y`` (a float64 copy of a block of x) into the result in place;
+    ``scratch`` is a float64 block of the same size it may use. The same ufuncs on the same
+    values as over the whole array: the result is identical, only the memory traffic drops.
+    In a run with a thread pool (``Runtime(threads=n)``) the blocks are shared among the
+    threads, with the same result.
+    """
+    if x.size <= BLOCK:  # one block: no loop to set up
+        y = x.astype(F64)
+        fn(y, np.empty_like(y))
+        return y.astype(x.dtype)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, x.dtype)
+
+    def blocks(first: int, stop_block: int) -> None:
+        size = min(flat.size, BLOCK)
+        y_block, scratch_block = np.empty(size, F64), np.empty(size, F64)
+        for start in range(first * BLOCK, min(stop_block * BLOCK, flat.size), BLOCK):
+            stop = min(start + BLOCK, flat.size)
+            y, scratch = y_block[:stop - start], scratch_block[:stop - start]
+            y[...] = flat[start:stop]
+            fn(y, scratch)
+            out[start:stop] = y
+
+    n_blocks = -(-flat.size // BLOCK)
+    # work: ~16 multiply-adds' worth per element (an exp or a normal CDF in float64)
+    if _threads.parallel_rows(n_blocks, 16 * flat.size, blocks) is None:
+        blocks(0, n_blocks)
+    return out.reshape(x.shape)
+
+
+def _sigmoid_in_place(y: np.ndarray, _scratch: np.ndarray) -> None:
+    np.negative(y, out=y)
+    np.minimum(y, _EXP_ARG_MAX, out=y)
+    np.exp(y, out=y)
+    np.add(y, _ONE64, out=y)
+    np.divide(_ONE64, y, out=y)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -118,13 +166,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
         # small arrays; numpy's vectorized exp is faster on large ones.
         if x.size <= 256:
             return scipy.special.expit(x.astype(F64)).astype(x.dtype)
-        y = x.astype(F64)
-        np.negative(y, out=y)
-        np.minimum(y, _EXP_ARG_MAX, out=y)
-        np.exp(y, out=y)
-        np.add(y, _ONE64, out=y)
-        np.divide(_ONE64, y, out=y)
-        return y.astype(x.dtype)
+        return in_float64_blocks(x, _sigmoid_in_place)
     e = np.exp(-np.abs(x))  # never overflows (so tiny results keep their subnormal value)
     one = x.dtype.type(1)
     return np.where(x >= 0, one / (one + e), e / (one + e))
@@ -138,7 +180,18 @@ def _at_minus_inf_zero(x: np.ndarray, r: np.ndarray) -> np.ndarray:
     return r
 
 
+def _silu_in_place(y: np.ndarray, scratch: np.ndarray) -> None:
+    np.negative(y, out=scratch)
+    np.minimum(scratch, _EXP_ARG_MAX, out=scratch)
+    np.exp(scratch, out=scratch)
+    np.add(scratch, _ONE64, out=scratch)
+    np.divide(y, scratch, out=y)
+
+
 def _silu(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "f" and x.dtype != F64:
+        # x / (1 + exp(-x)) in float64, rounded once (the correctly rounded result)
+        return _at_minus_inf_zero(x, in_float64_blocks(x, _silu_in_place))
     return _at_minus_inf_zero(x, x * _sigmoid(x))
 
 
@@ -207,21 +260,24 @@ for _op, _fn, _doc in [
     _special_unary(_op, _fn, _doc)
 
 
+def _gelu_in_place(y: np.ndarray, scratch: np.ndarray) -> None:
+    # x * Phi(x) with scipy's normal CDF: it takes erfc in the left tail, where
+    # 0.5 * (1 + erf(x / sqrt(2))) cancels (wrong float32 results below x = -5.4)
+    scipy.special.ndtr(y, out=scratch)
+    y *= scratch
+
+
 @kernel("coreai.gelu")
 def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
-    """x * Phi(x), exact (erf) or with torch's tanh approximation; the limits at +-inf
-    (+inf and -0.0), NaN at NaN."""
+    """x * Phi(x), exact (in float64, rounded once) or with torch's tanh approximation;
+    the limits at +-inf (+inf and -0.0), NaN at NaN."""
     if approximate == "tanh":
         y = up(x)
         inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
-        r = 0.5 * y * (1 + np.tanh(inner))
+        r = (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype)
     else:
-        y = x.astype(F64)
-        e = scipy.special.erf(y * math.sqrt(0.5))
-        e += 1.0
-        r = y * 0.5
-        r *= e
-    return _at_minus_inf_zero(x, r.astype(x.dtype))
+        r = in_float64_blocks(x, _gelu_in_place)
+    return _at_minus_inf_zero(x, r)
 
 
 @kernel("coreai.softmax")
@@ -231,8 +287,10 @@ def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
         return x.copy()
     y = up(x)
     top = np.max(y, axis=axis, keepdims=True)
-    e = np.exp(y - top)
-    out = (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+    e = np.subtract(y, top)  # a fresh array: the next steps write into it
+    np.exp(e, out=e)
+    np.divide(e, np.sum(e, axis=axis, keepdims=True), out=e)
+    out = e.astype(x.dtype, copy=False)
     return _at_plus_inf(y, top, axis, out, np.float32(1.0), np.float32(0.0))
 
 
