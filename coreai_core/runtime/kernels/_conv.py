@@ -119,8 +119,8 @@ def _add_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 def _pointwise(c: int, size: Shape, s: Shape, out: Shape, g: int, og: int,
                ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
     """1x1 kernel without padding: [g, Og, Cg] @ [N, g, Cg, pixels] (strides subsample)."""
-    pick = None if all(v == 1 for v in s) else (
-        ..., *(slice(0, (o - 1) * st + 1, st) for o, st in zip(out, s, strict=True)))
+    pick = None if all(v == 1 for v in s) else _windows.trailing(
+        slice(0, (o - 1) * st + 1, st) for o, st in zip(out, s, strict=True))
     cg, npix = c // g, math.prod(out)
 
     def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

@@ -74,7 +74,7 @@ def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: 
     if inner is None:
         return x
     buf = np.full((*x.shape[:2], *size), value, x.dtype)
-    buf[(..., *inner)] = x
+    buf[trailing(inner)] = x
     return buf
 
 
