@@ -40,10 +40,13 @@ Shape = tuple[int, ...]
 
 # Bytes of the windows copy per sample above which im2col runs in chunks of output rows.
 _CHUNK_BYTES = 1 << 20
-# Depthwise convolutions run every kernel position over a block of output rows of about this
-# many bytes before moving on, so the block stays in cache across its taps. Each element sees
-# the same operations in the same order whatever the block.
+# Depthwise convolutions run every kernel position over a block of samples and channels of
+# about this many output bytes before moving on, so the block stays in cache across its taps.
+# Each element sees the same operations in the same order whatever the block.
 _DEPTHWISE_BLOCK_BYTES = 1 << 18
+# Depthwise planes with output rows (at phase width) at least this long run channel by channel;
+# smaller ones run channels last, where a row holds every channel of a block.
+_PLANAR_MIN_ROW = 1024
 
 
 def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None,
@@ -174,18 +177,116 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
 def _depthwise(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Shape,
                og: int, itemsize: int,
                ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
-    """One input channel per group (``og`` outputs each), channels last, tap by tap.
+    """One input channel per group: planar for large planes, else channels last."""
+    padded, _ = _windows.padding(size, k, s, d, p, out)
+    grid = [-(-v // si) for v, si in zip(padded, s, strict=True)]  # the largest stride phase
+    row = out[0] * math.prod(grid[1:])
+    if row >= _PLANAR_MIN_ROW:
+        return _depthwise_planar(c, size, k, s, d, p, out, og, itemsize)
+    return _depthwise_interleaved(c, size, k, s, d, p, out, og, itemsize)
+
+
+def _blocks(nb: int, cc: int, og: int, channel_bytes: int) -> tuple[int, int]:
+    """Samples and channels per block of about ``_DEPTHWISE_BLOCK_BYTES`` (channels in whole
+    groups of ``og``; several samples only when one holds all channels)."""
+    cb = min(cc, max(og, _DEPTHWISE_BLOCK_BYTES // max(1, channel_bytes) // og * og))
+    sb = max(1, _DEPTHWISE_BLOCK_BYTES // max(1, channel_bytes * cc)) if cb == cc else 1
+    return sb, cb
+
+
+def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, og: int,
+               out: Shape, sb: int, cb: int,
+               block: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray],
+               ) -> np.ndarray:
+    """[N, cc, *out] computed by ``block`` over blocks of ``sb`` samples and ``cb`` channels
+    (each input channel repeated for its ``og`` outputs)."""
+    nb = x.shape[0]
+    y = np.empty((nb, cc, *out), x.dtype)
+    for a in range(0, nb, sb):
+        for c0 in range(0, cc, cb):
+            c1 = min(c0 + cb, cc)
+            xb = x[a:a + sb, c0 // og:c1 // og]
+            if og > 1:
+                xb = np.repeat(xb, og, axis=1)
+            y[a:a + sb, c0:c1] = block(xb, w[c0:c1], None if bias is None else bias[c0:c1])
+    return y
+
+
+def _depthwise_planar(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape,
+                      out: Shape, og: int, itemsize: int,
+                      ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+    """Depthwise over channel planes: every stride phase of the padded input (zero-padded to
+    the largest phase's shape, flattened, with a zero tail) holds, for kernel position ``q``,
+    a contiguous run ``flat[off(q) : off(q) + L]`` covering the output rows at full phase
+    width; each tap multiplies those runs by one weight per channel (a scalar per row: numpy's
+    fastest loop). The output is cropped from the phase-width grid at the end.
+    """
+    n = len(k)
+    cc = c * og
+    padded, _ = _windows.padding(size, k, s, d, p, out)
+    grid = tuple(-(-v // si) for v, si in zip(padded, s, strict=True))
+    elems = [math.prod(grid[i + 1:]) for i in range(n)]
+    length = out[0] * elems[0]
+    residues: dict[tuple[int, ...], int] = {}
+    taps = []
+    for pos in _windows.taps(k):
+        r = tuple(q * di % si for q, di, si in zip(pos, d, s, strict=True))
+        off = sum(q * di // si * e for q, di, si, e in zip(pos, d, s, elems, strict=True))
+        taps.append((residues.setdefault(r, len(residues)), off))
+    flat_len = max(math.prod(grid), max(off for _, off in taps) + length)
+    phases = [_phase(r, size, padded, s, p) for r in residues]
+    crop = (slice(None), slice(None), slice(None),
+            *(slice(0, v) for v in out[1:]))
+    kk = math.prod(k)
+
+    def block(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        nb, cbb = x.shape[:2]
+        bufs = []
+        for _, dst, src, _zero in phases:
+            buf = np.zeros((nb, cbb, flat_len), x.dtype)
+            if dst is not None:
+                plane = buf[..., :math.prod(grid)].reshape(nb, cbb, *grid)
+                plane[(slice(None), slice(None), *dst)] = x[(slice(None), slice(None), *src)]
+            bufs.append(buf)
+        wt = w.reshape(cbb, kk)
+        y = np.empty((nb, cbb, length), x.dtype)
+        scratch = np.empty_like(y)
+        for i, (phase, off) in enumerate(taps):
+            v = bufs[phase][..., off:off + length]
+            if i == 0:
+                np.multiply(v, wt[:, i:i + 1], out=y)
+            else:
+                np.multiply(v, wt[:, i:i + 1], out=scratch)
+                np.add(y, scratch, out=y)
+        if bias is not None:
+            np.add(y, bias[:, None], out=y)
+        return y.reshape(nb, cbb, out[0], *grid[1:])[crop]
+
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        sb, cb = _blocks(x.shape[0], cc, og, length * itemsize)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
+
+    return run
+
+
+def _depthwise_interleaved(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape,
+                           out: Shape, og: int, itemsize: int,
+                           ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None],
+                                         np.ndarray]:
+    """Depthwise with channels last (small planes: long rows of all channels), tap by tap.
 
     The padded input is split into its stride phases (``xp[..., r::s, ...]`` per residue
-    ``r``): kernel position ``q`` reads phase ``q*d % s`` at offset ``q*d // s`` with stride 1.
-    With the last spatial axis and the channels merged, a tap is a plain slice of rows of its
-    phase, multiplied by the tap's weights tiled along that merged axis.
+    ``r``, copied straight from the input): kernel position ``q`` reads phase ``q*d % s`` at
+    offset ``q*d // s`` with stride 1. With the last spatial axis and the channels merged, a
+    tap is a plain slice of rows of its phase, multiplied by the tap's weights tiled along
+    that merged axis. Blocks of samples and channels keep every temporary near
+    ``_DEPTHWISE_BLOCK_BYTES``: in cache, and small enough for the allocator to reuse (fresh
+    pages of large temporaries cost more than the arithmetic on a virtual machine).
     """
     n = len(k)
     cc = c * og  # channels after repeating each input channel for its og outputs
-    padded, inner = _windows.padding(size, k, s, d, p, out)
-    # a leading unit axis for 1-d convolutions: rows are then always axis 1
-    lead = n == 1
+    padded, _ = _windows.padding(size, k, s, d, p, out)
+    lead = n == 1  # a leading unit axis for 1-d convolutions: rows are then always axis 1
     out_rows = (1, *out) if lead else out
     residues: dict[tuple[int, ...], int] = {}
     taps = []
@@ -196,44 +297,63 @@ def _depthwise(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out:
         if lead:
             off = (0, *off)
         mid = tuple(slice(o, o + v) for o, v in zip(off[1:-1], out_rows[1:-1], strict=True))
-        taps.append((phase, off[0], mid,
-                     slice(off[-1] * cc, (off[-1] + out_rows[-1]) * cc)))
-    phase_index = [(slice(None), *(slice(ri, None, si) for ri, si in zip(r, s, strict=True)))
-                   for r in residues]
-    unit_stride = all(v == 1 for v in s)
-    merged = out_rows[-1] * cc
-    row_bytes = math.prod(out_rows[1:]) * cc * itemsize
-    rows = max(1, _DEPTHWISE_BLOCK_BYTES // max(1, row_bytes))
+        taps.append((phase, off[0], mid, off[-1], out_rows[-1]))
+    phases = [_phase(r, size, padded, s, p) for r in residues]
     kk = math.prod(k)
+    channel_last = (0, *range(2, n + 2), 1)
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        nb = x.shape[0]
-        if og > 1:
-            x = np.repeat(x, og, axis=1)
-        xl = _padded(x, padded, inner, channels_last=True)  # [N, *P, C]
-        phases = [xl if unit_stride else np.ascontiguousarray(xl[idx]) for idx in phase_index]
-        # merge the last spatial axis with the channels: [N, (1,) *P[:-1], P[-1] * C]
-        phases = [ph.reshape(nb, *((1,) if lead else ()), *ph.shape[1:-2],
-                              ph.shape[-2] * cc) for ph in phases]
-        # per tap, its weights tiled along the merged axis: [K, out[-1] * C]
-        wt = np.tile(w.reshape(cc, kk).T[:, None, :], (1, out_rows[-1], 1)).reshape(kk, merged)
+    def block(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """[B, cb, *S] (og-repeated channels) -> [B, cb, *out]."""
+        nb, cbb = x.shape[:2]
+        bufs = []
+        for shape, dst, src, zero in phases:
+            buf = (np.zeros if zero else np.empty)((nb, *shape, cbb), x.dtype)
+            if dst is not None:
+                buf[(slice(None), *dst)] = x[(slice(None), slice(None), *src)].transpose(
+                    channel_last)
+            # merge the last spatial axis with the channels: [B, (1,) *M[:-1], M[-1] * cb]
+            bufs.append(buf.reshape(nb, *((1,) if lead else ()), *shape[:-1], -1))
+        merged = out_rows[-1] * cbb
+        # per tap, its weights tiled along the merged axis: [K, out[-1] * cb]
+        wt = np.tile(w.reshape(cbb, kk).T[:, None, :], (1, out_rows[-1], 1)).reshape(kk, -1)
         y = np.empty((nb, *out_rows[:-1], merged), x.dtype)
-        scratch = np.empty((nb, min(rows, out_rows[0]), *out_rows[1:-1], merged), x.dtype)
-        for a in range(0, out_rows[0], rows):
-            b = min(a + rows, out_rows[0])
-            yb, sb = y[:, a:b], scratch[:, :b - a]
-            for i, (phase, row0, mid, last) in enumerate(taps):
-                v = phases[phase][(slice(None), slice(row0 + a, row0 + b), *mid, last)]
-                if i == 0:
-                    np.multiply(v, wt[i], out=yb)
-                else:
-                    np.multiply(v, wt[i], out=sb)
-                    np.add(yb, sb, out=yb)
+        scratch = np.empty_like(y)
+        for i, (phase, row0, mid, col0, cols) in enumerate(taps):
+            v = bufs[phase][(slice(None), slice(row0, row0 + out_rows[0]), *mid,
+                             slice(col0 * cbb, (col0 + cols) * cbb))]
+            if i == 0:
+                np.multiply(v, wt[i], out=y)
+            else:
+                np.multiply(v, wt[i], out=scratch)
+                np.add(y, scratch, out=y)
         if bias is not None:
             np.add(y, np.tile(bias, out_rows[-1]), out=y)
-        return np.moveaxis(y.reshape(nb, *out, cc), -1, 1)
+        return np.moveaxis(y.reshape(nb, *out, cbb), -1, 1)
+
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        sb, cb = _blocks(x.shape[0], cc, og, math.prod(out) * itemsize)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
 
     return run
+
+
+def _phase(r: Shape, size: Shape, padded: Shape, s: Shape, p: Shape,
+           ) -> tuple[Shape, tuple[slice, ...] | None, tuple[slice, ...], bool]:
+    """Stride phase ``r`` of the zero-padded input ``xp[..., r0::s0, r1::s1, ...]``: its
+    shape, where the input lands in it (None: nowhere), which input elements land there, and
+    whether any of it is padding (zeros)."""
+    n = len(size)
+    shape = tuple(-(-(padded[i] - r[i]) // s[i]) for i in range(n))
+    lo = [max(0, -(-(p[2 * i] - r[i]) // s[i])) for i in range(n)]
+    hi = [min(shape[i], -(-(p[2 * i] + size[i] - r[i]) // s[i])) for i in range(n)]
+    if any(h <= low for low, h in zip(lo, hi, strict=True)):
+        return shape, None, (), True
+    start = [r[i] + s[i] * lo[i] - p[2 * i] for i in range(n)]
+    dst = tuple(slice(lo[i], hi[i]) for i in range(n))
+    src = tuple(slice(start[i], start[i] + (hi[i] - lo[i] - 1) * s[i] + 1, s[i])
+                for i in range(n))
+    zero = any(lo[i] > 0 or hi[i] < shape[i] for i in range(n))
+    return shape, dst, src, zero
 
 
 def prepare_conv(types: Sequence[Any], *, strides: Ints | None = None,
