@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from coreai_core import Dim, Program, TensorType, Value, defop
 from coreai_core.dialects import coreai
-from coreai_core.runtime import Runtime, prepared_by
+from coreai_core.runtime import Runtime, _threads, prepared_by
 from coreai_core.runtime.kernels import _conv, nn
 from tests.core.kernel_util import check, rand, seeds
 
@@ -24,7 +24,16 @@ from tests.core.kernel_util import check, rand, seeds
 # magnitude ~3); float32: the same with float32 rounding of each partial sum.
 TOL = {np.dtype(np.float64): (1e-10, 1e-10), np.dtype(np.float32): (1e-5, 1e-4)}
 SIZES = {1: [1, 2, 5, 47], 2: [1, 2, 3, 7], 3: [1, 2, 4]}
-METHODS = ["pointwise", "im2col", "im2col-chunked", "depthwise"]
+METHODS = ["pointwise", "im2col", "im2col-chunked", "depthwise", "depthwise-planar"]
+
+
+def method_settings(method: str) -> Any:
+    """Patches forcing the variant: im2col one output row per chunk (a one-byte budget);
+    depthwise over channel planes whatever their size (else small planes run channels
+    last)."""
+    return mock.patch.multiple(
+        _conv, _CHUNK_BYTES=1 if method == "im2col-chunked" else _conv._CHUNK_BYTES,
+        _PLANAR_MIN_ROW=0 if method == "depthwise-planar" else _conv._PLANAR_MIN_ROW)
 
 
 @defop("test_kernels_conv.double_scale")
@@ -45,9 +54,9 @@ def conv_cases(draw: Any, method: str) -> dict[str, Any]:
     else:
         k = ints(1, 3 if n > 1 else 5)
         pads = ints(0, 2) + ints(0, 2)
-        if method != "depthwise" and max(k) == 1 and not any(pads):
+        if not method.startswith("depthwise") and max(k) == 1 and not any(pads):
             pads = (1, *pads[1:])  # else it is pointwise
-    if method == "depthwise":
+    if method.startswith("depthwise"):
         groups, cg = draw(st.integers(2, 5)), 1
     else:  # one input channel per group is depthwise: more when grouped
         groups = draw(st.integers(1, 2))
@@ -105,9 +114,7 @@ def test_each_method_matches_torch(method: str, dtype: Any, data: st.DataObject,
                                    seed: int) -> None:
     c = data.draw(conv_cases(method))
     x, w, b = arrays(c, seed, dtype)
-    # a one-byte chunk budget: im2col copies and multiplies one output row at a time
-    chunk = 1 if method == "im2col-chunked" else _conv._CHUNK_BYTES
-    with mock.patch.object(_conv, "_CHUNK_BYTES", chunk):
+    with method_settings(method):
         plan = _conv.conv_plan(x.shape[1:], w.shape, x.dtype, c["s"], c["pads"], c["d"],
                                c["groups"])
         y = conv_program(c, x, w, b).run({"x": x})["y"]
@@ -123,8 +130,7 @@ def test_a_plan_runs_its_prepared_conv_with_the_kernels_bits(method: str, data: 
     (the kernel plans the same convolution per call), also for a dynamic batch."""
     c = data.draw(conv_cases(method))
     x, w, b = arrays(c, seed, np.float32)
-    chunk = 1 if method == "im2col-chunked" else _conv._CHUNK_BYTES
-    with mock.patch.object(_conv, "_CHUNK_BYTES", chunk):
+    with method_settings(method):
         for batch in (None, Dim("n")):
             program = conv_program(c, x, w, b, batch)
             (step,) = Runtime().plan(program).steps
@@ -153,14 +159,18 @@ def test_a_prepared_conv_given_another_shape_plans_that_shape() -> None:
 
 
 @pytest.mark.parametrize(("c", "chunk"), [
-    (dict(n=2, k=(3, 3), s=(2, 2), d=(1, 1), pads=(1,) * 4, groups=32, cg=1, og=1,
-          sizes=(56, 56), batch=3, bias=True), None),
+    (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=32, cg=1, og=1,
+          sizes=(56, 56), batch=3, bias=True), None),  # planar
+    (dict(n=2, k=(3, 3), s=(2, 2), d=(1, 1), pads=(1,) * 4, groups=48, cg=1, og=2,
+          sizes=(32, 32), batch=3, bias=True), None),  # channels last
     (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=4, cg=4, og=4,
           sizes=(28, 28), batch=3, bias=False), 1 << 14),
 ])
 def test_results_identical_whatever_the_threads(c: dict[str, Any], chunk: int | None) -> None:
-    """Depthwise and chunked im2col split a batch over the pool with identical bits."""
+    """Depthwise (both layouts) and chunked im2col split a batch over the pool with
+    identical bits."""
     x, w, b = arrays(c, 5, np.float32)
+    assert x.size * w[0].size >= _threads.MIN_PARALLEL_WORK  # the batch is split
     with mock.patch.object(_conv, "_CHUNK_BYTES", chunk or _conv._CHUNK_BYTES):
         program = conv_program(c, x, w, b)
         one, two = (Runtime(threads=t).run(program, {"x": x})["y"] for t in (1, 2))
