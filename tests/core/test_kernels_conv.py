@@ -158,22 +158,37 @@ def test_a_prepared_conv_given_another_shape_plans_that_shape() -> None:
     check(prepared(x, w, None, groups=4), want, *TOL[np.dtype(np.float32)])
 
 
+@pytest.mark.parametrize("batch", [1, 3])  # chunks or blocks split, or the batch
 @pytest.mark.parametrize(("c", "chunk"), [
-    (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=32, cg=1, og=1,
-          sizes=(56, 56), batch=3, bias=True), None),  # planar
-    (dict(n=2, k=(3, 3), s=(2, 2), d=(1, 1), pads=(1,) * 4, groups=48, cg=1, og=2,
-          sizes=(32, 32), batch=3, bias=True), None),  # channels last
-    (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=4, cg=4, og=4,
-          sizes=(28, 28), batch=3, bias=False), 1 << 14),
+    (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=64, cg=1, og=1,
+          sizes=(56, 56), bias=True), None),  # planar
+    (dict(n=2, k=(3, 3), s=(2, 2), d=(1, 1), pads=(1,) * 4, groups=432, cg=1, og=2,
+          sizes=(24, 24), bias=True), None),  # channels last
+    (dict(n=2, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1,) * 4, groups=4, cg=8, og=8,
+          sizes=(28, 28), bias=False), 1 << 14),  # chunked im2col
 ])
-def test_results_identical_whatever_the_threads(c: dict[str, Any], chunk: int | None) -> None:
-    """Depthwise (both layouts) and chunked im2col split a batch over the pool with
-    identical bits."""
+def test_results_identical_whatever_the_threads(c: dict[str, Any], chunk: int | None,
+                                                batch: int) -> None:
+    """Depthwise (both layouts) and chunked im2col spread a batch, or the blocks or chunks
+    of one sample, over the pool with identical bits."""
+    c = {**c, "batch": batch}
     x, w, b = arrays(c, 5, np.float32)
-    assert x.size * w[0].size >= _threads.MIN_PARALLEL_WORK  # the batch is split
-    with mock.patch.object(_conv, "_CHUNK_BYTES", chunk or _conv._CHUNK_BYTES):
+    splits: list[int] = []
+
+    def spy(rows: int, work: int, fn: Any) -> Any:
+        parts = real(rows, work, fn)
+        if parts is not None:
+            splits.append(rows)
+        return parts
+
+    real = _threads.parallel_rows
+    with mock.patch.object(_conv, "_CHUNK_BYTES", chunk or _conv._CHUNK_BYTES), \
+            mock.patch.object(_threads, "parallel_rows", spy):
         program = conv_program(c, x, w, b)
-        one, two = (Runtime(threads=t).run(program, {"x": x})["y"] for t in (1, 2))
+        one = Runtime(threads=1).run(program, {"x": x})["y"]
+        assert splits == []
+        two = Runtime(threads=2).run(program, {"x": x})["y"]
+        assert len(splits) == 1 and (batch == 1 or splits == [batch])
     assert one.tobytes() == two.tobytes()
     check(one, torch_conv(x, w, b, c), *TOL[np.dtype(np.float32)])
 

@@ -31,12 +31,16 @@ from typing import Any
 
 import numpy as np
 
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels import _windows
 from coreai_core.runtime.kernels._windows import Ints
 
 __all__ = ["ConvPlan", "conv_plan"]
 
 Shape = tuple[int, ...]
+# run(x, w, bias, split): split=True lets the method spread its chunks or blocks over the
+# run's thread pool (only when the caller does not already run on it)
+ConvRun = Callable[[np.ndarray, np.ndarray, np.ndarray | None, bool], np.ndarray]
 
 # Bytes of the windows copy per sample above which im2col runs in chunks of output rows.
 _CHUNK_BYTES = 1 << 20
@@ -70,7 +74,9 @@ def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None,
 @dataclass(frozen=True, eq=False)
 class ConvPlan:
     """One convolution's shape-only decisions; ``plan(x, w, bias)`` runs it on arrays in the
-    accumulation dtype and returns [N, O, *out] (bias added; possibly a transposed view)."""
+    accumulation dtype and returns [N, O, *out] (bias added; possibly a view). With ``split``
+    its chunks or blocks (independent, each computed the same way) run on the pool of a
+    ``Runtime(threads=n)`` run: pass it only from outside the pool."""
 
     sample: Shape  # [C, *S] of one sample
     weight_shape: Shape
@@ -80,11 +86,12 @@ class ConvPlan:
     d: Shape
     p: Shape
     out: Shape
-    run: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]
+    run: ConvRun
     method: str
 
-    def __call__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        return self.run(x, w, bias)
+    def __call__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+                 split: bool = False) -> np.ndarray:
+        return self.run(x, w, bias, split)
 
 
 def conv_plan(sample: Sequence[int], weight: Sequence[int], dtype: np.dtype,
@@ -100,7 +107,7 @@ def conv_plan(sample: Sequence[int], weight: Sequence[int], dtype: np.dtype,
     k, s, d, p, out = _windows.geometry((1, *sample), weight[2:], strides, pads, dilation)
     itemsize = np.dtype(dtype).itemsize
     kk = math.prod(k)
-    run: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]
+    run: ConvRun
     if cg == 1 and g > 1:
         method, run = "depthwise", _depthwise(c, size, k, s, d, p, out, og, itemsize)
     elif kk == 1 and not any(p):
@@ -120,13 +127,13 @@ def _add_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 # -- pointwise ------------------------------------------------------------------------------------
 
 def _pointwise(c: int, size: Shape, s: Shape, out: Shape, g: int, og: int,
-               ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+               ) -> ConvRun:
     """1x1 kernel without padding: [g, Og, Cg] @ [N, g, Cg, pixels] (strides subsample)."""
     pick = None if all(v == 1 for v in s) else _windows.trailing(
         slice(0, (o - 1) * st + 1, st) for o, st in zip(out, s, strict=True))
     cg, npix = c // g, math.prod(out)
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
         n = x.shape[0]
         xs = x if pick is None else x[pick]
         y = np.matmul(w.reshape(g, og, cg), xs.reshape(n, g, cg, npix))
@@ -139,7 +146,7 @@ def _pointwise(c: int, size: Shape, s: Shape, out: Shape, g: int, og: int,
 
 def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Shape, g: int,
             og: int, itemsize: int,
-            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+            ) -> ConvRun:
     """Windows copied as [N, g, Cg*K, pixels] (in chunks of output rows), one matmul each."""
     n = len(k)
     padded, inner = _windows.padding(size, k, s, d, p, out)
@@ -154,19 +161,25 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
     chunks = [(a, min(a + rows, out[0])) for a in range(0, out[0], rows)]
     row_axis = 2 + n  # the first output axis of the windows view
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
         nb = x.shape[0]
         xp = _padded(x, padded, inner)
         view = np.ndarray((nb, c, *k, *out), xp.dtype, xp, 0, (c * plane * itemsize, *tail))
         w2 = w.reshape(g, og, cg * kk)
         if len(chunks) == 1:
             y = np.matmul(w2, view.reshape(nb, g, cg * kk, npix))
-        else:
-            y = np.empty((nb, g, og, npix), xp.dtype)
-            for a, b in chunks:
+            return _add_bias(y.reshape(nb, g * og, *out), bias)
+        y = np.empty((nb, g, og, npix), xp.dtype)
+
+        def some(i: int, j: int) -> None:
+            for a, b in chunks[i:j]:
                 part = view[(slice(None),) * row_axis + (slice(a, b),)]
                 np.matmul(w2, part.reshape(nb, g, cg * kk, (b - a) * rest),
                           out=y[..., a * rest:b * rest])
+
+        work = nb * g * og * npix * cg * kk
+        if not split or _threads.parallel_rows(len(chunks), work, some) is None:
+            some(0, len(chunks))
         return _add_bias(y.reshape(nb, g * og, *out), bias)
 
     return run
@@ -176,7 +189,7 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
 
 def _depthwise(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Shape,
                og: int, itemsize: int,
-               ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+               ) -> ConvRun:
     """One input channel per group: planar for large planes, else channels last."""
     padded, _ = _windows.padding(size, k, s, d, p, out)
     grid = [-(-v // si) for v, si in zip(padded, s, strict=True)]  # the largest stride phase
@@ -195,26 +208,33 @@ def _blocks(nb: int, cc: int, og: int, channel_bytes: int) -> tuple[int, int]:
 
 
 def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, og: int,
-               out: Shape, sb: int, cb: int,
+               out: Shape, sb: int, cb: int, split: bool,
                block: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray],
                ) -> np.ndarray:
     """[N, cc, *out] computed by ``block`` over blocks of ``sb`` samples and ``cb`` channels
-    (each input channel repeated for its ``og`` outputs)."""
+    (each input channel repeated for its ``og`` outputs); with ``split``, blocks run on the
+    run's pool."""
     nb = x.shape[0]
     y = np.empty((nb, cc, *out), x.dtype)
-    for a in range(0, nb, sb):
-        for c0 in range(0, cc, cb):
+    blocks = [(a, c0) for a in range(0, nb, sb) for c0 in range(0, cc, cb)]
+
+    def some(i: int, j: int) -> None:
+        for a, c0 in blocks[i:j]:
             c1 = min(c0 + cb, cc)
             xb = x[a:a + sb, c0 // og:c1 // og]
             if og > 1:
                 xb = np.repeat(xb, og, axis=1)
             y[a:a + sb, c0:c1] = block(xb, w[c0:c1], None if bias is None else bias[c0:c1])
+
+    work = y.size * math.prod(w.shape[2:])
+    if not split or _threads.parallel_rows(len(blocks), work, some) is None:
+        some(0, len(blocks))
     return y
 
 
 def _depthwise_planar(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape,
                       out: Shape, og: int, itemsize: int,
-                      ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+                      ) -> ConvRun:
     """Depthwise over channel planes: every stride phase of the padded input (zero-padded to
     the largest phase's shape, flattened, with a zero tail) holds, for kernel position ``q``,
     a contiguous run ``flat[off(q) : off(q) + L]`` covering the output rows at full phase
@@ -262,17 +282,16 @@ def _depthwise_planar(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shap
             np.add(y, bias[:, None], out=y)
         return y.reshape(nb, cbb, out[0], *grid[1:])[crop]
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
         sb, cb = _blocks(x.shape[0], cc, og, length * itemsize)
-        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, split, block)
 
     return run
 
 
 def _depthwise_interleaved(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape,
                            out: Shape, og: int, itemsize: int,
-                           ) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None],
-                                         np.ndarray]:
+                           ) -> ConvRun:
     """Depthwise with channels last (small planes: long rows of all channels), tap by tap.
 
     The padded input is split into its stride phases (``xp[..., r::s, ...]`` per residue
@@ -330,9 +349,9 @@ def _depthwise_interleaved(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p:
             np.add(y, np.tile(bias, out_rows[-1]), out=y)
         return np.moveaxis(y.reshape(nb, *out, cbb), -1, 1)
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
         sb, cb = _blocks(x.shape[0], cc, og, math.prod(out) * itemsize)
-        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, split, block)
 
     return run
 

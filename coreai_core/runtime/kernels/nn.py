@@ -46,10 +46,11 @@ def _run_conv(plan: _conv.ConvPlan, x: np.ndarray, weight: np.ndarray,
               bias: np.ndarray | None) -> np.ndarray:
     xa, wa = _acc(x), _acc(weight)
     ba = None if bias is None else _acc(bias)
-    # Samples are independent: with a thread pool each chunk of the batch runs the same code.
+    # Samples are independent: with a thread pool each chunk of the batch runs the same code;
+    # a batch too small to split may split its own chunks (a plan's chunks are independent).
     parts = _threads.parallel_rows(x.shape[0], x.size * weight[0].size,
                                    lambda a, b: plan(xa[a:b], wa, ba))
-    y = np.concatenate(parts) if parts is not None else plan(xa, wa, ba)
+    y = np.concatenate(parts) if parts is not None else plan(xa, wa, ba, split=True)
     return np.ascontiguousarray(y, dtype=x.dtype)
 
 
