@@ -14,9 +14,12 @@ The methods, picked by shape:
   7 MB, and a chunk stays in cache for its matmul). Measured against one matmul per kernel
   position on shifted views of the flattened input (no copy at all), chunked im2col was as
   fast or faster at every size tried (up to 1.7x at 32x224x224, 9x with 3 input channels);
-- **depthwise** (one input channel per group): channels-last multiply-accumulate per kernel
-  position over the stride phases of the input, so every tap reads contiguous rows of all
-  channels (long inner loops at any spatial size and stride).
+- **depthwise** (one input channel per group): a multiply-accumulate per kernel position
+  over the stride phases of the input, so that every tap reads contiguous runs at any stride:
+  channel by channel on flattened phases for large planes, channels last for small ones (a
+  run then holds every channel of a block); in blocks of samples and channels of about
+  ``_DEPTHWISE_BLOCK_BYTES``. numpy has no fused multiply-add, so each tap is two passes:
+  per-tap BLAS (im2col + matrix-vector products, or shifted matmuls) measured slower.
 
 Each sample's result depends only on its own shape: chunking and blocking are fixed per
 sample, so a batch split over threads gives bit-identical results.
@@ -53,17 +56,8 @@ _DEPTHWISE_BLOCK_BYTES = 1 << 18
 _PLANAR_MIN_ROW = 1024
 
 
-def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None,
-            channels_last: bool = False) -> np.ndarray:
-    """``x`` [N, C, *S] zero-padded to ``shape``, contiguous ([N, *shape, C] if
-    ``channels_last``)."""
-    if channels_last:
-        src = np.moveaxis(x, 1, -1)
-        if inner is None:
-            return np.ascontiguousarray(src)
-        buf = np.zeros((x.shape[0], *shape, x.shape[1]), x.dtype)
-        buf[(slice(None), *inner)] = src
-        return buf
+def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None) -> np.ndarray:
+    """``x`` [N, C, *S] zero-padded to ``shape``, contiguous."""
     if inner is None:
         return np.ascontiguousarray(x)
     buf = np.zeros((*x.shape[:2], *shape), x.dtype)
@@ -80,14 +74,8 @@ class ConvPlan:
 
     sample: Shape  # [C, *S] of one sample
     weight_shape: Shape
-    groups: int
-    k: Shape
-    s: Shape
-    d: Shape
-    p: Shape
-    out: Shape
+    method: str  # "pointwise", "im2col" or "depthwise"
     run: ConvRun
-    method: str
 
     def __call__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
                  split: bool = False) -> np.ndarray:
@@ -114,7 +102,7 @@ def conv_plan(sample: Sequence[int], weight: Sequence[int], dtype: np.dtype,
         method, run = "pointwise", _pointwise(c, size, s, out, g, og)
     else:
         method, run = "im2col", _im2col(c, size, k, s, d, p, out, g, og, itemsize)
-    return ConvPlan(sample, weight, g, k, s, d, p, out, run, method)
+    return ConvPlan(sample, weight, method, run)
 
 
 def _add_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
@@ -262,8 +250,8 @@ def _depthwise_planar(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shap
     def block(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         nb, cbb = x.shape[:2]
         bufs = []
-        for _, dst, src, _zero in phases:
-            buf = np.zeros((nb, cbb, flat_len), x.dtype)
+        for _, dst, src, _ in phases:
+            buf = np.zeros((nb, cbb, flat_len), x.dtype)  # padding and the tail read past
             if dst is not None:
                 plane = buf[..., :math.prod(grid)].reshape(nb, cbb, *grid)
                 plane[(slice(None), slice(None), *dst)] = x[(slice(None), slice(None), *src)]

@@ -1,8 +1,10 @@
 """Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize.
 
 All kernels are vectorized: convolutions and matmuls run on BLAS, windows are strided views
-of the padded input (Python loops only over kernel positions). Float16/bfloat16 inputs are
-computed in float32 and cast back, like PyTorch's CPU kernels accumulate in float32.
+of the padded input (Python loops only over kernel positions and blocks). A convolution's
+shape-only decisions are made once per op (``_conv.ConvPlan``, the kernel's ``prepare``).
+Float16/bfloat16 inputs are computed in float32 and cast back, like PyTorch's CPU kernels
+accumulate in float32.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def _prepare_conv(types: Sequence[Any], *, strides: Ints | None = None,
 def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
          strides: Ints | None = None, pads: Ints | None = None, dilation: Ints | None = None,
          groups: int = 1) -> np.ndarray:
-    """Grouped N-d convolution: im2col, flat-shift or per-tap depthwise (see ``_conv``)."""
+    """Grouped N-d convolution: pointwise matmul, chunked im2col or per-tap depthwise (see
+    ``_conv``)."""
     plan = _conv.conv_plan(x.shape[1:], weight.shape, acc_dtype(x.dtype), strides, pads,
                            dilation, groups)
     return _run_conv(plan, x, weight, bias)
