@@ -213,11 +213,14 @@ def test_im2col_at_224_copies_the_windows_in_chunks() -> None:
 
 def test_prepared_by_specializes_a_user_kernel_once_per_op() -> None:
     """A runtime's own kernel with a ``prepare``: called once per op when planning, with the
-    operand types; its result runs each time. ``prepare`` returning None keeps the kernel."""
+    operand types; its result runs each time. ``prepare`` returning None, or rejecting the
+    op (the kernel then reports problems at run time, naming the op), keeps the kernel."""
     seen: list[Any] = []
 
     def prepare(types: list[Any], *, alpha: float) -> Any:
         seen.append((types, alpha))
+        if alpha == 0:
+            raise ValueError("alpha 0 is not prepared")
         if alpha < 0:
             return None
         scale = np.float32(alpha * 2)
@@ -237,13 +240,15 @@ def test_prepared_by_specializes_a_user_kernel_once_per_op() -> None:
     x_type = TensorType((3,), "float32")
     with p.graph("main", inputs={"x": x_type}) as g:
         g.outputs({"a": double_scale_op(g["x"], alpha=1.5),
-                   "b": double_scale_op(g["x"], alpha=-1.0)})
+                   "b": double_scale_op(g["x"], alpha=-1.0),
+                   "c": double_scale_op(g["x"], alpha=0.0)})
     x = np.arange(3, dtype=np.float32)
     for _ in range(2):
         out = runtime.run(p, {"x": x})
         np.testing.assert_array_equal(out["a"], x * 3)
         np.testing.assert_array_equal(out["b"], -x * 2)
-    assert [alpha for _, alpha in seen] == [1.5, -1.0]
+        np.testing.assert_array_equal(out["c"], x * 0)
+    assert [alpha for _, alpha in seen] == [1.5, -1.0, 0.0]
     assert seen[0][0] == [x_type]
     kinds = [step.call.__qualname__.endswith("scaled") for step in runtime.plan(p).steps]
-    assert kinds == [True, False]
+    assert kinds == [True, False, False]
