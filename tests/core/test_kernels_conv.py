@@ -252,3 +252,19 @@ def test_prepared_by_specializes_a_user_kernel_once_per_op() -> None:
     assert seen[0][0] == [x_type]
     kinds = [step.call.__qualname__.endswith("scaled") for step in runtime.plan(p).steps]
     assert kinds == [True, False, False]
+
+
+@pytest.mark.parametrize("method", ["pointwise", "im2col", "depthwise"])
+def test_read_only_and_strided_inputs(method: str) -> None:
+    """The kernel reads read-only arrays (folded constants) and non-contiguous views without
+    padding (the windows view needs a contiguous buffer: it copies)."""
+    k, groups = {"pointwise": (1, 1), "im2col": (3, 1), "depthwise": (3, 4)}[method]
+    x = np.ascontiguousarray(rand(7, (1, 9, 8, 4), np.float64).transpose(0, 3, 1, 2))[
+        :, :, ::-1]
+    x.flags.writeable = False
+    w = rand(8, (4, 4 // groups, k, k), np.float64)
+    w.flags.writeable = False
+    assert not x.flags.c_contiguous
+    y = nn.conv(x, w, None, groups=groups)
+    want = F.conv2d(torch.from_numpy(x.copy()), torch.from_numpy(w.copy()), groups=groups)
+    check(y, want, *TOL[np.dtype(np.float64)])
