@@ -10,10 +10,11 @@ The methods, picked by shape:
 
 - **pointwise** (1x1 kernel, no padding): one matmul on the input (subsampled for strides);
 - **im2col**: a copy of the windows, then one batched matmul; in chunks of output rows, so
-  the copy stays near ``_CHUNK_BYTES`` per sample (a 7x7 stem at 224x224 would otherwise copy
-  7 MB, and a chunk stays in cache for its matmul). Measured against one matmul per kernel
-  position on shifted views of the flattened input (no copy at all), chunked im2col was as
-  fast or faster at every size tried (up to 1.7x at 32x224x224, 9x with 3 input channels);
+  the copy stays near ``_CHUNK_BYTES`` (or the weight's size, if larger) per sample (a 7x7
+  stem at 224x224 would otherwise copy 7 MB, and a chunk stays in cache for its matmul).
+  Measured against one matmul per kernel position on shifted views of the flattened input
+  (no copy at all), chunked im2col was as fast or faster at every 2-d size tried (up to 1.7x
+  at 32x224x224, 9x with 3 input channels);
 - **depthwise** (one input channel per group): a multiply-accumulate per kernel position
   over the stride phases of the input, so that every tap reads contiguous runs at any stride:
   channel by channel on flattened phases for large planes, channels last for small ones (a
@@ -45,7 +46,8 @@ Shape = tuple[int, ...]
 # run's thread pool (only when the caller does not already run on it)
 ConvRun = Callable[[np.ndarray, np.ndarray, np.ndarray | None, bool], np.ndarray]
 
-# Bytes of the windows copy per sample above which im2col runs in chunks of output rows.
+# Bytes of the windows copy per sample above which im2col runs in chunks of output rows (or
+# the weight's bytes, if larger).
 _CHUNK_BYTES = 1 << 20
 # Depthwise convolutions run every kernel position over a block of samples and channels of
 # about this many output bytes before moving on, so the block stays in cache across its taps.
@@ -145,7 +147,10 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
             *(e * si * itemsize for e, si in zip(elems, s, strict=True)))
     cg, kk, npix = c // g, math.prod(k), math.prod(out)
     rest = npix // out[0]
-    rows = max(1, _CHUNK_BYTES // max(1, c * kk * rest * itemsize))
+    # a chunk's matmul reads its windows once and the whole weight once: chunks at least as
+    # large as the weight keep re-reading it cheap (wav2vec2's 128-tap grouped conv: 4x)
+    budget = max(_CHUNK_BYTES, g * og * cg * kk * itemsize)
+    rows = max(1, budget // max(1, c * kk * rest * itemsize))
     chunks = [(a, min(a + rows, out[0])) for a in range(0, out[0], rows)]
     row_axis = 2 + n  # the first output axis of the windows view
 
