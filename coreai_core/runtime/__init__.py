@@ -6,6 +6,7 @@
   (``DEFAULT_TABLE``); register kernels for custom ops on an instance with
   ``Runtime.register_kernel`` (local to it); run with ``Runtime(...).run(program, inputs)``,
   and pass it on (``program.optimize(runtime=rt)`` folds constants with it).
+  :func:`prepared_by` gives a kernel a ``prepare`` step run once per op when planning.
 - :class:`Plan` is a graph compiled once (kernels, decoded attributes, value slots);
   ``Runtime.plan(program, entrypoint)`` returns the cached one.
 - :func:`run_program`, :func:`run_graph_collect` (also returns every intermediate value) and
@@ -24,10 +25,11 @@ from coreai_core.runtime._runtime import (
     run_program,
 )
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
+from coreai_core.runtime.kernels._registry import prepared_by
 from coreai_core.runtime.plan import KernelError, Plan, PlanError, Region
 
 __all__ = [
     "DEFAULT_TABLE", "KernelError", "KernelTable", "Plan", "PlanError", "Region", "Runtime",
     "Seed", "current_generator", "default_runtime", "evaluate_op", "input_type_problems",
-    "run_graph_collect", "run_program", "seeded", "to_array",
+    "prepared_by", "run_graph_collect", "run_program", "seeded", "to_array",
 ]

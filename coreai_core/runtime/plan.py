@@ -25,6 +25,7 @@ from coreai_core.runtime._dims import dim_checks
 from coreai_core.runtime._inputs import bind_named, bind_state
 from coreai_core.runtime._steps import Step
 from coreai_core.runtime._table import KernelTable
+from coreai_core.runtime.kernels._registry import preparer_of
 
 __all__ = ["KernelError", "Plan", "PlanError", "Region", "Step"]
 
@@ -311,7 +312,7 @@ class Plan:
         results = [self._define(r) for r in op.results]
         if fn is None or self.problems:
             return  # keep gathering problems; nothing of this plan will run
-        call = fn
+        call = self._prepared(op, fn, spec, kw)
         if any(n != -1 for n in layout):
             call = _restructure(call, tuple(layout))
         if captured:
@@ -324,6 +325,22 @@ class Plan:
             self._constants.append((op.results[0], results[0]))
             return
         self._steps.append(Step(call, tuple(ins), kw, out, expect, (), op, fn))
+
+    def _prepared(self, op: Operation, fn: Callable[..., Any], spec: list[Any],
+                  kw: dict[str, Any]) -> Callable[..., Any]:
+        """The kernel specialized for this op by its ``prepare`` (see ``prepared_by``), or
+        the kernel itself. A ``prepare`` that rejects the op leaves the kernel in place: it
+        then raises at run time, naming the op."""
+        prepare = preparer_of(fn)
+        if prepare is None:
+            return fn
+        types = [None if item is None else [v.type for v in item] if isinstance(item, list)
+                 else item.type for item in spec]
+        try:
+            prepared = prepare(types, **kw)
+        except (CoreAIError, ValueError, TypeError, ZeroDivisionError):
+            return fn
+        return fn if prepared is None else prepared
 
     def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
                   expect: tuple[np.dtype, int]) -> np.ndarray:

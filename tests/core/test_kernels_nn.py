@@ -229,7 +229,7 @@ def test_conv_transpose(n, dtype, data, seed):
 @pytest.mark.parametrize(("batch", "mult", "k", "s", "d"),
                          [(2, 1, 3, 1, 1), (1, 2, 3, 2, 1), (2, 1, 5, 2, 2), (1, 2, 7, 1, 1)])
 def test_depthwise_conv_in_channel_blocks(block_bytes, batch, mult, k, s, d, monkeypatch):
-    from coreai_core.runtime.kernels import _windows
+    from coreai_core.runtime.kernels import _conv
 
     x = rand(11, (batch, 6, 13, 12), np.float64)
     w = rand(12, (6 * mult, 1, k, k), np.float64)
@@ -242,7 +242,7 @@ def test_depthwise_conv_in_channel_blocks(block_bytes, batch, mult, k, s, d, mon
         return y
 
     whole = conv()
-    monkeypatch.setattr(_windows, "_DEPTHWISE_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(_conv, "_DEPTHWISE_BLOCK_BYTES", block_bytes)
     blocked = conv()
     assert blocked.tobytes() == whole.tobytes()
     check(blocked, F.conv2d(t(x), t(w), stride=s, padding=k // 2, dilation=d, groups=6))

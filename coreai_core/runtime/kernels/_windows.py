@@ -1,5 +1,8 @@
 """Sliding-window machinery shared by the convolution and pooling kernels.
 
+(The convolution itself is planned in :mod:`._conv`; transposed convolution and pooling
+are here.)
+
 Everything here is vectorized over pixels: Python loops run over kernel positions (taps) only,
 each tap being one strided numpy view of the padded input.
 """
@@ -19,16 +22,6 @@ from coreai_core._shapes import window_out
 from coreai_core.dialects._nn import _fill, _pads
 
 Ints = Sequence[int]
-
-# Above this many bytes of windows per sample, convolutions avoid the im2col copy (flat-shift
-# matmuls for stride 1, a tap-by-tap copy otherwise). Per sample, so that the method (and the
-# bits) of a sample never depend on the batch it is in.
-_IM2COL_BYTES = 1 << 22
-# Depthwise convolutions run every tap over a block of channels of about this many output
-# bytes before moving on, so the block stays in cache across its taps (one pass over memory
-# instead of two per tap). Each element sees the same operations in the same order.
-_DEPTHWISE_BLOCK_BYTES = 1 << 17
-
 
 _F32 = np.dtype(np.float32)
 _HALF = frozenset({np.dtype(np.float16), np.dtype(DType.bfloat16.numpy)})
@@ -62,24 +55,26 @@ def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Int
     return k, s, d, p, out
 
 
-def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: float,
-        extra: Ints | None = None) -> np.ndarray:
-    """``x`` padded with ``value``, long enough on the high side for every window of ``out``.
+def padding(size: Sequence[int], k: Ints, s: Ints, d: Ints, p: Ints, out: Ints,
+            ) -> tuple[tuple[int, ...], tuple[slice, ...] | None]:
+    """The padded spatial shape, long enough on the high side for every window of ``out``,
+    and where the input goes in it (None: the input needs no padding)."""
+    n = len(size)
+    padded = tuple(max(size[i] + p[2 * i] + p[2 * i + 1],
+                       (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1) for i in range(n))
+    if all(p[2 * i] == 0 for i in range(n)) and padded == tuple(size):
+        return padded, None
+    return padded, tuple(slice(p[2 * i], p[2 * i] + size[i]) for i in range(n))
 
-    ``extra`` adds trailing elements per spatial axis (the flat-shift convolution reads past
-    the last row). Without any padding ``x`` itself is returned.
-    """
-    n = x.ndim - 2
-    lo = [pads[2 * i] for i in range(n)]
-    size = []
-    for i in range(n):
-        need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
-        size.append(max(x.shape[2 + i] + lo[i] + pads[2 * i + 1], need)
-                    + (extra[i] if extra else 0))
-    if all(v == 0 for v in lo) and tuple(size) == x.shape[2:]:
+
+def pad(x: np.ndarray, pads: Ints, out: Ints, k: Ints, s: Ints, d: Ints, value: float,
+        ) -> np.ndarray:
+    """``x`` padded with ``value`` (see :func:`padding`); ``x`` itself if it needs none."""
+    size, inner = padding(x.shape[2:], k, s, d, pads, out)
+    if inner is None:
         return x
     buf = np.full((*x.shape[:2], *size), value, x.dtype)
-    buf[trailing(slice(lo[i], lo[i] + x.shape[2 + i]) for i in range(n))] = x
+    buf[trailing(inner)] = x
     return buf
 
 
@@ -94,119 +89,7 @@ def tap(xp: np.ndarray, pos: Ints, s: Ints, d: Ints, out: Ints) -> np.ndarray:
                        for p, si, di, o in zip(pos, s, d, out))]
 
 
-# -- convolution ------------------------------------------------------------------------------
-
-def conv(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
-         dilation: Ints | None, groups: int) -> np.ndarray:
-    """Grouped N-d cross-correlation in ``x``'s (accumulation) dtype, without bias."""
-    n_batch, c = x.shape[:2]
-    o, cg = w.shape[:2]
-    g, og = groups, o // groups
-    k, s, d, p, out = geometry(x.shape, w.shape[2:], strides, pads, dilation)
-    kk, npix = math.prod(k), math.prod(out)
-    if cg > 1 and c * kk * npix * x.dtype.itemsize <= _IM2COL_BYTES:
-        return _conv_im2col(x, w, k, s, d, p, out, g, og)
-    if all(v == 1 for v in s):
-        return _conv_flat_shift(x, w, k, d, p, out, g, og)
-    if cg == 1:
-        return _conv_depthwise(x, w, k, s, d, p, out, g, og)
-    # im2col, one tap at a time: [N, g, Cg*K, out], then one batched matmul.
-    xp = pad(x, p, out, k, s, d, 0.0)
-    cols = np.empty((n_batch, c, kk, *out), x.dtype)
-    for i, pos in enumerate(taps(k)):
-        cols[:, :, i] = tap(xp, pos, s, d, out)
-    cols = cols.reshape(n_batch, g, cg * kk, npix)
-    y = np.matmul(w.reshape(g, og, cg * kk), cols)
-    return y.reshape(n_batch, o, *out)
-
-
-def _windows_view(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out: Ints) -> np.ndarray:
-    """[N, C, *k, *out] strided view of every window of padded ``xp`` (no copy)."""
-    n = len(k)
-    strides = xp.strides[2:]
-    return np.lib.stride_tricks.as_strided(
-        xp, (*xp.shape[:2], *k, *out),
-        (*xp.strides[:2], *(strides[i] * d[i] for i in range(n)),
-         *(strides[i] * s[i] for i in range(n))), writeable=False)
-
-
-def _conv_im2col(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: Ints,
-                 out: Ints, g: int, og: int) -> np.ndarray:
-    """im2col in one copy of the windows view, then one batched matmul (small convs)."""
-    n_batch, c = x.shape[:2]
-    cg, kk, npix = c // g, math.prod(k), math.prod(out)
-    xp = pad(x, p, out, k, s, d, 0.0)
-    cols = _windows_view(xp, k, s, d, out).reshape(n_batch, g, cg * kk, npix)
-    y = np.matmul(w.reshape(g, og, cg * kk), cols)
-    return y.reshape(n_batch, g * og, *out)
-
-
-def _conv_flat_shift(x: np.ndarray, w: np.ndarray, k: Ints, d: Ints, p: Ints, out: Ints,
-                     g: int, og: int) -> np.ndarray:
-    """Stride-1 convolution as a sum of per-tap matmuls, without an im2col copy.
-
-    With the padded spatial dims flattened, kernel position ``pos`` reads the contiguous run
-    ``flat[off(pos) : off(pos) + L]``; each tap is then one BLAS matmul on a strided view.
-    The result lives on the padded grid (rows of full padded width) and is cropped at the end.
-    """
-    n_batch, c = x.shape[:2]
-    cg = c // g
-    ones = (1,) * len(k)
-    # Taps offset along the inner axes read past the last row: one extra leading slab.
-    spill = int(any(v > 1 for v in k[1:]))
-    xp = pad(x, p, out, k, ones, d, 0.0, extra=(spill, *(0,) * (len(k) - 1)))
-    psize = xp.shape[2:]
-    inner = [int(np.prod(psize[i + 1:])) for i in range(len(k))]
-    length = out[0] * inner[0]
-    flat = xp.reshape(n_batch, g, cg, int(np.prod(psize)))
-    wt = np.moveaxis(w.reshape(g, og, cg, int(np.prod(k))), -1, 0)  # [K, g, Og, Cg]
-    y = np.empty((n_batch, g, og, length), x.dtype)
-    offsets = [sum(pi * di * st for pi, di, st in zip(pos, d, inner)) for pos in taps(k)]
-    if cg == 1:  # depthwise: a broadcast multiply beats a batch of 1x1 matmuls
-        for a, b, scratch in _channel_blocks(y):
-            for i, off in enumerate(offsets):
-                dst = y[:, a:b] if i == 0 else scratch
-                np.multiply(wt[i, a:b], flat[:, a:b, :, off:off + length], out=dst)
-                if i:
-                    y[:, a:b] += scratch
-    else:
-        scratch = np.empty_like(y)
-        for i, off in enumerate(offsets):
-            dst = y if i == 0 else scratch
-            np.matmul(wt[i], flat[..., off:off + length], out=dst)
-            if i:
-                y += scratch
-    y = y.reshape(n_batch, g * og, out[0], *psize[1:])
-    return y[trailing(slice(0, v) for v in out[1:])]
-
-
-def _conv_depthwise(x: np.ndarray, w: np.ndarray, k: Ints, s: Ints, d: Ints, p: Ints,
-                    out: Ints, g: int, og: int) -> np.ndarray:
-    """One input channel per group: multiply-accumulate over kernel positions."""
-    n_batch = x.shape[0]
-    xp = pad(x, p, out, k, s, d, 0.0)
-    wt = w.reshape(g, og, int(np.prod(k)))
-    y = np.zeros((n_batch, g, og, *out), x.dtype)
-    bshape = (1, -1, og, *(1,) * len(k))
-    positions = list(taps(k))
-    for a, b, scratch in _channel_blocks(y):
-        for i, pos in enumerate(positions):
-            np.multiply(wt[a:b, :, i].reshape(bshape), tap(xp[:, a:b], pos, s, d, out)[:, :, None],
-                        out=scratch)
-            y[:, a:b] += scratch
-    return y.reshape(n_batch, g * og, *out)
-
-
-def _channel_blocks(y: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Blocks ``[a, b)`` of axis 1 of ``y`` of about ``_DEPTHWISE_BLOCK_BYTES``, each with a
-    scratch buffer shaped like ``y[:, a:b]``."""
-    per_channel = y[:, :1].nbytes
-    step = max(1, _DEPTHWISE_BLOCK_BYTES // max(per_channel, 1))
-    buffer = np.empty((y.shape[0], min(step, y.shape[1]), *y.shape[2:]), y.dtype)
-    for a in range(0, y.shape[1], step):
-        b = min(a + step, y.shape[1])
-        yield a, b, buffer[:, :b - a]
-
+# -- convolution ---------------------------------------------------------------------------
 
 def conv_transpose(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Ints | None,
                    dilation: Ints | None, groups: int, output_padding: Ints | None,

@@ -1,19 +1,22 @@
 """Numpy kernels of the neural-network ops: matmul, convolution, pooling, resize.
 
 All kernels are vectorized: convolutions and matmuls run on BLAS, windows are strided views
-of the padded input (Python loops only over kernel positions). Float16/bfloat16 inputs are
-computed in float32 and cast back, like PyTorch's CPU kernels accumulate in float32.
+of the padded input (Python loops only over kernel positions and blocks). A convolution's
+shape-only decisions are made once per op (``_conv.ConvPlan``, the kernel's ``prepare``).
+Float16/bfloat16 inputs are computed in float32 and cast back, like PyTorch's CPU kernels
+accumulate in float32.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from coreai_core.runtime import _threads
-from coreai_core.runtime.kernels import _resize, _windows
-from coreai_core.runtime.kernels._registry import KernelSet
+from coreai_core.runtime.kernels import _conv, _resize, _windows
+from coreai_core.runtime.kernels._registry import KernelSet, prepared_by
 from coreai_core.runtime.kernels._windows import acc_dtype
 
 KERNELS = KernelSet("nn")
@@ -41,21 +44,49 @@ def _bias_shape(n: int) -> tuple[int, ...]:
     return (1, -1, *(1,) * n)
 
 
+def _run_conv(plan: _conv.ConvPlan, x: np.ndarray, weight: np.ndarray,
+              bias: np.ndarray | None) -> np.ndarray:
+    xa, wa = _acc(x), _acc(weight)
+    ba = None if bias is None else _acc(bias)
+    # Samples are independent: with a thread pool each chunk of the batch runs the same code;
+    # a batch too small to split may split its own chunks (a plan's chunks are independent).
+    parts = _threads.parallel_rows(x.shape[0], x.size * weight[0].size,
+                                   lambda a, b: plan(xa[a:b], wa, ba))
+    y = np.concatenate(parts) if parts is not None else plan(xa, wa, ba, split=True)
+    return np.ascontiguousarray(y, dtype=x.dtype)
+
+
+def _prepare_conv(types: Sequence[Any], *, strides: Ints | None = None,
+                  pads: Ints | None = None, dilation: Ints | None = None,
+                  groups: int = 1) -> Callable[..., np.ndarray] | None:
+    """``conv`` with its plan built once, for static sample and weight shapes."""
+    plan = _conv.prepare_conv(types, strides=strides, pads=pads, dilation=dilation,
+                              groups=groups)
+    if plan is None:
+        return None
+    dtype = types[0].element_type.numpy
+
+    def conv_prepared(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                      **_attributes: Any) -> np.ndarray:
+        if (x.shape[1:] != plan.sample or weight.shape != plan.weight_shape
+                or x.dtype != dtype):
+            return conv(x, weight, bias, strides=strides, pads=pads, dilation=dilation,
+                        groups=groups)
+        return _run_conv(plan, x, weight, bias)
+
+    return conv_prepared
+
+
 @KERNELS.register("coreai.conv")
+@prepared_by(_prepare_conv)
 def conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, *,
          strides: Ints | None = None, pads: Ints | None = None, dilation: Ints | None = None,
          groups: int = 1) -> np.ndarray:
-    """Grouped N-d convolution: im2col or flat-shift matmuls on BLAS."""
-    xa, wa = _acc(x), _acc(weight)
-    # Samples are independent: with a thread pool each chunk of the batch runs the same code.
-    parts = _threads.parallel_rows(
-        x.shape[0], x.size * weight[0].size,
-        lambda a, b: _windows.conv(xa[a:b], wa, strides, pads, dilation, groups))
-    y = (np.concatenate(parts) if parts is not None
-         else _windows.conv(xa, wa, strides, pads, dilation, groups))
-    if bias is not None:  # y is a fresh array (or a crop of one): add in place
-        np.add(y, _acc(bias).reshape(_bias_shape(x.ndim - 2)), out=y)
-    return np.ascontiguousarray(y.astype(x.dtype, copy=False))
+    """Grouped N-d convolution: pointwise matmul, chunked im2col or per-tap depthwise (see
+    ``_conv``)."""
+    plan = _conv.conv_plan(x.shape[1:], weight.shape, acc_dtype(x.dtype), strides, pads,
+                           dilation, groups)
+    return _run_conv(plan, x, weight, bias)
 
 
 @KERNELS.register("coreai.conv_transpose")
