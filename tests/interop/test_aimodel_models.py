@@ -19,7 +19,6 @@ RTOL, ATOL = 1e-3, 1e-4
 # Models with ops that have no exact Core AI form, and those ops (docs/coreai-interop.md).
 REFUSED: dict[str, set[str]] = {
     "cond": {"coreai.if"},
-    "unet": {"coreai.interpolate"},
 }
 
 

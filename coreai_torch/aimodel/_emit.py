@@ -1,0 +1,61 @@
+"""What every op mapping module shares: the mapping record and small emitting helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import Operation
+from coreai_torch.aimodel._context import ExportContext
+
+__all__ = ["Emit", "OpMapping", "i32", "reshape_to_result", "scalar", "take", "u32"]
+
+Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
+
+
+@attrs.frozen
+class OpMapping:
+    """How one dialect op becomes Core AI ops."""
+
+    emit: Emit
+    core_ai: str  # the Core AI op(s) emitted, for the documentation table
+
+
+def i32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+def u32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint32)
+
+
+def scalar(ctx: ExportContext, op: Operation, value: float, operand: int = 0) -> Any:
+    """A 0-d constant of the exported element type of ``op``'s operand."""
+    return constant(np.asarray(value, dtype=ctx.apple_dtype(op.operands[operand])))
+
+
+def reshape_to_result(ctx: ExportContext, op: Operation, x: Any, index: int = 0) -> Any:
+    shape = ctx.result_shape(op, index)
+    return x if tuple(x.type.shape) == shape else ca.reshape(x, i32(shape))
+
+
+def take(x: Any, indices: Any, axis: int) -> Any:
+    """``numpy.take(x, indices, axis)`` for in-range ``indices`` (an Apple value or an array):
+    the axis goes to the front, ``gather_nd`` picks rows, the axes go back."""
+    rank = len(x.type.shape)
+    if isinstance(indices, np.ndarray):
+        indices = constant(indices.astype(np.int32))
+    n_idx = len(indices.type.shape)
+    if axis:
+        x = ca.transpose(x, u32([axis, *[a for a in range(rank) if a != axis]]))
+    taken = ca.gather_nd(x, ca.reshape(indices, i32([*indices.type.shape, 1])))
+    if axis:
+        # taken: [*indices dims, *x[:axis], *x[axis+1:]] -> [*x[:axis], *indices, *x[axis+1:]]
+        order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
+        taken = ca.transpose(taken, u32(order))
+    return taken
