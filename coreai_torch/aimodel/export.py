@@ -68,10 +68,6 @@ def _apple_type(t: TensorType, name: str | None = None) -> Any:
 
 def _check_interface(graph: Graph, refusals: _Refusals) -> None:
     here = f"graph {graph.name!r}"
-    if graph.composite is not None:
-        refusals.add("program", f"composite {graph.composite.name!r}: composites are not "
-                     "exported in this slice (inline them: optimize() or "
-                     "InlineCompositesPass)", here)
     if graph.state_inputs or graph.state_outputs:
         refusals.add("program", "state (e.g. a KV cache): not exported in this slice", here)
     for name, value in [*graph.inputs.items(), *graph.output_values.items()]:
@@ -79,6 +75,10 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
             refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's graph "
                          "builder names inputs after parameters); rename it when converting",
                          here)
+        if name in graph.inputs and value.type.rank == 0:
+            refusals.add("input", f"{name!r} is 0-d: Apple's interpreter (coreai-core "
+                         "1.0.0b3) stops the process with an illegal instruction on a 0-d "
+                         "input; give it shape [1] when converting", here)
         try:
             _apple_type(value.type)
         except Refused as e:
@@ -203,10 +203,13 @@ def _graph_function(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> An
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
-    Each of ``entrypoints`` (default: every graph) becomes a Core AI graph of the same name.
+    Each of ``entrypoints`` (default: every graph but composites, which are inlined where
+    they are invoked) becomes a Core AI graph of the same name.
     Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
     """
-    names = list(program.graphs) if entrypoints is None else list(entrypoints)
+    # a composite is inlined where it is invoked (see ops_control.py), not a graph of its own
+    names = ([n for n, g in program.graphs.items() if g.composite is None]
+             if entrypoints is None else list(entrypoints))
     unknown = [n for n in names if n not in program.graphs]
     if unknown:
         raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
@@ -217,7 +220,10 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
         _check_interface(graph, refusals)
     if any(op in ("input", "output") for op, _ in refusals.counts):
         refusals.raise_if_any()  # without a signature there is no graph to walk
-    ctx = ExportContext(program)
+    def inline(graph: Graph, args: Sequence[Any]) -> list[Any]:
+        return _emit_graph(ctx, graph, tuple(args), refusals)
+
+    ctx = ExportContext(program, inline)
     module = ca.Module.create()
     try:
         with module:
@@ -241,8 +247,9 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
                    entrypoints: Sequence[str] | None = None) -> Path:
     """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
 
-    Each of ``entrypoints`` (default: every graph of the program) becomes a function of the
-    asset with the same name, inputs and outputs.
+    Each of ``entrypoints`` (default: every graph of the program but composites, which are
+    inlined where they are invoked) becomes a function of the asset with the same name, inputs
+    and outputs.
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a

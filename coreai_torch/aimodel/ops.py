@@ -22,6 +22,8 @@ from coreai.authoring.constant import constant
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import ExportContext, Refused
 from coreai_torch.aimodel._emit import Emit, OpMapping, i32, reshape_to_result, scalar, take, u32
+from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
+from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
 from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
@@ -373,14 +375,15 @@ def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
     ranges: dict[int, tuple[int, int, int]] = {}
-    for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
-        if stride < 0:
-            raise Refused("negative slice strides (Core AI's reverse takes an index-typed "
-                          "operand its Python builders cannot make)")
-        a = axis % len(shape)
-        b, e, st = slice(begin[i], end[i], stride).indices(shape[a])
-        ranges[a] = (b, max(b, e), st)  # an empty range as begin == end
     x = xs[0]
+    for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
+        a = axis % len(shape)
+        picked = range(*slice(begin[i], end[i], stride).indices(shape[a]))
+        if stride < 0:  # the same elements, counted from the end of the reversed axis
+            x = take(x, np.arange(shape[a] - 1, -1, -1), a)
+            last = shape[a] - 1
+            picked = range(last - picked.start, last - picked.stop, -stride)
+        ranges[a] = (picked.start, max(picked.start, picked.stop), picked.step)
     return [_full_slice(ctx, x, shape, ranges)]
 
 
@@ -456,12 +459,15 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.transpose": OpMapping(_transpose, "transpose"),
     "coreai.concat": OpMapping(_concat, "concat"),
     "coreai.tile": OpMapping(_tile, "tile"),
-    "coreai.slice": OpMapping(_slice, "slice_ (constant bounds, positive strides)"),
+    "coreai.slice": OpMapping(_slice, "slice_ (constant bounds; a negative stride reverses "
+                              "the axis by gather_nd first)"),
     "coreai.split": OpMapping(_split, "slice_ per piece"),
     "coreai.gather": OpMapping(_gather, "transpose + gather_nd + transpose"),
     "coreai.gather_nd": OpMapping(_gather_nd, "gather_nd"),
     "coreai.gather_along_axis": OpMapping(_gather_along_axis, "gather_along_axis"),
     **TENSOR_MAPPINGS,
+    **CONTROL_MAPPINGS,
+    **MATH_MAPPINGS,
 }
 
 

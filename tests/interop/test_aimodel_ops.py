@@ -16,7 +16,6 @@ from tests.interop.helpers import check_matches_runtime
 REFUSED = {
     "coreai.maxpool": "return_indices=True",
     "coreai.avgpool": "ceil_mode=True",
-    "coreai.slice": "negative slice strides",
 }
 STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
                 if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED)
