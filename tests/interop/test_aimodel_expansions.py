@@ -1,0 +1,171 @@
+"""The exact expansions of ops Core AI lacks (ops_math.py, ops_tensor.py, ops_control.py) on
+the values random samples miss: signed zeros, infinities, NaN, ties, every resize mode.
+Each runs on Apple's interpreter and is compared with coreai_core's runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from coreai_core import Composite, Program, TensorType
+from coreai_core.dialects import coreai
+from coreai_torch.aimodel import export_aimodel, run_aimodel
+from coreai_torch.errors import UnexportableOpsError
+from tests.interop.helpers import check_matches_runtime
+from tests.interop.test_aimodel_export import program_of, t
+
+EDGE = np.array([0.5, 1.5, 2.5, -0.5, -2.5, -7.0, 7.0, -0.0, 0.0, np.inf, -np.inf, np.nan,
+                 0.49999997, -0.49999997, 8388607.5, -8388607.5, 1e30, -1e-30, 1e-45, -1e-45,
+                 np.nextafter(np.float32(3), np.float32(0))], np.float32)
+
+
+def _same_bits(program: Program, path: Path, inputs: dict[str, np.ndarray]) -> None:
+    """Apple's result equals the runtime's bit for bit (signed zeros included; NaN matches
+    NaN, whatever its sign bit)."""
+    export_aimodel(program, path)
+    got, want = run_aimodel(path, inputs), program.run(inputs)
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        if want[name].dtype.kind == "f":
+            numbers = ~np.isnan(want[name])
+            np.testing.assert_array_equal(np.signbit(got[name][numbers]),
+                                          np.signbit(want[name][numbers]), name)
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "trunc"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rounding_is_exact(op: str, dtype: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    scaled = rng.standard_normal(64) * 10.0 ** rng.integers(-8, 9, 64)
+    with np.errstate(over="ignore"):  # float16: large values become +-inf, kept as cases
+        x = np.concatenate([EDGE, scaled]).astype(dtype)
+    program = program_of({"x": t(x.size, dtype=dtype)}, getattr(coreai, op))
+    _same_bits(program, tmp_path / "r.aimodel", {"x": x})
+    np.testing.assert_array_equal(program.run({"x": x})["y0"], getattr(np, op)(x))
+
+
+def test_rounding_integers_is_the_identity(tmp_path: Path) -> None:
+    x = np.array([-3, 0, 5], np.int32)
+    _same_bits(program_of({"x": t(3, dtype="int32")}, coreai.floor), tmp_path / "i.aimodel",
+               {"x": x})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_remainder_takes_the_sign_of_the_divisor(dtype: str, tmp_path: Path) -> None:
+    x = np.array([5, -5, 5, -5, 4, -4, 4, -4, 0, 7, -7], dtype)
+    y = np.array([3, 3, -3, -3, 2, 2, -2, -2, -3, 7, 7], dtype)
+    if dtype == "float32":
+        x = np.concatenate([x, np.array([5.5, -0.0, 1.0, -1.0, np.nan, np.inf], dtype)])
+        y = np.concatenate([y, np.array([-2.5, 3.0, np.inf, np.inf, 2.0, 2.0], dtype)])
+    program = program_of({"x": t(x.size, dtype=dtype), "y": t(y.size, dtype=dtype)},
+                         coreai.broadcasting_remainder)
+    _same_bits(program, tmp_path / "m.aimodel", {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("op", ["broadcasting_fmax", "broadcasting_fmin"])
+def test_fmax_fmin_ignore_one_nan(op: str, tmp_path: Path) -> None:
+    x = np.array([np.nan, 1.0, np.nan, -np.inf, 2.0, 3.0], np.float32)
+    y = np.array([1.0, np.nan, np.nan, np.inf, -2.0, 3.0], np.float32)
+    program = program_of({"x": t(6), "y": t(6)}, getattr(coreai, op))
+    _same_bits(program, tmp_path / "f.aimodel", {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_log_softmax_rows_with_infinities_and_nan(dtype: str, tmp_path: Path) -> None:
+    x = np.array([[1.0, 2.0, 3.0, -1.0], [np.inf, 0.0, 1.0, 2.0], [np.inf, np.inf, 0.0, 1.0],
+                  [-np.inf, 0.0, 1.0, 2.0], [np.nan, 0.0, 1.0, 2.0], [np.inf, np.nan, 0, 1]],
+                 dtype)
+    program = program_of({"x": t(6, 4, dtype=dtype)}, lambda v: coreai.log_softmax(v, axis=1))
+    check_matches_runtime(program, tmp_path / "l.aimodel", {"x": x})
+
+
+INTERPOLATIONS: dict[str, tuple[TensorType, dict[str, Any]]] = {
+    "nearest_up": (t(1, 2, 3, 5), {"sizes": [7, 10]}),
+    "nearest_scales": (t(1, 2, 4, 6), {"sizes": [6, 4], "scales": [1.5, 0.7]}),
+    "nearest_large": (t(1, 1, 9, 130), {"sizes": [13, 200]}),  # not ATen's legacy index rule
+    "nearest_exact": (t(1, 2, 5, 3), {"sizes": [8, 7], "mode": "nearest_exact"}),
+    "nearest_1d": (t(2, 3, 5), {"sizes": [12]}),
+    "nearest_3d": (t(1, 1, 2, 3, 4), {"sizes": [3, 5, 2]}),
+    "linear": (t(1, 2, 4, 5), {"sizes": [9, 3], "mode": "linear"}),
+    "linear_align_corners": (t(1, 2, 4, 5), {"sizes": [7, 11], "mode": "linear",
+                                             "align_corners": True}),
+    "linear_scales": (t(1, 1, 4, 6), {"sizes": [10, 9], "mode": "linear",
+                                      "scales": [2.5, 1.5]}),
+    "linear_same_size": (t(1, 1, 4, 6), {"sizes": [4, 9], "mode": "linear"}),
+    "linear_1d": (t(2, 3, 6), {"sizes": [4], "mode": "linear"}),
+    "trilinear": (t(1, 1, 3, 4, 2), {"sizes": [5, 2, 4], "mode": "linear"}),
+    "cubic": (t(1, 2, 5, 4), {"sizes": [8, 9], "mode": "cubic"}),
+    "cubic_align_corners": (t(1, 1, 4, 4), {"sizes": [7, 3], "mode": "cubic",
+                                            "align_corners": True}),
+    "linear_float16": (TensorType((1, 2, 3, 4), "float16"), {"sizes": [6, 8],
+                                                             "mode": "linear"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INTERPOLATIONS))
+def test_interpolate_matches_runtime(case: str, tmp_path: Path) -> None:
+    typ, attrs = INTERPOLATIONS[case]
+    program = program_of({"x": typ}, lambda x: coreai.interpolate(x, **attrs))
+    x = np.random.default_rng(0).standard_normal(typ.static_shape).astype(typ.element_type.numpy)
+    if attrs.get("mode", "nearest").startswith("nearest"):
+        _same_bits(program, tmp_path / "i.aimodel", {"x": x})  # a pure gather
+    else:
+        check_matches_runtime(program, tmp_path / "i.aimodel", {"x": x})
+
+
+def test_reverse_and_negative_strides(tmp_path: Path) -> None:
+    def build(x: Any) -> Any:
+        return (coreai.reverse(x, [0, 2]),
+                coreai.slice_(x, [-1, 4, 0], [-100, 0, 3], axes=[0, 2, 1], strides=[-2, -3, 1]),
+                coreai.slice_(x, [0], [5], axes=[0], strides=[-1]))  # empty
+    x = np.arange(5 * 3 * 6, dtype=np.float32).reshape(5, 3, 6)
+    _same_bits(program_of({"x": t(5, 3, 6)}, build), tmp_path / "s.aimodel", {"x": x})
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_if_selects_the_taken_branch(pred: bool, tmp_path: Path) -> None:
+    def build(p: Any, x: Any) -> Any:
+        return coreai.if_(p, [x], lambda a: (coreai.log(a), coreai.neg(a)),
+                          lambda a: (coreai.exp(a), a))
+    program = program_of({"p": t(1, dtype="bool"), "x": t(2, 3)}, build)
+    x = np.array([[-1.0, 0.0, 2.0], [np.nan, np.inf, -0.0]], np.float32)  # log(-1) is NaN
+    check_matches_runtime(program, tmp_path / "c.aimodel", {"p": np.array([pred]), "x": x})
+
+
+def test_invoked_composite_is_inlined(tmp_path: Path) -> None:
+    program = Program()
+    with program.graph("scaled", inputs={"a": t(3)},
+                       composite=Composite("my.scaled", attributes={"k": 2.0})) as g:
+        g.outputs({"b": coreai.broadcasting_mul(g["a"], 2.0)})
+    with program.graph("main", inputs={"x": t(3)}) as g:
+        (y,) = coreai.invoke([coreai.relu(g["x"])], callee="scaled")
+        g.outputs({"y": y})
+    x = np.array([-1.0, 0.5, 3.0], np.float32)
+    _same_bits(program, tmp_path / "inv.aimodel", {"x": x})
+
+
+def test_zero_d_input_is_refused(tmp_path: Path) -> None:
+    program = program_of({"s": t(), "x": t(2)}, coreai.broadcasting_mul)
+    with pytest.raises(UnexportableOpsError, match="'s' is 0-d.*shape \\[1\\]"):
+        export_aimodel(program, tmp_path / "z.aimodel")
+    assert list(tmp_path.iterdir()) == []
+
+
+# Static instances of mapped ops whose op-db sample is dynamic or has a 0-d input.
+CASES: dict[str, tuple[dict[str, TensorType], Callable[..., Any]]] = {
+    "if": ({"p": t(1, dtype="bool"), "x": t(2, 3)},
+           lambda p, x: coreai.if_(p, [x], coreai.neg, lambda a: a)),
+    "get_shape": ({"x": t(2, 3)}, lambda x: coreai.get_shape(x)),
+    "log_softmax": ({"x": t(2, 5)}, lambda x: coreai.log_softmax(x, axis=0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_case_matches_runtime(case: str, tmp_path: Path) -> None:
+    inputs, build = CASES[case]
+    check_matches_runtime(program_of(inputs, build), tmp_path / "case.aimodel")
