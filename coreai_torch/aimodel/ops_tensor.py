@@ -248,14 +248,20 @@ def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
 def _slice_update(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[2]), ctx.constant_ints(op.operands[3])
-    ranges = [(0, n, 1) for n in shape]
+    ranges = [range(n) for n in shape]
+    update = xs[1]
     for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
         a = axis % len(shape)
-        ranges[a] = slice(begin[i], end[i], stride).indices(shape[a])  # resolved as Python
-    if any(len(range(*r)) == 0 for r in ranges):
-        return [xs[0]]  # nothing to write
-    starts, stops, steps = (i32([r[j] for r in ranges]) for j in range(3))
-    return [ca.slice_update(xs[0], starts, stops, steps, xs[1])]
+        picked = range(*slice(begin[i], end[i], stride).indices(shape[a]))  # as Python
+        if not picked:
+            return [xs[0]]  # nothing to write
+        if stride < 0:  # the same places written upwards, the update reversed on that axis
+            picked = picked[::-1]
+            update = take(update, np.arange(len(picked) - 1, -1, -1), a)
+        ranges[a] = picked
+    starts, stops, steps = (i32([getattr(r, f) for r in ranges])
+                            for f in ("start", "stop", "step"))
+    return [ca.slice_update(xs[0], starts, stops, steps, update)]
 
 
 TENSOR_MAPPINGS: dict[str, OpMapping] = {
@@ -277,5 +283,6 @@ TENSOR_MAPPINGS: dict[str, OpMapping] = {
     "coreai.scatter_nd": OpMapping(
         _scatter_nd, "scatter_nd; accumulate: scatter_along_axis(add) on rows of the "
         "flattened tensor"),
-    "coreai.slice_update": OpMapping(_slice_update, "slice_update (constant bounds)"),
+    "coreai.slice_update": OpMapping(_slice_update, "slice_update (constant bounds; a "
+                                     "negative stride: upwards, the update reversed)"),
 }

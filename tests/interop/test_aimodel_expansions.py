@@ -14,6 +14,7 @@ import pytest
 from coreai_core import Composite, Program, TensorType
 from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel, run_aimodel
+from coreai_torch.aimodel.verify import narrow_input
 from coreai_torch.errors import UnexportableOpsError
 from tests.interop.helpers import check_matches_runtime
 from tests.interop.test_aimodel_export import program_of, t
@@ -27,7 +28,9 @@ def _same_bits(program: Program, path: Path, inputs: dict[str, np.ndarray]) -> N
     """Apple's result equals the runtime's bit for bit (signed zeros included; NaN matches
     NaN, whatever its sign bit)."""
     export_aimodel(program, path)
-    got, want = run_aimodel(path, inputs), program.run(inputs)
+    got = run_aimodel(path, inputs)
+    # int64 results come back as int32 (the documented narrowing)
+    want = {k: narrow_input(k, v) for k, v in program.run(inputs).items()}
     for name in want:
         assert got[name].dtype == want[name].dtype, name
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -151,7 +154,7 @@ def test_invoked_composite_is_inlined(tmp_path: Path) -> None:
 
 def test_zero_d_input_is_refused(tmp_path: Path) -> None:
     program = program_of({"s": t(), "x": t(2)}, coreai.broadcasting_mul)
-    with pytest.raises(UnexportableOpsError, match="'s' is 0-d.*shape \\[1\\]"):
+    with pytest.raises(UnexportableOpsError, match=r"'s' is 0-d.*shape \[1\]"):
         export_aimodel(program, tmp_path / "z.aimodel")
     assert list(tmp_path.iterdir()) == []
 
@@ -169,3 +172,89 @@ CASES: dict[str, tuple[dict[str, TensorType], Callable[..., Any]]] = {
 def test_case_matches_runtime(case: str, tmp_path: Path) -> None:
     inputs, build = CASES[case]
     check_matches_runtime(program_of(inputs, build), tmp_path / "case.aimodel")
+
+
+SORTABLE = np.array([[3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, 2.0, np.nan, -0.0, 0.0, np.inf],
+                     [0.5, 0.5, -1.0, np.inf, np.nan, 2.0, -2.0, 0.5, 7.0, np.inf, -0.0]],
+                    np.float32)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_sort_orders_nan_and_ties_like_runtime(descending: bool, dtype: str,
+                                               tmp_path: Path) -> None:
+    """NaN is the largest value; equal values keep their index order (stable)."""
+    x = SORTABLE if dtype == "float32" else np.nan_to_num(SORTABLE, posinf=9, neginf=-9
+                                                          ).astype(dtype)
+    program = program_of({"x": t(2, 11, dtype=dtype)}, lambda v: (
+        *coreai.sort(v, axis=1, descending=descending),
+        coreai.argsort(v, axis=-1, descending=descending, stable=False),
+        *coreai.topk(v, 4, axis=1, largest=descending),
+        coreai.sort(v, axis=0, descending=descending)[1]))
+    _same_bits(program, tmp_path / "s.aimodel", {"x": x})
+
+
+@pytest.mark.parametrize("kind", ["sum", "product", "max", "min"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_scan_matches_runtime(kind: str, reverse: bool, exclusive: bool,
+                              tmp_path: Path) -> None:
+    x = np.array([[1.0, 2.0, np.nan, 4.0, 0.5], [-1.0, 3.0, -2.0, 0.5, 2.0]], np.float32)
+    ints = np.array([[1, -2, 3, 0, 2], [4, 1, -1, 2, 2]], np.int32)
+    program = program_of({"x": t(2, 5), "i": t(2, 5, dtype="int32"),
+                          "h": t(2, 5, dtype="float16")}, lambda v, i, h: tuple(
+        coreai.scan(a, axis=1, kind=kind, reverse=reverse, exclusive=exclusive)
+        for a in (v, i, h)))
+    check_matches_runtime(program, tmp_path / "c.aimodel",
+                          {"x": x, "i": ints, "h": x.astype(np.float16)})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_along_axis_with_duplicates_and_nan(reduction: str, include_self: bool,
+                                                    tmp_path: Path) -> None:
+    """Repeated indices combine in order (the last write wins for "none"); NaN propagates."""
+    x = np.array([[0.0, 1.0, np.nan, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]],
+                 np.float32)
+    idx = np.array([[1, 1, 3], [0, 0, -4], [2, 3, 2]], np.int64)
+    upd = np.array([[10.0, 20.0, 30.0], [1.0, 2.0, 3.0], [np.nan, 5.0, 6.0]], np.float32)
+    program = program_of({"x": t(3, 4), "i": t(3, 3, dtype="int64"), "u": t(3, 3)},
+                         lambda a, i, u: coreai.scatter_along_axis(
+                             a, i, u, axis=1, reduction=reduction, include_self=include_self))
+    _same_bits(program, tmp_path / "s.aimodel", {"x": x, "i": idx, "u": upd})
+
+
+def test_scatter_along_axis_mean_is_refused(tmp_path: Path) -> None:
+    program = program_of({"x": t(3, 4), "i": t(3, 2, dtype="int64"), "u": t(3, 2)},
+                         lambda a, i, u: coreai.scatter_along_axis(a, i, u, axis=1,
+                                                                   reduction="mean"))
+    with pytest.raises(UnexportableOpsError, match="reduction='mean'"):
+        export_aimodel(program, tmp_path / "m.aimodel")
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_scatter_nd_rows_and_elements(accumulate: bool, tmp_path: Path) -> None:
+    """Full-depth and partial-depth index vectors, negative indices, repeats (accumulated or
+    the last one kept), broadcast updates."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    elements = np.array([[0, 1, 2], [1, -1, 0], [0, 1, 2]], np.int32)
+    rows = np.array([[1, 2], [0, 0], [-1, 2]], np.int32)
+    program = program_of({"x": t(2, 3, 4), "e": t(3, 3, dtype="int32"),
+                          "r": t(3, 2, dtype="int32"), "u": t(3), "v": t(4)},
+                         lambda a, e, r, u, v: (
+                             coreai.scatter_nd(a, e, u, accumulate=accumulate),
+                             coreai.scatter_nd(a, r, v, accumulate=accumulate)))
+    inputs = {"x": x, "e": elements, "r": rows, "u": np.array([1.5, -2.0, 4.0], np.float32),
+              "v": np.array([0.5, 1.0, -1.0, 2.0], np.float32)}
+    _same_bits(program, tmp_path / "n.aimodel", inputs)
+
+
+def test_slice_update_strides(tmp_path: Path) -> None:
+    def build(x: Any, u: Any, w: Any) -> Any:
+        return (coreai.slice_update(x, u, [4, -1], [-100, 0], axes=[0, 1], strides=[-2, -2]),
+                coreai.slice_update(x, w, [1], [100], axes=[1], strides=[3]))
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    inputs = {"x": x, "u": -np.arange(9, dtype=np.float32).reshape(3, 3),
+              "w": -np.ones((5, 2), np.float32)}
+    _same_bits(program_of({"x": t(5, 6), "u": t(3, 3), "w": t(5, 2)}, build),
+               tmp_path / "u.aimodel", inputs)
