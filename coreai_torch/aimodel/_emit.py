@@ -13,7 +13,8 @@ from coreai.authoring.constant import constant
 from coreai_core import Operation
 from coreai_torch.aimodel._context import ExportContext
 
-__all__ = ["Emit", "OpMapping", "i32", "reshape_to_result", "scalar", "take", "u32"]
+__all__ = ["Emit", "OpMapping", "i32", "reshape_to_result", "scalar", "slice_axis", "take",
+           "u32"]
 
 Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
 
@@ -59,3 +60,11 @@ def take(x: Any, indices: Any, axis: int) -> Any:
         order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
         taken = ca.transpose(taken, u32(order))
     return taken
+
+
+def slice_axis(x: Any, axis: int, start: int, stop: int) -> Any:
+    """``x[..., start:stop, ...]`` on ``axis`` (0 <= start <= stop <= its size)."""
+    shape = list(x.type.shape)
+    begin, end = [0] * len(shape), list(shape)
+    begin[axis], end[axis] = start, stop
+    return ca.slice_(x, i32(begin), i32(end), i32([1] * len(shape)))

@@ -21,7 +21,16 @@ from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import Emit, OpMapping, i32, reshape_to_result, scalar, take, u32
+from coreai_torch.aimodel._emit import (
+    Emit,
+    OpMapping,
+    i32,
+    reshape_to_result,
+    scalar,
+    slice_axis,
+    take,
+    u32,
+)
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
 from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
 from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
@@ -219,17 +228,35 @@ def _conv_transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> lis
     return [reshape_to_result(ctx, op, y)]
 
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "replicate"}
-
-
 def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # as the kernel (torch): reflect/replicate/constant pad and then crop the negative
+    # amounts; circular crops first and wraps what is left
     pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
-    if mode not in _PAD_MODES:
-        raise Refused(f"padding mode {mode!r} has no Core AI counterpart")
-    if min(pads) < 0:
-        raise Refused("negative padding (cropping)")
-    value = scalar(ctx, op, op.attributes.get("value", 0.0))
-    return [ca.pad(xs[0], u32(pads), value, _PAD_MODES[mode])]
+    pairs = list(zip(pads[::2], pads[1::2], strict=True))
+    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+
+    def crop(y: Any) -> Any:
+        for axis, (lo, hi) in enumerate(pairs):
+            if lo < 0 or hi < 0:
+                y = slice_axis(y, axis, max(-lo, 0), y.type.shape[axis] - max(-hi, 0))
+        return y
+
+    if mode != "circular":
+        x = xs[0]
+        if any(lo or hi for lo, hi in widths):
+            value = scalar(ctx, op, op.attributes.get("value", 0.0))
+            x = ca.pad(x, u32([w for pair in widths for w in pair]), value, mode)
+        return [crop(x)]
+    x = crop(xs[0])
+    for axis, (lo, hi) in enumerate(widths):
+        n = x.type.shape[axis]
+        if lo > n or hi > n:
+            raise Refused(f"circular padding {lo, hi} wider than axis {axis} of size {n}")
+        if lo or hi:
+            parts = [slice_axis(x, axis, n - lo, n)] if lo else []
+            parts += [x, *([slice_axis(x, axis, 0, hi)] if hi else [])]
+            x = ca.concat(np.int32(axis), parts)
+    return [x]
 
 
 def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
@@ -437,7 +464,8 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (1-d, 2-d)"),
     "coreai.conv_transpose": OpMapping(
         _conv_transpose, "conv_transpose2d + broadcasting_add (1-d, 2-d; symmetric pads)"),
-    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate; no cropping)"),
+    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
+                            "amounts; circular: slice_ + concat"),
     "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (1-d, 2-d; no indices)"),
     "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (1-d, 2-d)"),
     "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (1-d, 2-d)"),

@@ -13,7 +13,7 @@ from coreai.authoring.constant import constant
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
 from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import OpMapping, i32, take
+from coreai_torch.aimodel._emit import OpMapping, i32, slice_axis, take
 
 __all__ = ["TENSOR_MAPPINGS"]
 
@@ -137,14 +137,6 @@ def _identity(kind: str, dtype: np.dtype) -> Any:
     return info.min if kind == "max" else info.max
 
 
-def _edge(x: Any, axis: int, start: int, stop: int) -> Any:
-    shape = list(x.type.shape)
-    end = list(shape)
-    begin = [0] * len(shape)
-    begin[axis], end[axis] = start, stop
-    return ca.slice_(x, i32(begin), i32(end), i32([1] * len(shape)))
-
-
 def _scan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     axis, kind = _axis(op), op.attributes.get("kind", "sum")
     reverse = bool(op.attributes.get("reverse", False))
@@ -167,7 +159,8 @@ def _scan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
         first = [1 if a == axis else d for a, d in enumerate(shape)]
         ident = ca.broadcast_to(constant(np.asarray(_identity(kind, compute), compute)),
                                 i32(first))
-        parts = [_edge(y, axis, 1, n), ident] if reverse else [ident, _edge(y, axis, 0, n - 1)]
+        parts = ([slice_axis(y, axis, 1, n), ident] if reverse
+                 else [ident, slice_axis(y, axis, 0, n - 1)])
         y = ca.concat(np.int32(axis), parts)
     return [y if compute == dtype else ca.cast(y, dtype.type)]
 

@@ -258,3 +258,13 @@ def test_slice_update_strides(tmp_path: Path) -> None:
               "w": -np.ones((5, 2), np.float32)}
     _same_bits(program_of({"x": t(5, 6), "u": t(3, 3), "w": t(5, 2)}, build),
                tmp_path / "u.aimodel", inputs)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_modes_with_cropping(mode: str, tmp_path: Path) -> None:
+    """Negative amounts crop (after padding; circular wraps the cropped tensor)."""
+    program = program_of({"x": t(2, 4, 5)}, lambda x: (
+        coreai.pad(x, [0, 0, 2, -1, -2, 3], mode=mode, value=1.5),
+        coreai.pad(x, [1, 1, 0, 0, 0, 0], mode=mode)))
+    x = np.arange(40, dtype=np.float32).reshape(2, 4, 5)
+    _same_bits(program, tmp_path / "p.aimodel", {"x": x})
