@@ -30,6 +30,7 @@ from coreai_torch.aimodel._context import (
     Refused,
     narrow_constant,
 )
+from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
@@ -151,7 +152,7 @@ class _Values(Sequence[Any]):
 def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
     mapping = MAPPINGS.get(op.name)
     if mapping is None:
-        raise Refused("no Core AI counterpart and no exact expansion")
+        raise Refused(not_exported_reason(op.name))
     for v in [*op.operands, *op.results]:
         _apple_type(v.type)
     emitted = mapping.emit(ctx, op, values.operands(op.operands))

@@ -31,6 +31,7 @@ from coreai_torch.aimodel._emit import (
     take,
     u32,
 )
+from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
 from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
 from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
@@ -500,12 +501,14 @@ MAPPINGS: dict[str, OpMapping] = {
 
 
 def mapping_table_markdown() -> str:
-    """Every dialect op and its Core AI form, or "not exported", as a Markdown table
+    """Every dialect op and its Core AI form, or "not exported" and why, as a Markdown table
     (docs/coreai-interop.md embeds it: ``python tools/gen_interop_docs.py``; a test checks)."""
     from coreai_core.runtime import DEFAULT_TABLE  # every dialect op has a default kernel
 
     rows = ["| dialect op | Core AI |", "|---|---|"]
     for name in sorted(DEFAULT_TABLE.names()):
         mapping = MAPPINGS.get(name)
-        rows.append(f"| `{name}` | {mapping.core_ai if mapping else '*not exported*'} |")
+        core_ai = (mapping.core_ai if mapping
+                   else f"*not exported*: {not_exported_reason(name)}")
+        rows.append(f"| `{name}` | {core_ai} |")
     return "\n".join(rows)

@@ -88,7 +88,7 @@ def _log_softmax(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[A
     # with one +inf (and no NaN) is 0 there and -inf elsewhere, its limit
     dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
     compute = np.dtype(np.float32) if dtype == np.float16 else dtype
-    x = xs[0] if compute == dtype else ca.cast(xs[0], np.float32)
+    x: Any = xs[0] if compute == dtype else ca.cast(xs[0], np.float32)
     rank = op.operands[0].type.rank
     axis = i32([op.attributes["axis"] % rank])
     kept = [1 if a == int(axis[0]) else n for a, n in enumerate(x.type.shape)]

@@ -144,7 +144,7 @@ def _scan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     if dtype == np.bool_:
         raise Refused("a boolean scan (Core AI's scan takes numbers)")
     compute = np.dtype(np.float32) if dtype == np.float16 else dtype  # as the kernel
-    x = xs[0] if compute == dtype else ca.cast(xs[0], np.float32)
+    x: Any = xs[0] if compute == dtype else ca.cast(xs[0], np.float32)
     along, backwards = constant(np.uint32(axis)), constant(np.bool_(reverse))
     y = ca.scan(x, along, backwards, kind)
     if kind in ("max", "min") and compute.kind == "f":
@@ -232,7 +232,7 @@ def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
                                              constant(strides)), i32([1]))
     rows = ca.broadcast_to(ca.reshape(rows, i32([n, 1])), i32([n, rest]))
     flat = ca.reshape(x, i32([int(np.prod(shape[:k])), rest]))
-    out_type = ca.TensorType(list(flat.type.shape), ctx.apple_dtype(op.results[0]))
+    out_type = ca.TensorType([int(np.prod(shape[:k])), rest], ctx.apple_dtype(op.results[0]))
     summed = ca.scatter_along_axis(out_type, flat, rows, ca.reshape(upd, i32([n, rest])),
                                    constant(np.int32(0)), scatter_mode="add")
     return [ca.reshape(summed, i32(shape))]

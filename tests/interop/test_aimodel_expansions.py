@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -197,8 +197,8 @@ def test_sort_orders_nan_and_ties_like_runtime(descending: bool, dtype: str,
 @pytest.mark.parametrize("kind", ["sum", "product", "max", "min"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_scan_matches_runtime(kind: str, reverse: bool, exclusive: bool,
-                              tmp_path: Path) -> None:
+def test_scan_matches_runtime(kind: Literal["sum", "product", "max", "min"], reverse: bool,
+                              exclusive: bool, tmp_path: Path) -> None:
     x = np.array([[1.0, 2.0, np.nan, 4.0, 0.5], [-1.0, 3.0, -2.0, 0.5, 2.0]], np.float32)
     ints = np.array([[1, -2, 3, 0, 2], [4, 1, -1, 2, 2]], np.int32)
     program = program_of({"x": t(2, 5), "i": t(2, 5, dtype="int32"),
@@ -211,7 +211,8 @@ def test_scan_matches_runtime(kind: str, reverse: bool, exclusive: bool,
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 @pytest.mark.parametrize("include_self", [True, False])
-def test_scatter_along_axis_with_duplicates_and_nan(reduction: str, include_self: bool,
+def test_scatter_along_axis_with_duplicates_and_nan(
+        reduction: Literal["none", "add", "mul", "max", "min"], include_self: bool,
                                                     tmp_path: Path) -> None:
     """Repeated indices combine in order (the last write wins for "none"); NaN propagates."""
     x = np.array([[0.0, 1.0, np.nan, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]],
@@ -261,7 +262,8 @@ def test_slice_update_strides(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
-def test_pad_modes_with_cropping(mode: str, tmp_path: Path) -> None:
+def test_pad_modes_with_cropping(
+        mode: Literal["constant", "reflect", "replicate", "circular"], tmp_path: Path) -> None:
     """Negative amounts crop (after padding; circular wraps the cropped tensor)."""
     program = program_of({"x": t(2, 4, 5)}, lambda x: (
         coreai.pad(x, [0, 0, 2, -1, -2, 3], mode=mode, value=1.5),

@@ -1,0 +1,59 @@
+"""Why the dialect ops without a mapping are not exported: shown in the refusal error and in
+the mapping table of docs/coreai-interop.md. An op missing here gets the generic reason."""
+
+from __future__ import annotations
+
+__all__ = ["NOT_EXPORTED", "not_exported_reason"]
+
+_APPROXIMATE = "only approximate expansions exist"
+_NO_BITS = "needs the float's bits (Core AI has no bitcast)"
+_LOOP = ("needs a loop: Core AI's while_ builds regions, which its supported authoring API "
+         "does not expose")
+_FFT = "Core AI has no FFT op"
+_LINALG = "Core AI has no linear-algebra decomposition or solve op"
+_RANDOM = "Core AI has no random op"
+_COMPLEX = "complex tensors have no .aimodel type in this exporter"
+_SPECIAL = "Core AI has no such special function"
+
+NOT_EXPORTED: dict[str, str] = {
+    "coreai.log1p": f"{_APPROXIMATE}: log(1 + x) loses a small x",
+    "coreai.expm1": f"{_APPROXIMATE}: exp(x) - 1 loses a small x",
+    "coreai.log2": f"{_APPROXIMATE}: log(x) / log(2) is not correctly rounded",
+    "coreai.log10": f"{_APPROXIMATE}: log(x) / log(10) is not correctly rounded",
+    "coreai.exp2": f"{_APPROXIMATE}: pow(2, x) and exp(x * log(2)) round otherwise",
+    "coreai.broadcasting_atan2": f"{_APPROXIMATE}: atan(y / x) with quadrant fixes rounds "
+                                 "otherwise and overflows",
+    "coreai.broadcasting_hypot": f"{_APPROXIMATE}: sqrt(x * x + y * y) overflows where hypot "
+                                 "does not",
+    "coreai.signbit": f"{_NO_BITS}: comparisons cannot see the sign of NaN",
+    "coreai.broadcasting_copysign": f"{_NO_BITS}: comparisons cannot see the sign of NaN",
+    "coreai.broadcasting_nextafter": _NO_BITS,
+    "coreai.frexp": _NO_BITS,
+    "coreai.broadcasting_shift_left": "Core AI has no shift op; multiplying by 2**n relies on "
+                                      "integer overflow wrapping, which it does not specify",
+    "coreai.broadcasting_shift_right": "Core AI has no shift op (not yet expanded: floor "
+                                       "division by 2**n, with torch's rules for shifts out "
+                                       "of range)",
+    "coreai.broadcasting_gcd": _LOOP,
+    "coreai.broadcasting_lcm": _LOOP,
+    "coreai.while": "Core AI's while_ builds regions, which its supported authoring API does "
+                    "not expose (only the unversioned MLIR bindings do)",
+    "coreai.non_zero": "its result's shape depends on the data (exports are static)",
+    "coreai.lgamma": _SPECIAL, "coreai.digamma": _SPECIAL, "coreai.erfinv": _SPECIAL,
+    "coreai.special": _SPECIAL, "coreai.special_binary": _SPECIAL,
+    "coreai.fft_c2c": _FFT, "coreai.fft_r2c": _FFT, "coreai.fft_c2r": _FFT,
+    **{f"coreai.{name}": _LINALG for name in (
+        "cholesky", "eig", "eigh", "svd", "geqrf", "householder_product", "lu_factor",
+        "lu_solve", "ldl_factor", "ldl_solve", "triangular_solve", "matrix_exp",
+        "pivots_to_permutation")},
+    **{f"coreai.{name}": _RANDOM for name in (
+        "random_uniform", "random_normal", "random_integers", "random_permutation",
+        "random_bernoulli", "random_multinomial")},
+    **{f"coreai.{name}": _COMPLEX for name in (
+        "complex", "real", "imag", "conj", "view_as_real", "view_as_complex")},
+}
+
+
+def not_exported_reason(op_name: str) -> str:
+    """Why ``op_name`` (a dialect op without a mapping) is not exported."""
+    return NOT_EXPORTED.get(op_name, "no Core AI counterpart and no exact expansion")
