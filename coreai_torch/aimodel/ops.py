@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 import coreai.authoring as ca
 import numpy as np
 from coreai.authoring.constant import constant
@@ -27,7 +26,6 @@ from coreai_torch.aimodel._emit import (
     i32,
     reshape_to_result,
     scalar,
-    slice_axis,
     take,
     u32,
 )
@@ -35,6 +33,7 @@ from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
 from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
 from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
+from coreai_torch.aimodel.ops_windows import WINDOW_MAPPINGS
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
 
@@ -142,7 +141,7 @@ def _constant(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
     raise AssertionError("coreai.constant is emitted by the exporter")
 
 
-# -- linear algebra and convolution --------------------------------------------------------------
+# -- linear algebra -------------------------------------------------------------------------------
 
 def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     a, b = xs
@@ -151,168 +150,6 @@ def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[
     if len(b.type.shape) == 1:
         b = ca.reshape(b, i32([b.type.shape[0], 1]))
     return [reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
-
-
-def _pads(op: Operation, n: int) -> list[int]:
-    pads = list(op.attributes.get("pads") or [])
-    if not pads:
-        return [0] * (2 * n)
-    return [p for v in pads for p in (v, v)] if len(pads) == n else pads
-
-
-def _pad_spatial(x: Any, pads: list[int], value: Any) -> Any:
-    if not any(pads):
-        return x
-    if min(pads) < 0:
-        raise Refused("negative padding")
-    return ca.pad(x, u32([0, 0, 0, 0, *pads]), value)
-
-
-def _fill(values: Any, n: int, default: int) -> list[int]:
-    if values is None or len(values) == 0:
-        return [default] * n
-    return list(values) * n if len(values) == 1 else list(values)
-
-
-@attrs.frozen
-class _Windows:
-    """A conv/pool op's windows on 2 spatial dims (a 1-d op gets a leading axis of size 1)."""
-
-    x: Any
-    kernel: list[int]
-    strides: list[int]
-    dilation: list[int]
-    pads: list[int]
-
-
-def _windows_2d(ctx: ExportContext, op: Operation, x: Any, kernel: list[int],
-                default_strides: list[int] | None = None) -> _Windows:
-    n = op.operands[0].type.rank - 2
-    if n not in (1, 2):
-        raise Refused(f"{n}-d windows: Core AI's conv2d/pooling ops take 2 spatial dims")
-    strides = op.attributes.get("strides")
-    s = _fill(strides, n, 1) if strides or default_strides is None else default_strides
-    d, pads = _fill(op.attributes.get("dilation"), n, 1), _pads(op, n)
-    if n == 1:  # exact: a 1-d window is a 2-d one on a leading axis of size 1
-        x = ca.reshape(x, i32([*x.type.shape[:2], 1, x.type.shape[2]]))
-        return _Windows(x, [1, *kernel], [1, *s], [1, *d], [0, 0, *pads])
-    return _Windows(x, kernel, s, d, pads)
-
-
-def _conv(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    w_shape = ctx.static_shape(op.operands[1])
-    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
-    weight = ca.reshape(xs[1], i32([*w_shape[:2], *win.kernel]))
-    x = _pad_spatial(win.x, win.pads, scalar(ctx, op, 0))
-    y = ca.conv2d(x, weight, u32(win.strides), u32(win.dilation),
-                  np.uint32(op.attributes.get("groups", 1)))
-    if len(xs) > 2:
-        y = ca.broadcasting_add(y, ca.reshape(xs[2], i32([1, -1, 1, 1])))
-    return [reshape_to_result(ctx, op, y)]
-
-
-def _conv_transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    w_shape = ctx.static_shape(op.operands[1])
-    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
-    lo, hi = win.pads[0::2], win.pads[1::2]
-    if lo != hi:
-        raise Refused(f"asymmetric padding {win.pads} (Core AI's conv_transpose2d pads both "
-                      "sides equally)")
-    output_padding = _fill(op.attributes.get("output_padding"), len(w_shape) - 2, 0)
-    if len(output_padding) == 1:
-        output_padding = [0, *output_padding]
-    weight = ca.reshape(xs[1], i32([*w_shape[:2], *win.kernel]))
-    y = ca.conv_transpose2d(win.x, weight, u32(win.strides), u32(lo), u32(win.dilation),
-                            u32(output_padding), np.uint32(op.attributes.get("groups", 1)))
-    if len(xs) > 2:
-        y = ca.broadcasting_add(y, ca.reshape(xs[2], i32([1, -1, 1, 1])))
-    return [reshape_to_result(ctx, op, y)]
-
-
-def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    # as the kernel (torch): reflect/replicate/constant pad and then crop the negative
-    # amounts; circular crops first and wraps what is left
-    pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
-    pairs = list(zip(pads[::2], pads[1::2], strict=True))
-    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
-
-    def crop(y: Any) -> Any:
-        for axis, (lo, hi) in enumerate(pairs):
-            if lo < 0 or hi < 0:
-                y = slice_axis(y, axis, max(-lo, 0), y.type.shape[axis] - max(-hi, 0))
-        return y
-
-    if mode != "circular":
-        x = xs[0]
-        if any(lo or hi for lo, hi in widths):
-            value = scalar(ctx, op, op.attributes.get("value", 0.0))
-            x = ca.pad(x, u32([w for pair in widths for w in pair]), value, mode)
-        return [crop(x)]
-    x = crop(xs[0])
-    for axis, (lo, hi) in enumerate(widths):
-        n = x.type.shape[axis]
-        if lo > n or hi > n:
-            raise Refused(f"circular padding {lo, hi} wider than axis {axis} of size {n}")
-        if lo or hi:
-            parts = [slice_axis(x, axis, n - lo, n)] if lo else []
-            parts += [x, *([slice_axis(x, axis, 0, hi)] if hi else [])]
-            x = ca.concat(np.int32(axis), parts)
-    return [x]
-
-
-def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
-    if op.attributes.get("ceil_mode"):
-        raise Refused("ceil_mode=True (Core AI's pooling has no ceil mode)")
-    n = op.operands[0].type.rank - 2
-    k = _fill(op.attributes["kernel_size"], n, 1)
-    return _windows_2d(ctx, op, x, k, default_strides=k)
-
-
-def _maxpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    if op.attributes.get("return_indices"):
-        raise Refused("return_indices=True (Core AI's maxpool returns no indices)")
-    if not op.operands[0].type.element_type.is_float:
-        raise Refused("integer max pooling (its padding needs -inf)")
-    win = _pool_windows(ctx, op, xs[0])
-    x = _pad_spatial(win.x, win.pads, scalar(ctx, op, -np.inf))
-    shape = [*ctx.static_shape(op.operands[0])[:2],
-             *[(x.type.shape[2 + i] - win.dilation[i] * (win.kernel[i] - 1) - 1)
-               // win.strides[i] + 1 for i in range(2)]]
-    out = ca.TensorType(shape, ctx.apple_dtype(op.results[0]))
-    y = ca.maxpool2d(out, x, u32(win.kernel), u32(win.strides), u32(win.dilation), False)
-    return [reshape_to_result(ctx, op, y)]
-
-
-def _sum_windows(ctx: ExportContext, op: Operation, win: _Windows) -> Any:
-    x = _pad_spatial(win.x, win.pads, scalar(ctx, op, 0))
-    return ca.sumpool2d(x, u32(win.kernel), u32(win.strides), constant(u32(win.dilation)))
-
-
-def _sumpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [reshape_to_result(ctx, op, _sum_windows(ctx, op, _pool_windows(ctx, op, xs[0])))]
-
-
-def _window_counts(size: int, k: int, s: int, lo: int, out: int) -> np.ndarray:
-    """How many input (not padding) elements each output window of one axis covers."""
-    starts = np.arange(out) * s - lo
-    return np.minimum(starts + k, size) - np.maximum(starts, 0)
-
-
-def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    win = _pool_windows(ctx, op, xs[0])
-    total = _sum_windows(ctx, op, win)
-    dtype = ctx.apple_dtype(op.results[0])
-    k = win.kernel
-    if op.attributes.get("divisor_override"):
-        divisor: np.ndarray = np.asarray(op.attributes["divisor_override"], dtype)
-    elif op.attributes.get("count_include_pad", True) or not any(win.pads):
-        divisor = np.asarray(k[0] * k[1], dtype)
-    else:
-        size, out = win.x.type.shape[2:], total.type.shape[2:]
-        rows = _window_counts(size[0], k[0], win.strides[0], win.pads[0], out[0])
-        cols = _window_counts(size[1], k[1], win.strides[1], win.pads[2], out[1])
-        divisor = np.outer(rows, cols).astype(dtype)
-    return [reshape_to_result(ctx, op, ca.broadcasting_divide(total, constant(divisor)))]
 
 
 # -- reductions ----------------------------------------------------------------------------------
@@ -462,14 +299,6 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.gelu": OpMapping(_gelu, "gelu"),
     "coreai.softmax": OpMapping(_softmax, "softmax"),
     "coreai.batch_matmul": OpMapping(_batch_matmul, "broadcasting_batch_matmul (+ reshape)"),
-    "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (1-d, 2-d)"),
-    "coreai.conv_transpose": OpMapping(
-        _conv_transpose, "conv_transpose2d + broadcasting_add (1-d, 2-d; symmetric pads)"),
-    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
-                            "amounts; circular: slice_ + concat"),
-    "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (1-d, 2-d; no indices)"),
-    "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (1-d, 2-d)"),
-    "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (1-d, 2-d)"),
     "coreai.reduce_sum": OpMapping(_reduction(ca.reduce_sum), "reduce_sum (+ reshape)"),
     "coreai.reduce_mean": OpMapping(_reduction(ca.reduce_mean), "reduce_mean (+ reshape)"),
     "coreai.reduce_max": OpMapping(_reduction(ca.reduce_max), "reduce_max (+ reshape)"),
@@ -494,6 +323,7 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.gather": OpMapping(_gather, "transpose + gather_nd + transpose"),
     "coreai.gather_nd": OpMapping(_gather_nd, "gather_nd"),
     "coreai.gather_along_axis": OpMapping(_gather_along_axis, "gather_along_axis"),
+    **WINDOW_MAPPINGS,
     **TENSOR_MAPPINGS,
     **CONTROL_MAPPINGS,
     **MATH_MAPPINGS,

@@ -13,7 +13,7 @@ from coreai.authoring.constant import constant
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
 from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import OpMapping, i32, slice_axis, take
+from coreai_torch.aimodel._emit import OpMapping, i32, scalar, slice_axis, take, u32
 
 __all__ = ["TENSOR_MAPPINGS"]
 
@@ -257,10 +257,43 @@ def _slice_update(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[
     return [ca.slice_update(xs[0], starts, stops, steps, update)]
 
 
+def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # as the kernel (torch): reflect/replicate/constant pad and then crop the negative
+    # amounts; circular crops first and wraps what is left
+    pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
+    pairs = list(zip(pads[::2], pads[1::2], strict=True))
+    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+
+    def crop(y: Any) -> Any:
+        for axis, (lo, hi) in enumerate(pairs):
+            if lo < 0 or hi < 0:
+                y = slice_axis(y, axis, max(-lo, 0), y.type.shape[axis] - max(-hi, 0))
+        return y
+
+    if mode != "circular":
+        x = xs[0]
+        if any(lo or hi for lo, hi in widths):
+            value = scalar(ctx, op, op.attributes.get("value", 0.0))
+            x = ca.pad(x, u32([w for pair in widths for w in pair]), value, mode)
+        return [crop(x)]
+    x = crop(xs[0])
+    for axis, (lo, hi) in enumerate(widths):
+        n = x.type.shape[axis]
+        if lo > n or hi > n:
+            raise Refused(f"circular padding {lo, hi} wider than axis {axis} of size {n}")
+        if lo or hi:
+            parts = [slice_axis(x, axis, n - lo, n)] if lo else []
+            parts += [x, *([slice_axis(x, axis, 0, hi)] if hi else [])]
+            x = ca.concat(np.int32(axis), parts)
+    return [x]
+
+
 TENSOR_MAPPINGS: dict[str, OpMapping] = {
     "coreai.interpolate": OpMapping(
         _interpolate, "per axis: gather_nd of the source taps, broadcasting_mul by the "
         "weights, broadcasting_add (the runtime's indices and weights: torch's rules)"),
+    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
+                            "amounts; circular: slice_ + concat"),
     "coreai.reverse": OpMapping(_reverse, "gather_nd of n-1 ... 0 per axis"),
     "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes)"),
     "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values)"),

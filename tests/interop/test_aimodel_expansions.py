@@ -270,3 +270,32 @@ def test_pad_modes_with_cropping(
         coreai.pad(x, [1, 1, 0, 0, 0, 0], mode=mode)))
     x = np.arange(40, dtype=np.float32).reshape(2, 4, 5)
     _same_bits(program, tmp_path / "p.aimodel", {"x": x})
+
+
+W3 = np.random.default_rng(2).standard_normal((4, 1, 2, 3, 2)).astype(np.float32)
+WINDOWS: dict[str, tuple[TensorType, Callable[[Any], Any]]] = {
+    "conv_3d": (t(1, 2, 5, 6, 4), lambda x: coreai.conv(
+        x, coreai.constant(W3), coreai.constant(np.arange(4, dtype=np.float32)),
+        strides=[1, 2, 1], pads=[1, 0, 1, 1, 0, 1], dilation=[2, 1, 1], groups=2)),
+    "conv_transpose_3d": (t(1, 4, 3, 2, 3), lambda x: coreai.conv_transpose(
+        x, coreai.constant(W3), strides=[2, 1, 2], pads=[1, 0, 1], output_padding=[1, 0, 0])),
+    "maxpool_3d": (t(1, 2, 5, 4, 6), lambda x: coreai.maxpool(
+        x, kernel_size=[2, 3, 2], strides=[2, 1, 2], pads=[1, 1, 0])),
+    "maxpool_ceil": (t(1, 2, 7, 6), lambda x: coreai.maxpool(
+        x, kernel_size=[3, 2], strides=[2, 2], pads=[1, 0], ceil_mode=True)),
+    "sumpool_3d_ceil": (t(1, 1, 5, 4, 5), lambda x: coreai.sumpool(
+        x, kernel_size=[2, 2, 3], strides=[2, 3, 2], ceil_mode=True)),
+    "avgpool_ceil_include_pad": (t(1, 2, 7, 5), lambda x: coreai.avgpool(
+        x, kernel_size=[3, 2], strides=[2, 2], pads=[1, 1], ceil_mode=True)),
+    "avgpool_ceil_exclude_pad": (t(1, 2, 7), lambda x: coreai.avgpool(
+        x, kernel_size=[3], strides=[2], pads=[1], ceil_mode=True, count_include_pad=False)),
+    "avgpool_3d": (t(1, 1, 4, 5, 6), lambda x: coreai.avgpool(
+        x, kernel_size=[2, 3, 2], pads=[1, 1, 0], count_include_pad=False)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WINDOWS))
+def test_windows_3d_and_ceil_mode(case: str, tmp_path: Path) -> None:
+    """3-d windows run on conv3d/maxpool3d/sumpool3d; ceil_mode pads the high side."""
+    typ, build = WINDOWS[case]
+    check_matches_runtime(program_of({"x": typ}, build), tmp_path / "w.aimodel")

@@ -15,7 +15,6 @@ from tests.interop.helpers import check_matches_runtime
 # Samples with a feature the exporter refuses, and the reason it gives (tested below).
 REFUSED = {
     "coreai.maxpool": "return_indices=True",
-    "coreai.avgpool": "ceil_mode=True",
 }
 DYNAMIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
                  if not all(t.is_static for t in SAMPLES[n].inputs))
