@@ -176,10 +176,12 @@ def _argmax(ctx: ExportContext, op: Operation, xs: Sequence[Any], negate: bool =
             ) -> list[Any]:
     x = xs[0]
     is_float = op.operands[0].type.element_type.is_float
-    if negate:
-        if not is_float:
-            raise Refused("argmin of integers (its expansion negates, which overflows)")
+    if negate and is_float:
         x = ca.broadcasting_mul(x, scalar(ctx, op, -1))
+    elif negate:  # ~x reverses the order of integers without overflow (-x would not)
+        x = _bitwise_not(ctx, op, [x])[0]
+        if op.operands[0].type.element_type is DType.bool:
+            x = ca.cast(x, np.int32)
     axis = op.attributes.get("axis")
     if axis is None:
         x, axis = ca.reshape(x, i32([-1])), 0
@@ -309,7 +311,8 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.any": OpMapping(_reduction(ca.any_, logical=True), "cast to bool + any_ (+ reshape)"),
     "coreai.argmax": OpMapping(
         _argmax, "argmax + cast (floats: the first NaN's index where there is one)"),
-    "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats)"),
+    "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats); of ~x "
+                               "(integers, bool)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
     "coreai.expand_dims": OpMapping(_reshape, "reshape"),
     "coreai.shrink_dims": OpMapping(_reshape, "reshape"),

@@ -299,3 +299,13 @@ def test_windows_3d_and_ceil_mode(case: str, tmp_path: Path) -> None:
     """3-d windows run on conv3d/maxpool3d/sumpool3d; ceil_mode pads the high side."""
     typ, build = WINDOWS[case]
     check_matches_runtime(program_of({"x": typ}, build), tmp_path / "w.aimodel")
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int8", "bool"])
+def test_argmin_of_integers_picks_the_first_minimum(dtype: str, tmp_path: Path) -> None:
+    """~x reverses the order without the overflow of -x (the minimum integer included)."""
+    info = np.iinfo(dtype) if dtype != "bool" else None
+    values = [3, 1, 1, 2] if info is None else [3, info.min, info.max, info.min, 0]
+    x = np.array(values, dtype) if info else np.array([1, 0, 0, 1], bool)
+    program = program_of({"x": t(x.size, dtype=dtype)}, coreai.argmin)
+    _same_bits(program, tmp_path / "a.aimodel", {"x": x})
