@@ -29,11 +29,6 @@ NOT_EXPORTED: dict[str, str] = {
     "coreai.broadcasting_copysign": f"{_NO_BITS}: comparisons cannot see the sign of NaN",
     "coreai.broadcasting_nextafter": _NO_BITS,
     "coreai.frexp": _NO_BITS,
-    "coreai.broadcasting_shift_left": "Core AI has no shift op; multiplying by 2**n relies on "
-                                      "integer overflow wrapping, which it does not specify",
-    "coreai.broadcasting_shift_right": "Core AI has no shift op (not yet expanded: floor "
-                                       "division by 2**n, with torch's rules for shifts out "
-                                       "of range)",
     "coreai.broadcasting_gcd": _LOOP,
     "coreai.broadcasting_lcm": _LOOP,
     "coreai.while": "Core AI's while_ builds regions, which its supported authoring API does "

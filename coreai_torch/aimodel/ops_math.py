@@ -1,5 +1,5 @@
 """Op mappings of arithmetic ops Core AI lacks but can express exactly (floor, ceil, trunc,
-remainder, fmax/fmin, log_softmax), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+remainder, fmax/fmin, shifts, log_softmax), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
 
 Not here on purpose: log1p, expm1, log2, log10, exp2, atan2 and hypot. Their only expansions
 (log(1 + x), exp(x) - 1, log(x) / log(2), ...) lose accuracy or overflow where the functions
@@ -16,8 +16,8 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import Operation
-from coreai_torch.aimodel._context import ExportContext
-from coreai_torch.aimodel._emit import OpMapping, i32, scalar
+from coreai_torch.aimodel._context import ExportContext, Refused
+from coreai_torch.aimodel._emit import OpMapping, i32, scalar, take
 
 __all__ = ["MATH_MAPPINGS"]
 
@@ -112,6 +112,40 @@ def _log_softmax(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[A
     return [out if compute == dtype else ca.cast(out, dtype.type)]
 
 
+def _shift(left: bool) -> Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]:
+    # x << n is x * 2**n (integer multiplication wraps, as the dialect's), x >> n is
+    # floor_divide(x, 2**n) (arithmetic for signed types); 2**n comes from a table. A signed
+    # type's 2**(w-1) does not fit: that shift takes one more step by 2. Shifts < 0 or >= w
+    # give 0 (left) or the sign fill (right), like the kernel (torch).
+    def emit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+        dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+        if dtype == np.bool_:
+            raise Refused("shifts of booleans")
+        x, n = xs
+        width, signed = dtype.itemsize * 8, dtype.kind == "i"
+        top = width - 2 if signed else width - 1
+        table = constant(np.asarray([1 << k for k in range(top + 1)], dtype))
+
+        def const(v: int) -> Any:
+            return constant(np.asarray(v, dtype))
+
+        clipped = ca.broadcasting_minimum(ca.broadcasting_maximum(n, const(0)), const(top))
+        power = take(table, ca.cast(clipped, np.int32), 0)
+        step = ca.broadcasting_mul if left else ca.broadcasting_floor_divide
+        out = step(x, power)
+        if signed:
+            out = ca.broadcasting_where(ca.broadcasting_equal(n, const(width - 1)),
+                                        step(out, const(2)), out)
+        bad = ca.broadcasting_or(ca.broadcasting_greater(const(0), n),
+                                 ca.broadcasting_greater(n, const(width - 1)))
+        fill = const(0)
+        if signed and not left:
+            fill = ca.broadcasting_where(ca.broadcasting_greater(const(0), x), const(-1),
+                                         const(0))
+        return [ca.broadcasting_where(bad, fill, out)]
+    return emit
+
+
 MATH_MAPPINGS: dict[str, OpMapping] = {
     "coreai.floor": OpMapping(_rounding(_floor_of),
                               "broadcasting_floor_divide(x, 1), x where x is +-inf"),
@@ -127,6 +161,12 @@ MATH_MAPPINGS: dict[str, OpMapping] = {
     "coreai.broadcasting_fmin": OpMapping(
         _nan_ignoring(ca.broadcasting_minimum), "broadcasting_minimum, the other operand where "
         "one is NaN"),
+    "coreai.broadcasting_shift_left": OpMapping(
+        _shift(True), "broadcasting_mul by 2**n from a table (wrapping); out-of-range "
+        "shifts: 0"),
+    "coreai.broadcasting_shift_right": OpMapping(
+        _shift(False), "broadcasting_floor_divide by 2**n from a table; out-of-range shifts: "
+        "the sign fill"),
     "coreai.log_softmax": OpMapping(
         _log_softmax, "x - max - log(reduce_sum(exp(x - max))) (a row's single +inf: 0 there, "
         "-inf elsewhere)"),

@@ -309,3 +309,17 @@ def test_argmin_of_integers_picks_the_first_minimum(dtype: str, tmp_path: Path) 
     x = np.array(values, dtype) if info else np.array([1, 0, 0, 1], bool)
     program = program_of({"x": t(x.size, dtype=dtype)}, coreai.argmin)
     _same_bits(program, tmp_path / "a.aimodel", {"x": x})
+
+
+@pytest.mark.parametrize("op", ["broadcasting_shift_left", "broadcasting_shift_right"])
+@pytest.mark.parametrize("dtype", ["int32", "int8", "uint8"])
+def test_shifts_wrap_and_fill_like_runtime(op: str, dtype: str, tmp_path: Path) -> None:
+    """Every shift from -1 to past the width, on the extremes and a few values."""
+    info = np.iinfo(dtype)
+    width = info.bits
+    values = np.array([info.min, info.max, 0, 1, 5, -3 if info.min < 0 else 3], dtype)
+    shifts = np.array([-1, 0, 1, 3, width - 2, width - 1, width, width + 9], dtype=np.int64)
+    x, n = (a.reshape(-1).astype(dtype) for a in np.meshgrid(values, shifts))
+    program = program_of({"x": t(x.size, dtype=dtype), "n": t(n.size, dtype=dtype)},
+                         getattr(coreai, op))
+    _same_bits(program, tmp_path / "s.aimodel", {"x": x, "n": n})
