@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from coreai_core import DType, Graph, Operation, Program, TensorType, Value, WeightRef
 
-__all__ = ["APPLE_DTYPES", "NARROWED", "ExportContext", "Refused", "narrow_constant"]
+__all__ = ["APPLE_DTYPES", "NARROWED", "Emit", "ExportContext", "OpMapping", "Refused",
+           "narrow_constant"]
 
 # Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
 APPLE_DTYPES: dict[DType, Any] = {
@@ -104,3 +106,14 @@ class ExportContext:
         """The numpy dtype of ``t``'s exported element type."""
         typ = t.type if isinstance(t, Value) else t
         return APPLE_DTYPES[exported_dtype(typ.element_type)]
+
+
+Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
+
+
+@attrs.frozen
+class OpMapping:
+    """How one dialect op becomes Core AI ops (an entry of ``ops.MAPPINGS``)."""
+
+    emit: Emit
+    core_ai: str  # the Core AI op(s) emitted, for the documentation table

@@ -1,11 +1,9 @@
-"""What every op mapping module shares: the mapping record and small emitting helpers."""
+"""Small emitting helpers the op mapping modules share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 import coreai.authoring as ca
 import numpy as np
 from coreai.authoring.constant import constant
@@ -13,18 +11,7 @@ from coreai.authoring.constant import constant
 from coreai_core import Operation
 from coreai_torch.aimodel._context import ExportContext
 
-__all__ = ["Emit", "OpMapping", "i32", "reshape_to_result", "scalar", "slice_axis", "take",
-           "u32"]
-
-Emit = Callable[[ExportContext, Operation, Sequence[Any]], list[Any]]
-
-
-@attrs.frozen
-class OpMapping:
-    """How one dialect op becomes Core AI ops."""
-
-    emit: Emit
-    core_ai: str  # the Core AI op(s) emitted, for the documentation table
+__all__ = ["i32", "reshape_to_result", "scalar", "slice_axis", "take", "u32"]
 
 
 def i32(values: Any) -> np.ndarray:

@@ -76,10 +76,6 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
             refusals.add("input", f"name {name!r} is not a Python identifier (Core AI's graph "
                          "builder names inputs after parameters); rename it when converting",
                          here)
-        if name in graph.inputs and value.type.rank == 0:
-            refusals.add("input", f"{name!r} is 0-d: Apple's interpreter (coreai-core "
-                         "1.0.0b3) stops the process with an illegal instruction on a 0-d "
-                         "input; give it shape [1] when converting", here)
         try:
             _apple_type(value.type)
         except Refused as e:

@@ -19,16 +19,8 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation
-from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import (
-    Emit,
-    OpMapping,
-    i32,
-    reshape_to_result,
-    scalar,
-    take,
-    u32,
-)
+from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
 from coreai_torch.aimodel.ops_math import MATH_MAPPINGS

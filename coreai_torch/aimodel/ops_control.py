@@ -13,8 +13,8 @@ from typing import Any
 import coreai.authoring as ca
 
 from coreai_core import Operation
-from coreai_torch.aimodel._context import ExportContext
-from coreai_torch.aimodel._emit import OpMapping, i32
+from coreai_torch.aimodel._context import ExportContext, OpMapping
+from coreai_torch.aimodel._emit import i32
 
 __all__ = ["CONTROL_MAPPINGS"]
 

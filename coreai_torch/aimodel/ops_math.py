@@ -16,8 +16,8 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import Operation
-from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import OpMapping, i32, scalar, take
+from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import i32, scalar, take
 
 __all__ = ["MATH_MAPPINGS"]
 

@@ -12,8 +12,8 @@ from coreai.authoring.constant import constant
 
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
-from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import OpMapping, i32, scalar, slice_axis, take, u32
+from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import i32, scalar, slice_axis, take, u32
 
 __all__ = ["TENSOR_MAPPINGS"]
 

@@ -18,8 +18,8 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import Operation
-from coreai_torch.aimodel._context import ExportContext, Refused
-from coreai_torch.aimodel._emit import OpMapping, i32, reshape_to_result, scalar, u32
+from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, u32
 
 __all__ = ["WINDOW_MAPPINGS"]
 

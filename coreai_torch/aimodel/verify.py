@@ -30,13 +30,18 @@ def narrow_input(name: str, array: np.ndarray) -> np.ndarray:
     """``array`` as the .aimodel takes it: int64 -> int32 (values must fit), float64 -> float32."""
     dtype = DType.of(array.dtype)
     if dtype not in NARROWED:
-        return np.ascontiguousarray(array)
+        return _contiguous(array)
     if dtype is DType.int64 and array.size:
         info = np.iinfo(np.int32)
         if array.min() < info.min or array.max() > info.max:
             raise ValueError(f"input {name!r}: int64 values in [{array.min()}, {array.max()}] "
                              "do not fit the .aimodel's int32 input")
-    return np.ascontiguousarray(array.astype(NARROWED[dtype].numpy))
+    return _contiguous(array.astype(NARROWED[dtype].numpy))
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    # not np.ascontiguousarray: it turns a 0-d array into a 1-d one
+    return array if array.flags.c_contiguous else array.copy(order="C")
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:

@@ -16,12 +16,10 @@ from tests.interop.helpers import check_matches_runtime
 REFUSED = {
     "coreai.maxpool": "return_indices=True",
 }
+STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
+                if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED)
 DYNAMIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
                  if not all(t.is_static for t in SAMPLES[n].inputs))
-# Apple's interpreter crashes on 0-d inputs, so the exporter refuses them (export.py)
-ZERO_D = sorted(n for n in set(MAPPINGS) & set(SAMPLES) if n not in DYNAMIC
-                and any(t.rank == 0 for t in SAMPLES[n].inputs))
-STATIC = sorted(set(MAPPINGS) & set(SAMPLES) - set(REFUSED) - set(DYNAMIC) - set(ZERO_D))
 
 
 @pytest.mark.parametrize("op_name", STATIC)
@@ -43,12 +41,6 @@ def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> No
     with pytest.raises(UnexportableOpsError, match="dynamic shape"):
         export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
     assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.parametrize("op_name", ZERO_D)
-def test_zero_d_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> None:
-    with pytest.raises(UnexportableOpsError, match="is 0-d"):
-        export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
 
 
 def test_every_mapping_is_run_on_apples_interpreter() -> None:
