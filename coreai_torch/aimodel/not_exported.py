@@ -8,8 +8,7 @@ __all__ = ["NOT_EXPORTED", "not_exported_reason"]
 
 _APPROXIMATE = "only approximate expansions exist"
 _NO_BITS = "needs the float's bits (Core AI has no bitcast)"
-_LOOP = ("needs a loop: Core AI's while_ builds regions, which its supported authoring API "
-         "does not expose")
+_LOOP = "needs a data-dependent loop (Euclid's algorithm): not expanded"
 _FFT = "Core AI has no FFT op"
 _LINALG = "Core AI has no linear-algebra decomposition or solve op"
 _RANDOM = "Core AI has no random op"
@@ -31,8 +30,6 @@ NOT_EXPORTED: dict[str, str] = {
     "coreai.frexp": _NO_BITS,
     "coreai.broadcasting_gcd": _LOOP,
     "coreai.broadcasting_lcm": _LOOP,
-    "coreai.while": "Core AI's while_ builds regions, which its supported authoring API does "
-                    "not expose (only the unversioned MLIR bindings do)",
     "coreai.non_zero": "its result's shape depends on the data (exports are static)",
     "coreai.fft_c2c": _FFT, "coreai.fft_r2c": _FFT, "coreai.fft_c2r": _FFT,
     **{f"coreai.{name}": _LINALG for name in (

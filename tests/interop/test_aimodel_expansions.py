@@ -131,13 +131,37 @@ def test_reverse_and_negative_strides(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("pred", [True, False])
-def test_if_selects_the_taken_branch(pred: bool, tmp_path: Path) -> None:
+def test_if_runs_the_taken_branch(pred: bool, tmp_path: Path) -> None:
     def build(p: Any, x: Any) -> Any:
         return coreai.if_(p, [x], lambda a: (coreai.log(a), coreai.neg(a)),
                           lambda a: (coreai.exp(a), a))
     program = program_of({"p": t(1, dtype="bool"), "x": t(2, 3)}, build)
     x = np.array([[-1.0, 0.0, 2.0], [np.nan, np.inf, -0.0]], np.float32)  # log(-1) is NaN
     check_matches_runtime(program, tmp_path / "c.aimodel", {"p": np.array([pred]), "x": x})
+
+
+@pytest.mark.parametrize("limit", [0, 1, 5])
+def test_while_in_a_branch_carries_several_values(limit: int, tmp_path: Path) -> None:
+    """A counting loop (int64 counter, narrowed) doubling a tensor, inside an if's branch;
+    zero iterations included."""
+    def loop(n: Any, x: Any) -> Any:
+        def cond(i: Any, y: Any, m: Any) -> Any:
+            return coreai.shrink_dims(coreai.broadcasting_less(i, m), [0])
+
+        def body(i: Any, y: Any, m: Any) -> Any:
+            return (coreai.broadcasting_add(i, coreai.constant(np.array([1], np.int64))),
+                    coreai.broadcasting_mul(y, 2.0), m)
+
+        start = coreai.constant(np.array([0], np.int64))
+        return tuple(coreai.while_([start, x, n], cond, body)[:2])
+
+    def build(p: Any, n: Any, x: Any) -> Any:
+        return coreai.if_(p, [n, x], loop, lambda n, x: (n, coreai.neg(x)))
+    program = program_of({"p": t(1, dtype="bool"), "n": t(1, dtype="int64"), "x": t(3)}, build)
+    for pred in (True, False):
+        inputs = {"p": np.array([pred]), "n": np.array([limit], np.int64),
+                  "x": np.array([1.5, -2.0, 0.25], np.float32)}
+        _same_bits(program, tmp_path / f"w{pred}.aimodel", inputs)
 
 
 def test_invoked_composite_is_inlined(tmp_path: Path) -> None:
