@@ -8,7 +8,7 @@ __all__ = ["NOT_EXPORTED", "not_exported_reason"]
 
 _APPROXIMATE = "only approximate expansions exist"
 _NO_BITS = "needs the float's bits (Core AI has no bitcast)"
-_LOOP = "needs a data-dependent loop (Euclid's algorithm): not expanded"
+_LOOP = "needs Euclid's data-dependent loop: not expanded yet"
 _FFT = "Core AI has no FFT op"
 _LINALG = "Core AI has no linear-algebra decomposition or solve op"
 _RANDOM = "Core AI has no random op"
