@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from coreai_core import DType, Operation, Program, TensorType, Value, WeightRef
+from coreai_core import DType, Graph, Operation, Program, TensorType, Value, WeightRef
 
 __all__ = ["APPLE_DTYPES", "NARROWED", "Emit", "ExportContext", "OpMapping", "Refused",
            "narrow_constant"]
@@ -63,11 +63,21 @@ def narrow_constant(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float32)
 
 
-class ExportContext:
-    """Read-only facts about the program being exported, for the op mappings."""
+# Emits a graph's ops on Apple values standing for its inputs; returns its outputs' values.
+Inline = Callable[[Graph, Sequence[Any]], list[Any]]
 
-    def __init__(self, program: Program) -> None:
+
+def _no_inlining(graph: Graph, args: Sequence[Any]) -> list[Any]:
+    raise Refused("nested graphs cannot be emitted here")
+
+
+class ExportContext:
+    """Read-only facts about the program being exported, for the op mappings, and ``inline``:
+    the exporter's walk, for ops whose attributes hold graphs (branches, callees)."""
+
+    def __init__(self, program: Program, inline: Inline = _no_inlining) -> None:
         self.program = program
+        self.inline = inline
 
     def constant_array(self, value: Value) -> np.ndarray:
         """The data of ``value`` if a ``coreai.constant`` makes it, else :class:`Refused`."""

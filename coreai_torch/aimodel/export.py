@@ -34,6 +34,7 @@ from coreai_torch.aimodel._context import (
     narrow_constant,
 )
 from coreai_torch.aimodel._state import declare_stateful_graph
+from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
@@ -72,10 +73,6 @@ def _apple_type(t: TensorType, name: str | None = None) -> Any:
 
 def _check_interface(graph: Graph, refusals: _Refusals) -> None:
     here = f"graph {graph.name!r}"
-    if graph.composite is not None:
-        refusals.add("program", f"composite {graph.composite.name!r}: composites are not "
-                     "exported in this slice (inline them: optimize() or "
-                     "InlineCompositesPass)", here)
     stateless = not graph.state_inputs
     interface = [("input", graph.inputs), ("state", graph.state_inputs),
                  ("output", graph.output_values)]
@@ -159,7 +156,7 @@ class _Values(Sequence[Any]):
 def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
     mapping = MAPPINGS.get(op.name)
     if mapping is None:
-        raise Refused("no Core AI counterpart and no exact expansion")
+        raise Refused(not_exported_reason(op.name))
     for v in [*op.operands, *op.results]:
         _apple_type(v.type)
     emitted = mapping.emit(ctx, op, values.operands(op.operands))
@@ -227,10 +224,13 @@ def _declare_graph(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Non
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
-    Each of ``entrypoints`` (default: every graph) becomes a Core AI graph of the same name.
+    Each of ``entrypoints`` (default: every graph but composites, which are inlined where
+    they are invoked) becomes a Core AI graph of the same name.
     Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
     """
-    names = list(program.graphs) if entrypoints is None else list(entrypoints)
+    # a composite is inlined where it is invoked (see ops_control.py), not a graph of its own
+    names = ([n for n, g in program.graphs.items() if g.composite is None]
+             if entrypoints is None else list(entrypoints))
     unknown = [n for n in names if n not in program.graphs]
     if unknown:
         raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
@@ -241,7 +241,12 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
         _check_interface(graph, refusals)
     if any(op in ("input", "state", "output") for op, _ in refusals.counts):
         refusals.raise_if_any()  # without a signature there is no graph to walk
-    ctx = ExportContext(program)
+
+    def inline(graph: Graph, args: Sequence[Any]) -> list[Any]:
+        outputs, _ = _emit_graph(ctx, graph, tuple(args), refusals)
+        return outputs
+
+    ctx = ExportContext(program, inline)
     module = ca.Module.create()
     try:
         with module:
@@ -265,11 +270,12 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
                    entrypoints: Sequence[str] | None = None) -> Path:
     """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
 
-    Each of ``entrypoints`` (default: every graph of the program) becomes a function of the
-    asset with the same name, inputs and outputs. A graph's state becomes Core AI state of
-    the same names, which the caller binds and which is updated in place on each call
-    (``run_aimodel(..., state=...)``); entrypoints that share state names share the state
-    when called with the same mapping (a prefill then decode steps).
+    Each of ``entrypoints`` (default: every graph of the program but composites, which are
+    inlined where they are invoked) becomes a function of the asset with the same name, inputs
+    and outputs. A graph's state becomes Core AI state of the same names, which the caller
+    binds and which is updated in place on each call (``run_aimodel(..., state=...)``);
+    entrypoints that share state names share the state when called with the same mapping (a
+    prefill then decode steps).
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a

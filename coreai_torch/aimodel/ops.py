@@ -14,34 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 import coreai.authoring as ca
 import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
+from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
+from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
+from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
+from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
+from coreai_torch.aimodel.ops_windows import WINDOW_MAPPINGS
 
 __all__ = ["MAPPINGS", "OpMapping", "mapping_table_markdown"]
-
-def _i32(values: Any) -> np.ndarray:
-    return np.asarray(values, dtype=np.int32)
-
-
-def _u32(values: Any) -> np.ndarray:
-    return np.asarray(values, dtype=np.uint32)
-
-
-def _scalar(ctx: ExportContext, op: Operation, value: float, operand: int = 0) -> Any:
-    """A 0-d constant of the exported element type of ``op``'s operand."""
-    return constant(np.asarray(value, dtype=ctx.apple_dtype(op.operands[operand])))
-
-
-def _reshape_to_result(ctx: ExportContext, op: Operation, x: Any, index: int = 0) -> Any:
-    shape = ctx.result_shape(op, index)
-    return x if tuple(x.type.shape) == shape else ca.reshape(x, _i32(shape))
-
 
 # -- elementwise ---------------------------------------------------------------------------------
 
@@ -83,11 +70,11 @@ def _fn_name(apple: Callable[..., Any]) -> str:
 
 def _neg(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # x * -1 rather than 0 - x: it keeps the sign of zero, like negation
-    return [ca.broadcasting_mul(xs[0], _scalar(ctx, op, -1))]
+    return [ca.broadcasting_mul(xs[0], scalar(ctx, op, -1))]
 
 
 def _reciprocal(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.broadcasting_divide(_scalar(ctx, op, 1), xs[0])]
+    return [ca.broadcasting_divide(scalar(ctx, op, 1), xs[0])]
 
 
 def _less(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -106,15 +93,15 @@ def _isnan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _isinf(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.broadcasting_or(ca.broadcasting_equal(xs[0], _scalar(ctx, op, np.inf)),
-                               ca.broadcasting_equal(xs[0], _scalar(ctx, op, -np.inf)))]
+    return [ca.broadcasting_or(ca.broadcasting_equal(xs[0], scalar(ctx, op, np.inf)),
+                               ca.broadcasting_equal(xs[0], scalar(ctx, op, -np.inf)))]
 
 
 def _sign(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # NaN compares false both ways and gives 0, as ours does
-    x, zero = xs[0], _scalar(ctx, op, 0)
-    negative = ca.broadcasting_where(ca.broadcasting_greater(zero, x), _scalar(ctx, op, -1), zero)
-    return [ca.broadcasting_where(ca.broadcasting_greater(x, zero), _scalar(ctx, op, 1),
+    x, zero = xs[0], scalar(ctx, op, 0)
+    negative = ca.broadcasting_where(ca.broadcasting_greater(zero, x), scalar(ctx, op, -1), zero)
+    return [ca.broadcasting_where(ca.broadcasting_greater(x, zero), scalar(ctx, op, 1),
                                   negative)]
 
 
@@ -135,7 +122,7 @@ def _gelu(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _softmax(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.softmax(xs[0], _i32(op.attributes["axis"]))]
+    return [ca.softmax(xs[0], i32(op.attributes["axis"]))]
 
 
 def _cast(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -147,159 +134,15 @@ def _constant(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
     raise AssertionError("coreai.constant is emitted by the exporter")
 
 
-# -- linear algebra and convolution --------------------------------------------------------------
+# -- linear algebra -------------------------------------------------------------------------------
 
 def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     a, b = xs
     if len(a.type.shape) == 1:
-        a = ca.reshape(a, _i32([1, a.type.shape[0]]))
+        a = ca.reshape(a, i32([1, a.type.shape[0]]))
     if len(b.type.shape) == 1:
-        b = ca.reshape(b, _i32([b.type.shape[0], 1]))
-    return [_reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
-
-
-def _pads(op: Operation, n: int) -> list[int]:
-    pads = list(op.attributes.get("pads") or [])
-    if not pads:
-        return [0] * (2 * n)
-    return [p for v in pads for p in (v, v)] if len(pads) == n else pads
-
-
-def _pad_spatial(x: Any, pads: list[int], value: Any) -> Any:
-    if not any(pads):
-        return x
-    if min(pads) < 0:
-        raise Refused("negative padding")
-    return ca.pad(x, _u32([0, 0, 0, 0, *pads]), value)
-
-
-def _fill(values: Any, n: int, default: int) -> list[int]:
-    if values is None or len(values) == 0:
-        return [default] * n
-    return list(values) * n if len(values) == 1 else list(values)
-
-
-@attrs.frozen
-class _Windows:
-    """A conv/pool op's windows on 2 spatial dims (a 1-d op gets a leading axis of size 1)."""
-
-    x: Any
-    kernel: list[int]
-    strides: list[int]
-    dilation: list[int]
-    pads: list[int]
-
-
-def _windows_2d(ctx: ExportContext, op: Operation, x: Any, kernel: list[int],
-                default_strides: list[int] | None = None) -> _Windows:
-    n = op.operands[0].type.rank - 2
-    if n not in (1, 2):
-        raise Refused(f"{n}-d windows: Core AI's conv2d/pooling ops take 2 spatial dims")
-    strides = op.attributes.get("strides")
-    s = _fill(strides, n, 1) if strides or default_strides is None else default_strides
-    d, pads = _fill(op.attributes.get("dilation"), n, 1), _pads(op, n)
-    if n == 1:  # exact: a 1-d window is a 2-d one on a leading axis of size 1
-        x = ca.reshape(x, _i32([*x.type.shape[:2], 1, x.type.shape[2]]))
-        return _Windows(x, [1, *kernel], [1, *s], [1, *d], [0, 0, *pads])
-    return _Windows(x, kernel, s, d, pads)
-
-
-def _conv(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    w_shape = ctx.static_shape(op.operands[1])
-    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
-    weight = ca.reshape(xs[1], _i32([*w_shape[:2], *win.kernel]))
-    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, 0))
-    y = ca.conv2d(x, weight, _u32(win.strides), _u32(win.dilation),
-                  np.uint32(op.attributes.get("groups", 1)))
-    if len(xs) > 2:
-        y = ca.broadcasting_add(y, ca.reshape(xs[2], _i32([1, -1, 1, 1])))
-    return [_reshape_to_result(ctx, op, y)]
-
-
-def _conv_transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    w_shape = ctx.static_shape(op.operands[1])
-    win = _windows_2d(ctx, op, xs[0], list(w_shape[2:]))
-    lo, hi = win.pads[0::2], win.pads[1::2]
-    if lo != hi:
-        raise Refused(f"asymmetric padding {win.pads} (Core AI's conv_transpose2d pads both "
-                      "sides equally)")
-    output_padding = _fill(op.attributes.get("output_padding"), len(w_shape) - 2, 0)
-    if len(output_padding) == 1:
-        output_padding = [0, *output_padding]
-    weight = ca.reshape(xs[1], _i32([*w_shape[:2], *win.kernel]))
-    y = ca.conv_transpose2d(win.x, weight, _u32(win.strides), _u32(lo), _u32(win.dilation),
-                            _u32(output_padding), np.uint32(op.attributes.get("groups", 1)))
-    if len(xs) > 2:
-        y = ca.broadcasting_add(y, ca.reshape(xs[2], _i32([1, -1, 1, 1])))
-    return [_reshape_to_result(ctx, op, y)]
-
-
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "replicate"}
-
-
-def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    pads, mode = list(op.attributes["pads"]), op.attributes.get("mode", "constant")
-    if mode not in _PAD_MODES:
-        raise Refused(f"padding mode {mode!r} has no Core AI counterpart")
-    if min(pads) < 0:
-        raise Refused("negative padding (cropping)")
-    value = _scalar(ctx, op, op.attributes.get("value", 0.0))
-    return [ca.pad(xs[0], _u32(pads), value, _PAD_MODES[mode])]
-
-
-def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
-    if op.attributes.get("ceil_mode"):
-        raise Refused("ceil_mode=True (Core AI's pooling has no ceil mode)")
-    n = op.operands[0].type.rank - 2
-    k = _fill(op.attributes["kernel_size"], n, 1)
-    return _windows_2d(ctx, op, x, k, default_strides=k)
-
-
-def _maxpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    if op.attributes.get("return_indices"):
-        raise Refused("return_indices=True (Core AI's maxpool returns no indices)")
-    if not op.operands[0].type.element_type.is_float:
-        raise Refused("integer max pooling (its padding needs -inf)")
-    win = _pool_windows(ctx, op, xs[0])
-    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, -np.inf))
-    shape = [*ctx.static_shape(op.operands[0])[:2],
-             *[(x.type.shape[2 + i] - win.dilation[i] * (win.kernel[i] - 1) - 1)
-               // win.strides[i] + 1 for i in range(2)]]
-    out = ca.TensorType(shape, ctx.apple_dtype(op.results[0]))
-    y = ca.maxpool2d(out, x, _u32(win.kernel), _u32(win.strides), _u32(win.dilation), False)
-    return [_reshape_to_result(ctx, op, y)]
-
-
-def _sum_windows(ctx: ExportContext, op: Operation, win: _Windows) -> Any:
-    x = _pad_spatial(win.x, win.pads, _scalar(ctx, op, 0))
-    return ca.sumpool2d(x, _u32(win.kernel), _u32(win.strides), constant(_u32(win.dilation)))
-
-
-def _sumpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [_reshape_to_result(ctx, op, _sum_windows(ctx, op, _pool_windows(ctx, op, xs[0])))]
-
-
-def _window_counts(size: int, k: int, s: int, lo: int, out: int) -> np.ndarray:
-    """How many input (not padding) elements each output window of one axis covers."""
-    starts = np.arange(out) * s - lo
-    return np.minimum(starts + k, size) - np.maximum(starts, 0)
-
-
-def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    win = _pool_windows(ctx, op, xs[0])
-    total = _sum_windows(ctx, op, win)
-    dtype = ctx.apple_dtype(op.results[0])
-    k = win.kernel
-    if op.attributes.get("divisor_override"):
-        divisor: np.ndarray = np.asarray(op.attributes["divisor_override"], dtype)
-    elif op.attributes.get("count_include_pad", True) or not any(win.pads):
-        divisor = np.asarray(k[0] * k[1], dtype)
-    else:
-        size, out = win.x.type.shape[2:], total.type.shape[2:]
-        rows = _window_counts(size[0], k[0], win.strides[0], win.pads[0], out[0])
-        cols = _window_counts(size[1], k[1], win.strides[1], win.pads[2], out[1])
-        divisor = np.outer(rows, cols).astype(dtype)
-    return [_reshape_to_result(ctx, op, ca.broadcasting_divide(total, constant(divisor)))]
+        b = ca.reshape(b, i32([b.type.shape[0], 1]))
+    return [reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
 
 
 # -- reductions ----------------------------------------------------------------------------------
@@ -312,33 +155,35 @@ def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
         x = xs[0]
         if logical and op.operands[0].type.element_type is not DType.bool:
             x = ca.cast(x, np.bool_)  # Core AI's all_/any_ take booleans: nonzero is true
-        return [_reshape_to_result(ctx, op, apple(x, _i32(axes)))]
+        return [reshape_to_result(ctx, op, apple(x, i32(axes)))]
     emit.__name__ = f"reduce_via_{apple.__name__}"
     return emit
 
 
 def _first_argmax(ctx: ExportContext, op: Operation, x: Any, axis: int) -> Any:
     index = ca.cast(ca.argmax(x, np.int32(axis)), ctx.apple_dtype(op.results[0]))
-    return _reshape_to_result(ctx, op, index)
+    return reshape_to_result(ctx, op, index)
 
 
 def _argmax(ctx: ExportContext, op: Operation, xs: Sequence[Any], negate: bool = False,
             ) -> list[Any]:
     x = xs[0]
     is_float = op.operands[0].type.element_type.is_float
-    if negate:
-        if not is_float:
-            raise Refused("argmin of integers (its expansion negates, which overflows)")
-        x = ca.broadcasting_mul(x, _scalar(ctx, op, -1))
+    if negate and is_float:
+        x = ca.broadcasting_mul(x, scalar(ctx, op, -1))
+    elif negate:  # ~x reverses the order of integers without overflow (-x would not)
+        x = _bitwise_not(ctx, op, [x])[0]
+        if op.operands[0].type.element_type is DType.bool:
+            x = ca.cast(x, np.int32)
     axis = op.attributes.get("axis")
     if axis is None:
-        x, axis = ca.reshape(x, _i32([-1])), 0
+        x, axis = ca.reshape(x, i32([-1])), 0
     axis %= len(x.type.shape)
     index = _first_argmax(ctx, op, x, axis)
     if is_float:  # Core AI's argmax skips NaN; ours (torch's) returns the first NaN
         nan = ca.cast(ca.broadcasting_not_equal(x, x), ctx.apple_dtype(op.operands[0]))
-        has_nan = ca.broadcasting_greater(ca.reduce_max(nan, _i32([axis])), _scalar(ctx, op, 0))
-        index = ca.broadcasting_where(_reshape_to_result(ctx, op, has_nan),
+        has_nan = ca.broadcasting_greater(ca.reduce_max(nan, i32([axis])), scalar(ctx, op, 0))
+        index = ca.broadcasting_where(reshape_to_result(ctx, op, has_nan),
                                       _first_argmax(ctx, op, nan, axis), index)
     return [index]
 
@@ -350,16 +195,16 @@ def _argmin(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 # -- shapes and indexing -------------------------------------------------------------------------
 
 def _reshape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.reshape(xs[0], _i32(ctx.result_shape(op)))]
+    return [ca.reshape(xs[0], i32(ctx.result_shape(op)))]
 
 
 def _broadcast_to(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.broadcast_to(xs[0], _i32(ctx.result_shape(op)))]
+    return [ca.broadcast_to(xs[0], i32(ctx.result_shape(op)))]
 
 
 def _transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
-    return [ca.transpose(xs[0], _u32([p % rank for p in op.attributes["perm"]]))]
+    return [ca.transpose(xs[0], u32([p % rank for p in op.attributes["perm"]]))]
 
 
 def _concat(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -372,7 +217,7 @@ def _tile(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     rank = op.operands[0].type.rank
     if len(reps) != rank:
         raise Refused("tile repetitions of another rank than the input")
-    return [ca.tile(xs[0], _u32(reps))]
+    return [ca.tile(xs[0], u32(reps))]
 
 
 def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
@@ -383,21 +228,22 @@ def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
         begin.append(b)
         end.append(e)
         step.append(s)
-    return ca.slice_(x, _i32(begin), _i32(end), _i32(step))
+    return ca.slice_(x, i32(begin), i32(end), i32(step))
 
 
 def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
     ranges: dict[int, tuple[int, int, int]] = {}
-    for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
-        if stride < 0:
-            raise Refused("negative slice strides (Core AI's reverse takes an index-typed "
-                          "operand its Python builders cannot make)")
-        a = axis % len(shape)
-        b, e, st = slice(begin[i], end[i], stride).indices(shape[a])
-        ranges[a] = (b, max(b, e), st)  # an empty range as begin == end
     x = xs[0]
+    for i, (axis, stride) in enumerate(zip(op.attributes["axes"], op.attributes["strides"])):
+        a = axis % len(shape)
+        picked = range(*slice(begin[i], end[i], stride).indices(shape[a]))
+        if stride < 0:  # the same elements, counted from the end of the reversed axis
+            x = take(x, np.arange(shape[a] - 1, -1, -1), a)
+            last = shape[a] - 1
+            picked = range(last - picked.start, last - picked.stop, -stride)
+        ranges[a] = (picked.start, max(picked.start, picked.stop), picked.step)
     return [_full_slice(ctx, x, shape, ranges)]
 
 
@@ -412,17 +258,8 @@ def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _gather(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    x, indices = xs
-    rank, n_idx = op.operands[0].type.rank, op.operands[1].type.rank
-    axis = op.attributes.get("axis", 0) % rank
-    if axis:  # bring the gathered axis to the front, gather rows, move the axes back
-        x = ca.transpose(x, _u32([axis, *[a for a in range(rank) if a != axis]]))
-    taken = ca.gather_nd(x, ca.reshape(indices, _i32([*indices.type.shape, 1])))
-    if axis:
-        # taken: [*indices dims, *x[:axis], *x[axis+1:]] -> [*x[:axis], *indices, *x[axis+1:]]
-        order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
-        taken = ca.transpose(taken, _u32(order))
-    return [taken]
+    rank = op.operands[0].type.rank
+    return [take(xs[0], xs[1], op.attributes.get("axis", 0) % rank)]
 
 
 def _gather_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -458,13 +295,6 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.gelu": OpMapping(_gelu, "gelu"),
     "coreai.softmax": OpMapping(_softmax, "softmax"),
     "coreai.batch_matmul": OpMapping(_batch_matmul, "broadcasting_batch_matmul (+ reshape)"),
-    "coreai.conv": OpMapping(_conv, "pad + conv2d + broadcasting_add (1-d, 2-d)"),
-    "coreai.conv_transpose": OpMapping(
-        _conv_transpose, "conv_transpose2d + broadcasting_add (1-d, 2-d; symmetric pads)"),
-    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate; no cropping)"),
-    "coreai.maxpool": OpMapping(_maxpool, "pad(-inf) + maxpool2d (1-d, 2-d; no indices)"),
-    "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d (1-d, 2-d)"),
-    "coreai.avgpool": OpMapping(_avgpool, "pad + sumpool2d + broadcasting_divide (1-d, 2-d)"),
     "coreai.reduce_sum": OpMapping(_reduction(ca.reduce_sum), "reduce_sum (+ reshape)"),
     "coreai.reduce_mean": OpMapping(_reduction(ca.reduce_mean), "reduce_mean (+ reshape)"),
     "coreai.reduce_max": OpMapping(_reduction(ca.reduce_max), "reduce_max (+ reshape)"),
@@ -475,7 +305,8 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.any": OpMapping(_reduction(ca.any_, logical=True), "cast to bool + any_ (+ reshape)"),
     "coreai.argmax": OpMapping(
         _argmax, "argmax + cast (floats: the first NaN's index where there is one)"),
-    "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats)"),
+    "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats); of ~x "
+                               "(integers, bool)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
     "coreai.expand_dims": OpMapping(_reshape, "reshape"),
     "coreai.shrink_dims": OpMapping(_reshape, "reshape"),
@@ -483,21 +314,28 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.transpose": OpMapping(_transpose, "transpose"),
     "coreai.concat": OpMapping(_concat, "concat"),
     "coreai.tile": OpMapping(_tile, "tile"),
-    "coreai.slice": OpMapping(_slice, "slice_ (constant bounds, positive strides)"),
+    "coreai.slice": OpMapping(_slice, "slice_ (constant bounds; a negative stride reverses "
+                              "the axis by gather_nd first)"),
     "coreai.split": OpMapping(_split, "slice_ per piece"),
     "coreai.gather": OpMapping(_gather, "transpose + gather_nd + transpose"),
     "coreai.gather_nd": OpMapping(_gather_nd, "gather_nd"),
     "coreai.gather_along_axis": OpMapping(_gather_along_axis, "gather_along_axis"),
+    **WINDOW_MAPPINGS,
+    **TENSOR_MAPPINGS,
+    **CONTROL_MAPPINGS,
+    **MATH_MAPPINGS,
 }
 
 
 def mapping_table_markdown() -> str:
-    """Every dialect op and its Core AI form, or "not exported", as a Markdown table
+    """Every dialect op and its Core AI form, or "not exported" and why, as a Markdown table
     (docs/coreai-interop.md embeds it: ``python tools/gen_interop_docs.py``; a test checks)."""
     from coreai_core.runtime import DEFAULT_TABLE  # every dialect op has a default kernel
 
     rows = ["| dialect op | Core AI |", "|---|---|"]
     for name in sorted(DEFAULT_TABLE.names()):
         mapping = MAPPINGS.get(name)
-        rows.append(f"| `{name}` | {mapping.core_ai if mapping else '*not exported*'} |")
+        core_ai = (mapping.core_ai if mapping
+                   else f"*not exported*: {not_exported_reason(name)}")
+        rows.append(f"| `{name}` | {core_ai} |")
     return "\n".join(rows)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from coreai_core._opdef import OPS
 from coreai_torch.aimodel import MAPPINGS, mapping_table_markdown
+from coreai_torch.aimodel.not_exported import NOT_EXPORTED
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "coreai-interop.md"
 
@@ -27,3 +28,9 @@ def test_the_table_names_every_dialect_op() -> None:
 
 def test_every_mapping_targets_a_dialect_op() -> None:
     assert set(MAPPINGS) <= set(OPS)
+
+
+def test_reasons_are_for_dialect_ops_without_a_mapping() -> None:
+    """A reason for a mapped op (or a misspelt name) would be stale."""
+    assert sorted(set(NOT_EXPORTED) - set(OPS)) == []
+    assert sorted(set(NOT_EXPORTED) & set(MAPPINGS)) == []

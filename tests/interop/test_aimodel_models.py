@@ -17,10 +17,7 @@ MODELS = all_models()
 # the model tests' float32 tolerances (tests/models/test_models.py)
 RTOL, ATOL = 1e-3, 1e-4
 # Models with ops that have no exact Core AI form, and those ops (docs/coreai-interop.md).
-REFUSED: dict[str, set[str]] = {
-    "cond": {"coreai.if"},
-    "unet": {"coreai.interpolate"},
-}
+REFUSED: dict[str, set[str]] = {}
 
 
 @pytest.mark.slow

@@ -16,8 +16,6 @@ from tests.interop.helpers import check_matches_runtime
 # Samples with a feature the exporter refuses, and the reason it gives (tested below).
 REFUSED = {
     "coreai.maxpool": "return_indices=True",
-    "coreai.avgpool": "ceil_mode=True",
-    "coreai.slice": "negative slice strides",
 }
 # Compression ops take constants (compressed weights): test_aimodel_compression.py runs them.
 STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES) - set(COMPRESSION_MAPPINGS)
@@ -48,10 +46,11 @@ def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> No
 
 
 def test_every_mapping_is_run_on_apples_interpreter() -> None:
-    """Each mapped op runs in a sample above, a case of test_aimodel_export.py or (the
-    compression ops) test_aimodel_compression.py."""
-    from tests.interop.test_aimodel_export import CASES, program_of
+    """Each mapped op runs in a sample above, a case of test_aimodel_export.py or
+    test_aimodel_expansions.py, or (the compression ops) test_aimodel_compression.py."""
+    from tests.interop import test_aimodel_expansions, test_aimodel_export
 
-    in_cases = {op.name for inputs, build in CASES.values()
-                for op in program_of(inputs, build).graphs["main"].ops}
+    cases = {**test_aimodel_export.CASES, **test_aimodel_expansions.CASES}
+    in_cases = {op.name for inputs, build in cases.values()
+                for op in test_aimodel_export.program_of(inputs, build).graphs["main"].walk()}
     assert sorted(set(MAPPINGS) - set(STATIC) - in_cases - set(COMPRESSION_MAPPINGS)) == []

@@ -136,6 +136,27 @@ def avgpool(x: np.ndarray, *, kernel_size: Ints, strides: Ints | None = None,
     return (total / np.asarray(div, total.dtype)).astype(x.dtype, copy=False)
 
 
+def interpolation_plan(shape: Sequence[int], dtype: np.dtype, sizes: Ints, mode: str,
+                       align_corners: bool, scales: Sequence[float] | None,
+                       ) -> tuple[np.dtype, list[tuple[np.ndarray, np.ndarray | None]]]:
+    """How ``coreai.interpolate`` resizes an input of ``shape`` and ``dtype``: the dtype it
+    computes in, and per spatial axis (axis 2, 3, ...) the source indices [out] (nearest) or
+    [out, taps] and the tap weights [out, taps] (None for nearest). The kernel gathers the taps
+    along each axis in turn and sums ``taps[:, j] * weights[:, j]`` over j in order, so
+    another backend that does the same reproduces it bit for bit."""
+    dtype = np.dtype(dtype)
+    # torch computes coordinates in opmath: float64 for float64 data, float32 otherwise.
+    ft = np.float64 if dtype == np.float64 else np.float32
+    compute = dtype if mode.startswith("nearest") else np.dtype(acc_dtype(dtype))
+    # ATen picks its older nearest index rule for small 2-d outputs (see nearest_legacy).
+    legacy = len(sizes) == 2 and sum(sizes) <= 128
+    plans = [_resize.axis_plan(mode, shape[2 + i], out_size, align_corners,
+                               scales[i] if scales is not None else None, ft, legacy, dtype,
+                               compute)
+             for i, out_size in enumerate(sizes)]
+    return compute, plans
+
+
 @KERNELS.register("coreai.interpolate")
 def interpolate(x: np.ndarray, output_size: np.ndarray | None = None, *, sizes: Ints,
                 mode: str = "nearest", align_corners: bool = False,
@@ -143,15 +164,8 @@ def interpolate(x: np.ndarray, output_size: np.ndarray | None = None, *, sizes: 
     """Resize the spatial dims separably with precomputed per-axis indices and weights."""
     if output_size is not None:
         sizes = [int(s) for s in output_size]
-    # torch computes coordinates in opmath: float64 for float64 data, float32 otherwise.
-    ft = np.float64 if x.dtype == np.float64 else np.float32
-    y = x if mode.startswith("nearest") else _acc(x)
-    # ATen picks its older nearest index rule for small 2-d outputs (see nearest_legacy).
-    legacy = len(sizes) == 2 and sum(sizes) <= 128
-    for i, out_size in enumerate(sizes):
-        axis, in_size = 2 + i, x.shape[2 + i]
-        scale = scales[i] if scales is not None else None
-        idx, w = _resize.axis_plan(mode, in_size, out_size, align_corners, scale, ft, legacy,
-                                   x.dtype, y.dtype)
-        y = _resize.resize_axis(y, axis, idx, w)
+    compute, plans = interpolation_plan(x.shape, x.dtype, sizes, mode, align_corners, scales)
+    y = x.astype(compute, copy=False)
+    for i, (idx, w) in enumerate(plans):
+        y = _resize.resize_axis(y, 2 + i, idx, w)
     return y.astype(x.dtype, copy=False)

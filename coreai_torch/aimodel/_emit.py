@@ -1,0 +1,57 @@
+"""Small emitting helpers the op mapping modules share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import Operation
+from coreai_torch.aimodel._context import ExportContext
+
+__all__ = ["i32", "reshape_to_result", "scalar", "slice_axis", "take", "u32"]
+
+
+def i32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+def u32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint32)
+
+
+def scalar(ctx: ExportContext, op: Operation, value: float, operand: int = 0) -> Any:
+    """A 0-d constant of the exported element type of ``op``'s operand."""
+    return constant(np.asarray(value, dtype=ctx.apple_dtype(op.operands[operand])))
+
+
+def reshape_to_result(ctx: ExportContext, op: Operation, x: Any, index: int = 0) -> Any:
+    shape = ctx.result_shape(op, index)
+    return x if tuple(x.type.shape) == shape else ca.reshape(x, i32(shape))
+
+
+def take(x: Any, indices: Any, axis: int) -> Any:
+    """``numpy.take(x, indices, axis)`` for in-range ``indices`` (an Apple value or an array):
+    the axis goes to the front, ``gather_nd`` picks rows, the axes go back."""
+    rank = len(x.type.shape)
+    if isinstance(indices, np.ndarray):
+        indices = constant(indices.astype(np.int32))
+    n_idx = len(indices.type.shape)
+    if axis:
+        x = ca.transpose(x, u32([axis, *[a for a in range(rank) if a != axis]]))
+    taken = ca.gather_nd(x, ca.reshape(indices, i32([*indices.type.shape, 1])))
+    if axis:
+        # taken: [*indices dims, *x[:axis], *x[axis+1:]] -> [*x[:axis], *indices, *x[axis+1:]]
+        order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
+        taken = ca.transpose(taken, u32(order))
+    return taken
+
+
+def slice_axis(x: Any, axis: int, start: int, stop: int) -> Any:
+    """``x[..., start:stop, ...]`` on ``axis`` (0 <= start <= stop <= its size)."""
+    shape = list(x.type.shape)
+    begin, end = [0] * len(shape), list(shape)
+    begin[axis], end[axis] = start, stop
+    return ca.slice_(x, i32(begin), i32(end), i32([1] * len(shape)))

@@ -1,0 +1,80 @@
+"""Op mappings of control flow and calls, merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+
+``if`` and ``while`` become Core AI's ``if``/``while`` ops, whose regions hold the branches or
+the condition and body. Apple's supported facade (``coreai.authoring``) builds no regions, so
+this module uses its raw layer (``coreai._compiler``, unversioned) for those two ops and their
+terminators, and the seam between facade and raw values (``_to_mlir``/``_from_mlir``); the
+region bodies are emitted by the exporter's walk (``ExportContext.inline``) with the facade's
+builders. ``invoke`` is inlined: Core AI's ``invoke`` has no facade builder either, and a
+composite is declared only through a raw attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import coreai._compiler.dialects.coreai.control_flow_ops as apple_cf
+import coreai.authoring as ca
+from coreai._compiler.ir import Value as MLIRValue
+
+from coreai_core import Operation
+from coreai_torch.aimodel._context import ExportContext, OpMapping
+from coreai_torch.aimodel._emit import i32
+
+__all__ = ["CONTROL_MAPPINGS"]
+
+
+def _raw(value: Any) -> Any:
+    return value._to_mlir()  # the facade-to-raw seam (see the module doc)
+
+
+def _facade(results: Any) -> list[Any]:
+    """The facade values of raw values (a raw op's single result comes back bare)."""
+    items = [results] if isinstance(results, MLIRValue) else list(results)
+    return [ca.Value._from_mlir(r) for r in items]
+
+
+def _flag(value: Any) -> Any:
+    """A one-element boolean as the 0-d predicate Core AI's regions branch on."""
+    return value if tuple(value.type.shape) == () else ca.reshape(value, i32([]))
+
+
+def _result_types(ctx: ExportContext, op: Operation) -> list[Any]:
+    return [_raw(ca.TensorType(ctx.static_shape(r), ctx.apple_dtype(r))) for r in op.results]
+
+
+def _if(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # (results, [then, else] block builders); Apple's decorator hides that type
+    built: Any = apple_cf.if_(results=_result_types(ctx, op), condition=_raw(_flag(xs[0])))
+    results, (then_block, else_block) = built
+    for block, name in ((then_block, "then_branch"), (else_block, "else_branch")):
+        with block:  # a branch reads the if's operands from the enclosing graph
+            apple_cf.yield_([_raw(v) for v in ctx.inline(op.attributes[name], xs[1:])])
+    return _facade(results)
+
+
+def _while(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # the condition region decides on the carried values and passes them on, to the body
+    # (true) or out as the results (false); the body yields the next carried values
+    built: Any = apple_cf.while_(results=_result_types(ctx, op), inits=[_raw(x) for x in xs])
+    results, (cond_block, body_block) = built
+    with cond_block:
+        carried = _facade(cond_block.arguments)
+        (proceed,) = ctx.inline(op.attributes["cond"], carried)
+        apple_cf.condition(_raw(_flag(proceed)), *[_raw(v) for v in carried])
+    with body_block:
+        carried = _facade(body_block.arguments)
+        apple_cf.yield_([_raw(v) for v in ctx.inline(op.attributes["body"], carried)])
+    return _facade(results)
+
+
+def _invoke(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    return ctx.inline(ctx.program.graphs[op.attributes["callee"]], xs)
+
+
+CONTROL_MAPPINGS: dict[str, OpMapping] = {
+    "coreai.if": OpMapping(_if, "if (the branches in its regions)"),
+    "coreai.while": OpMapping(_while, "while_ (cond and body in its regions)"),
+    "coreai.invoke": OpMapping(_invoke, "the callee's ops inline (composites included)"),
+}
