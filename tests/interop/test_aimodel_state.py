@@ -101,7 +101,7 @@ def _fresh_state(program: Program) -> dict[str, np.ndarray]:
 
 def _check_step(what: str, got: np.ndarray, eager: np.ndarray, ours: np.ndarray,
                 apple_state: dict[str, np.ndarray], program: Program,
-                reference: KVCache) -> None:
+                reference: torch.nn.Module) -> None:
     """One call's output and new state: Apple's against torch eager and our runtime's."""
     assert compare(what, got, eager, TORCH_RTOL, TORCH_ATOL).passed, what
     assert compare(what, got, ours, RTOL, ATOL).passed, what
@@ -133,6 +133,48 @@ def test_kv_cache_decode_loop_carries_state(decode: tuple[KVCache, Program, Path
         _check_step(f"step {step}", got, eager, ours, apple_state, program, reference)
     assert int(apple_state["pos"]) == 6
     # the sixth token attends over all six: a state that did not carry would not match torch
+
+
+class IndexCopyCache(torch.nn.Module):
+    """Tutorial 06's decode step: the cache is written with ``index_copy_`` (a ``scatter_nd``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(1, HEADS, MAX_LEN, DIM))
+        self.register_buffer("v_cache", torch.zeros(1, HEADS, MAX_LEN, DIM))
+        self.register_buffer("pos", torch.zeros((), dtype=torch.int64))
+        self.proj = torch.nn.Linear(DIM, 3 * DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.proj(x).split(DIM, dim=-1)
+        index = self.pos.reshape(1)
+        self.k_cache.index_copy_(2, index, k)
+        self.v_cache.index_copy_(2, index, v)
+        self.pos.add_(1)
+        scores = q @ self.k_cache.transpose(-1, -2) / DIM**0.5
+        scores = scores.masked_fill(torch.arange(MAX_LEN) >= self.pos, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ self.v_cache
+
+
+def test_index_copy_cache_decode_loop(tmp_path: Path) -> None:
+    torch.manual_seed(2)
+    model = IndexCopyCache().eval()
+    reference = copy.deepcopy(model)
+    ep = torch.export.export(model, (torch.randn(1, HEADS, 1, DIM),))
+    program = TorchConverter().add_exported_program(
+        ep.run_decompositions(get_decomp_table()), output_names=["attn"]).to_coreai()
+    program.optimize()
+    assert "coreai.scatter_nd" in {op.name for op in program.graphs["main"].ops}
+    path = export_aimodel(program, tmp_path / "decode.aimodel")
+    apple_state = _fresh_state(program)
+    rng = np.random.default_rng(3)
+    for step in range(5):
+        x = rng.standard_normal((1, HEADS, 1, DIM)).astype(np.float32)
+        with torch.no_grad():
+            eager = reference(torch.from_numpy(x)).numpy()
+        got = run_aimodel(path, {"x": x}, state=apple_state)["attn"]
+        (ours,) = program.run({"x": x}).values()
+        _check_step(f"step {step}", got, eager, ours, apple_state, program, reference)
 
 
 def test_prefill_and_decode_share_state(prefill_decode: tuple[KVCache, Program, Path],
