@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["BlasThreads", "active_pool", "parallel_rows", "using_pool"]
+__all__ = ["BlasThreads", "active_pool", "parallel_blocks", "parallel_rows", "using_pool"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
@@ -119,6 +119,24 @@ def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[A
     bounds = [round(i * rows / n) for i in range(n + 1)]
     futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
     return [f.result() for f in futures]
+
+
+def parallel_blocks(count: int, work: int, fn: Callable[[int], Any]) -> bool:
+    """Run ``fn(i)`` for every ``i`` in ``range(count)``: spread over the run's pool when there
+    is one, several blocks and enough ``work``; in order on the calling thread otherwise.
+
+    The blocks are the caller's, whatever the thread count, so a kernel whose blocks are
+    fixed computes the same bits on any number of threads. Returns whether the pool ran them.
+    """
+    active = _POOL.get()
+    if active is None or count < 2 or work < MIN_PARALLEL_WORK:
+        for i in range(count):
+            fn(i)
+        return False
+    pool, _ = active
+    for future in [pool.submit(fn, i) for i in range(count)]:
+        future.result()
+    return True
 
 
 def matmul_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
