@@ -114,6 +114,51 @@ def test_dead_buffers_are_reused_by_later_results_of_the_same_shape():
     assert rt.plan(q).stats.reused_buffers == 1
 
 
+@given(shape=st.lists(st.sampled_from([1, 2, 47]), min_size=1, max_size=3),
+       data=st.data())
+def test_a_split_is_written_as_slices_with_the_kernels_views(shape, data):
+    """The compiled plan slices a split inline; the pieces are the kernel's views: the
+    same bits as the interpreted plan, and an elementwise op on a piece never writes into
+    the split value's buffer."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    n = shape[axis]
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=3), label="cuts"))
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType(tuple(shape), F32)}) as g:
+        whole = coreai.exp(g["x"])
+        pieces = coreai.split(whole, split_sizes=sizes, axis=axis)
+        pieces = pieces if isinstance(pieces, (list, tuple)) else [pieces]
+        outs = {f"p{i}": coreai.tanh(v) for i, v in enumerate(pieces)}
+        g.outputs({**outs, "whole": whole})
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    compiled, interpreted = (Runtime(compiled=c).run(p, {"x": x}) for c in (True, False))
+    assert all(_same_bits(compiled[k], interpreted[k]) for k in interpreted)
+    want = np.split(np.exp(x), np.cumsum(sizes)[:-1], axis=axis)
+    for i, w in enumerate(want):
+        np.testing.assert_array_equal(compiled[f"p{i}"], np.tanh(w))
+    np.testing.assert_array_equal(compiled["whole"], np.exp(x))
+    assert "k_split" not in Runtime().explain_plan(p)
+
+
+def test_a_user_split_kernel_is_called():
+    rt = Runtime()
+    calls = []
+
+    @rt.register_kernel("coreai.split", allow_override=True)
+    def split(x, *, split_sizes, axis):
+        calls.append(1)
+        return np.split(x, np.cumsum(split_sizes)[:-1], axis=axis)
+
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((4,), F32)}) as g:
+        a, b = coreai.split(g["x"], split_sizes=[1, 3], axis=0)
+        g.outputs({"a": a, "b": b})
+    out = rt.run(p, {"x": np.arange(4, dtype=np.float32)})
+    np.testing.assert_array_equal(out["b"], [1, 2, 3])
+    assert calls == [1]
+
+
 def test_user_kernels_are_called_instead_of_the_ufunc():
     rt = Runtime()
     calls = []
