@@ -27,9 +27,9 @@ class Recurrent(torch.nn.Module):
 
 
 @given(kind=st.sampled_from(["LSTM", "GRU"]), batch=st.sampled_from([1, 2, 47]),
-       features=st.sampled_from([1, 47]), hidden=st.sampled_from([1, 47, 160]),
+       features=st.sampled_from([1, 47]), hidden=st.sampled_from([1, 47, 300]),
        seq=st.sampled_from([1, 3]), layers=st.sampled_from([1, 2]), seed=st.integers(0, 99))
-@example(kind="LSTM", batch=2, features=47, hidden=160, seq=3, layers=2, seed=0)  # swapped
+@example(kind="LSTM", batch=2, features=47, hidden=300, seq=3, layers=2, seed=0)  # swapped
 @example(kind="GRU", batch=47, features=47, hidden=47, seq=3, layers=2, seed=1)
 def test_recurrent_matches_eager(kind: str, batch: int, features: int, hidden: int, seq: int,
                                  layers: int, seed: int) -> None:
@@ -43,5 +43,5 @@ def test_recurrent_matches_eager(kind: str, batch: int, features: int, hidden: i
         expected = list(module(x))
     got = list(program.run([to_numpy(x)]).values())
     # float32; the matmuls sum in another order than torch's kernels (BLAS vs oneDNN), on
-    # values bounded by the gates (|h| < 1) over at most 160 terms
+    # values bounded by the gates (|h| < 1) over at most 300 terms
     assert_matches(expected, got, atol=1e-5, rtol=1e-5, what=f"{kind} {tuple(x.shape)}")
