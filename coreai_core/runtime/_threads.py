@@ -2,7 +2,9 @@
 
 Batched kernels (matmul over a stack, convolution over a batch) split their leading axis
 into one chunk per thread. Each chunk runs exactly the computation the whole call would run
-for those rows (numpy releases the GIL), so the result is bit-identical to one thread.
+for those rows (numpy releases the GIL), so the result is bit-identical to one thread. A
+kernel with fixed blocks of its own (a stack times one weight: row blocks) hands them to
+:func:`parallel_blocks`, which runs the same blocks on any number of threads.
 
 During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) run on one thread
 (``BLAS_THREADS``), set with ``threadpoolctl`` and restored afterwards. Their own default (one
