@@ -1,6 +1,7 @@
 """Real-size models: the numpy runtime against torch eager and onnxruntime, default environment.
 
-Each model is built from a ``transformers`` config with random weights (nothing downloaded),
+Each model is built from a ``transformers`` config (or ``torch.nn``: the LSTM and GRU) with
+random weights (nothing downloaded),
 exported, converted, optimized and run with ``program.run`` the way a user runs it: no
 ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` (the runtime sets BLAS threads itself). In the
 same process: torch eager with 1 thread, and onnxruntime with 1 thread on the same model
@@ -11,7 +12,7 @@ before (activations and temporaries; a lower bound, as heap memory freed earlier
 weights are shared with torch, not copied).
 
 Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama,
-llama_decode] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``).
+llama_decode,lstm,gru] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``).
 The Llamas have the 1.1B shape (4.4 GB of float32 weights; about 15 GB peak with
 onnxruntime's copy).
 """
@@ -150,6 +151,31 @@ def llama_decode() -> Built:
     return step, (_ids(model.config.vocab_size, 1), torch.tensor([128]))
 
 
+class Recurrent(torch.nn.Module):
+    """A 2-layer ``nn.LSTM``/``nn.GRU`` (input 256, hidden 512) over a batch-first sequence."""
+
+    def __init__(self, kind: type[torch.nn.Module]) -> None:
+        super().__init__()
+        self.rnn = kind(input_size=256, hidden_size=512, num_layers=2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+def _sequence(batch: int) -> torch.Tensor:
+    return torch.randn(batch, 100, 256, generator=torch.Generator().manual_seed(3))
+
+
+def lstm() -> Built:
+    """LSTM, 2 layers, hidden 512, 100 steps, batch 8."""
+    return Recurrent(torch.nn.LSTM), (_sequence(8),)
+
+
+def gru() -> Built:
+    """GRU, 2 layers, hidden 512, 100 steps, batch 8."""
+    return Recurrent(torch.nn.GRU), (_sequence(8),)
+
+
 MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
     "bert": ("BERT-base, seq 128", bert),
     "vit": ("ViT-base/16, 224", vit),
@@ -157,6 +183,8 @@ MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
     "mobilenet_v2": ("MobileNetV2, 224", mobilenet_v2),
     "llama": ("Llama 1.1B shape, prefill 128", llama),
     "llama_decode": ("Llama 1.1B shape, decode step (KV cache as state)", llama_decode),
+    "lstm": ("LSTM 2x512, 100 steps, batch 8", lstm),
+    "gru": ("GRU 2x512, 100 steps, batch 8", gru),
 }
 
 

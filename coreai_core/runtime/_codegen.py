@@ -6,13 +6,16 @@ last use. Elementwise ops whose kernel is exactly a numpy ufunc for the operands
 the ufunc directly; such chains write into a dead operand's buffer (``out=``) or into a
 buffer another elementwise result no longer needs, so a chain of N ops allocates O(1) arrays.
 Every ufunc computes the same bits whether or not it writes into a given buffer, so the
-compiled plan gives bit-identical results to the interpreted one.
+compiled plan gives bit-identical results to the interpreted one. A ``coreai.split`` with the
+default kernel is written as the basic slices its kernel takes (the same views, without a
+call and per-piece checks: an LSTM step splits its gates once per time step).
 
 ``explain()`` of the returned :class:`CompiledPlan` is the generated source with per-plan stats.
 """
 
 from __future__ import annotations
 
+import itertools
 import keyword
 import math
 from collections.abc import Callable
@@ -25,7 +28,7 @@ import numpy as np
 from coreai_core._ir import Operation, TensorType
 from coreai_core.runtime._checks import check_result, check_results
 from coreai_core.runtime._steps import StepProgram
-from coreai_core.runtime.kernels import elementwise
+from coreai_core.runtime.kernels import elementwise, tensor
 
 __all__ = ["CompiledPlan", "compile_plan"]
 
@@ -112,6 +115,25 @@ def _direct_call(op: Operation, fn: Any, layout_plain: bool) -> _Direct | None:
     if ufunc.nout != 1 or resolved[-1] != result.element_type.numpy:
         return None
     return _Direct(ufunc, None if extra is None else np.asarray(extra, dt))
+
+
+def _split_views(op: Operation, fn: Any, layout_plain: bool, kw: dict[str, Any],
+                 source: str) -> str | None:
+    """``source``'s pieces as slice expressions when ``op`` is a split run by the default
+    kernel (which takes exactly these basic slices), else None."""
+    if (op.name != "coreai.split" or not layout_plain
+            or fn is not tensor.KERNELS.get(op.name)):
+        return None
+    operand = op.operands[0].type
+    if not isinstance(operand, TensorType) or operand.rank == 0:
+        return None
+    sizes, axis = kw.get("split_sizes"), kw.get("axis")
+    if (not isinstance(axis, int) or not isinstance(sizes, (tuple, list))
+            or not all(isinstance(n, int) for n in sizes) or len(sizes) != len(op.results)):
+        return None
+    head = ":, " * (axis % operand.rank)
+    bounds = itertools.pairwise(itertools.accumulate(sizes, initial=0))
+    return ", ".join(f"{source}[{head}{a}:{b}]" for a, b in bounds)
 
 
 def _literal(a: Any) -> str | None:
@@ -226,7 +248,7 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
             if not holders[b]:
                 live -= nbytes.pop(b)
 
-    for i, (call, ins, kw, out, expect, free, op, _fn) in enumerate(steps):
+    for i, (call, ins, kw, out, expect, free, op, kernel_fn) in enumerate(steps):
         args = [ref(s) for s in ins]
         d, target = direct[i], targets[i]
         if d is not None:
@@ -249,8 +271,15 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
                 lines.append((f"del v{target}", None))  # its buffer is now v{out}'s
                 release(target)
         else:
-            lines.extend((text, i) for text in _kernel_call(em, call, kw, args, out, expect,
-                                                             op.name))
+            plain = call is kernel_fn and len(ins) == len(op.operands)
+            views = (_split_views(op, call, plain, kw, args[0]) if isinstance(out, tuple)
+                     else None)
+            if views is not None:
+                assert isinstance(out, tuple)
+                lines.append((f"{', '.join(f'v{s}' for s in out)}, = {views},", i))
+            else:
+                lines.extend((text, i) for text in _kernel_call(em, call, kw, args, out,
+                                                                 expect, op.name))
             for s in out if isinstance(out, tuple) else (out,):
                 allocate(s)
         stats.peak_intermediate_bytes = max(stats.peak_intermediate_bytes, live)

@@ -2,7 +2,9 @@
 
 Batched kernels (matmul over a stack, convolution over a batch) split their leading axis
 into one chunk per thread. Each chunk runs exactly the computation the whole call would run
-for those rows (numpy releases the GIL), so the result is bit-identical to one thread.
+for those rows (numpy releases the GIL), so the result is bit-identical to one thread. A
+kernel with fixed blocks of its own (a stack times one weight: row blocks) hands them to
+:func:`parallel_blocks`, which runs the same blocks on any number of threads.
 
 During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) run on one thread
 (``BLAS_THREADS``), set with ``threadpoolctl`` and restored afterwards. Their own default (one
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["BlasThreads", "active_pool", "parallel_rows", "using_pool"]
+__all__ = ["BlasThreads", "active_pool", "parallel_blocks", "parallel_rows", "using_pool"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
@@ -119,6 +121,24 @@ def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[A
     bounds = [round(i * rows / n) for i in range(n + 1)]
     futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
     return [f.result() for f in futures]
+
+
+def parallel_blocks(count: int, work: int, fn: Callable[[int], Any]) -> bool:
+    """Run ``fn(i)`` for every ``i`` in ``range(count)``: spread over the run's pool when there
+    is one, several blocks and enough ``work``; in order on the calling thread otherwise.
+
+    The blocks are the caller's, whatever the thread count, so a kernel whose blocks are
+    fixed computes the same bits on any number of threads. Returns whether the pool ran them.
+    """
+    active = _POOL.get()
+    if active is None or count < 2 or work < MIN_PARALLEL_WORK:
+        for i in range(count):
+            fn(i)
+        return False
+    pool, _ = active
+    for future in [pool.submit(fn, i) for i in range(count)]:
+        future.result()
+    return True
 
 
 def matmul_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:

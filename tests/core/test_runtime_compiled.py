@@ -114,6 +114,51 @@ def test_dead_buffers_are_reused_by_later_results_of_the_same_shape():
     assert rt.plan(q).stats.reused_buffers == 1
 
 
+@given(shape=st.lists(st.sampled_from([1, 2, 47]), min_size=1, max_size=3),
+       data=st.data())
+def test_a_split_is_written_as_slices_with_the_kernels_views(shape, data):
+    """The compiled plan slices a split inline; the pieces are the kernel's views: the
+    same bits as the interpreted plan, and an elementwise op on a piece never writes into
+    the split value's buffer."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    n = shape[axis]
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=3), label="cuts"))
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType(tuple(shape), F32)}) as g:
+        whole = coreai.exp(g["x"])
+        pieces = coreai.split(whole, split_sizes=sizes, axis=axis)
+        pieces = pieces if isinstance(pieces, (list, tuple)) else [pieces]
+        outs = {f"p{i}": coreai.tanh(v) for i, v in enumerate(pieces)}
+        g.outputs({**outs, "whole": whole})
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    compiled, interpreted = (Runtime(compiled=c).run(p, {"x": x}) for c in (True, False))
+    assert all(_same_bits(compiled[k], interpreted[k]) for k in interpreted)
+    want = np.split(np.exp(x), np.cumsum(sizes)[:-1], axis=axis)
+    for i, w in enumerate(want):
+        np.testing.assert_array_equal(compiled[f"p{i}"], np.tanh(w))
+    np.testing.assert_array_equal(compiled["whole"], np.exp(x))
+    assert "k_split" not in Runtime().explain_plan(p)
+
+
+def test_a_user_split_kernel_is_called():
+    rt = Runtime()
+    calls = []
+
+    @rt.register_kernel("coreai.split", allow_override=True)
+    def split(x, *, split_sizes, axis):
+        calls.append(1)
+        return np.split(x, np.cumsum(split_sizes)[:-1], axis=axis)
+
+    p = Program()
+    with p.graph("main", inputs={"x": TensorType((4,), F32)}) as g:
+        a, b = coreai.split(g["x"], split_sizes=[1, 3], axis=0)
+        g.outputs({"a": a, "b": b})
+    out = rt.run(p, {"x": np.arange(4, dtype=np.float32)})
+    np.testing.assert_array_equal(out["b"], [1, 2, 3])
+    assert calls == [1]
+
+
 def test_user_kernels_are_called_instead_of_the_ufunc():
     rt = Runtime()
     calls = []
@@ -158,39 +203,55 @@ def _batched_program(batch: int) -> Program:
     rng = np.random.default_rng(3)
     p = Program()
     with p.graph("main", inputs={"x": TensorType((batch, 6, 20, 20), F32),
-                                 "a": TensorType((batch, 64, 96), F32)}) as g:
+                                 "a": TensorType((batch, 64, 96), F32),
+                                 "b": TensorType((batch, 96, 30), F32)}) as g:
         w = coreai.constant(rng.standard_normal((8, 6, 3, 3), np.float32), name="w")
         y = coreai.conv(g["x"], w, None, pads=[1, 1])
         m = coreai.batch_matmul(g["a"], coreai.constant(
             rng.standard_normal((96, 200), np.float32), name="m"))
-        g.outputs({"y": y, "m": m})
+        g.outputs({"y": y, "m": m, "s": coreai.batch_matmul(g["a"], g["b"])})
     return p
 
 
 @pytest.mark.parametrize("batch", [1, 2, 5])
 def test_threads_split_batched_kernels_with_identical_bits(batch, monkeypatch):
     from coreai_core.runtime import _threads
+    from coreai_core.runtime.kernels import _matmul
 
     monkeypatch.setattr(_threads, "MIN_PARALLEL_WORK", 0)  # split even these small kernels
+    # row blocks of the shared-weight matmul that straddle its stacked matrices
+    monkeypatch.setattr(_matmul, "MATMUL_ROW_BLOCK", 48)
     p = _batched_program(batch)
     rng = np.random.default_rng(4)
     inputs = {"x": rng.standard_normal((batch, 6, 20, 20), np.float32),
-              "a": rng.standard_normal((batch, 64, 96), np.float32)}
+              "a": rng.standard_normal((batch, 64, 96), np.float32),
+              "b": rng.standard_normal((batch, 96, 30), np.float32)}
     split = []
-    real = _threads.parallel_rows
 
-    def spy(*args):
-        result = real(*args)
-        split.append(result is not None)
-        return result
+    def spy(name):
+        real = getattr(_threads, name)
 
-    monkeypatch.setattr(_threads, "parallel_rows", spy)
+        def call(*args):
+            result = real(*args)
+            split.append((name, result not in (None, False)))
+            return result
+
+        monkeypatch.setattr(_threads, name, call)
+
+    spy("parallel_rows")
+    spy("parallel_blocks")
     one = Runtime().run(p, inputs)
-    assert split == [False]  # the convolution asked; there was no pool
+    # no pool: the convolution asked, the shared-weight matmul ran its blocks in order
+    assert sorted(split) == [("parallel_blocks", False), ("parallel_rows", False)]
     split.clear()
     three = Runtime(threads=3).run(p, inputs)
     assert all(_same_bits(one[k], three[k]) for k in one)
-    assert split == [batch > 1, batch > 1]  # conv, then the matmul stack
+    # the convolution and the stack "s" split over the batch, "m" (64 * batch rows) in
+    # 48-row blocks
+    assert sorted(split) == sorted([("parallel_rows", batch > 1), ("parallel_blocks", True),
+                                    ("parallel_rows", batch > 1)])
+    np.testing.assert_allclose(one["m"], inputs["a"].astype(np.float64) @ p.weights["m"],
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_threads_must_be_a_positive_int():

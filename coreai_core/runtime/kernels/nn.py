@@ -16,6 +16,7 @@ import numpy as np
 
 from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels import _conv, _resize, _windows
+from coreai_core.runtime.kernels._matmul import shared_rhs_matmul, shares_rhs
 from coreai_core.runtime.kernels._registry import KernelSet, prepared_by
 from coreai_core.runtime.kernels._windows import acc_dtype
 
@@ -32,6 +33,8 @@ def _acc(x: np.ndarray) -> np.ndarray:
 def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``numpy.matmul`` with float32 accumulation for half types."""
     if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
+        if shares_rhs(lhs, rhs):
+            return shared_rhs_matmul(lhs, rhs)
         if _threads.active_pool() is not None:
             y = _threads.matmul_rows(lhs, rhs)
             if y is not None:
