@@ -101,26 +101,39 @@ def _raw_type(value: Value) -> Any:
     return apple._to_mlir()  # the facade-to-raw seam (see the module doc)
 
 
+def _declaration(graph: Graph) -> tuple[Any, list[Any], list[Any]]:
+    """``graph``'s Core AI declaration and its raw input and result types, or :class:`Refused`
+    saying why it does not map."""
+    reason = unmapped_reason(graph)
+    if reason is not None or graph.composite is None:
+        raise Refused(reason or "the graph is not a composite")
+    return (declaration_attribute(graph.composite),
+            [_raw_type(v) for v in graph.inputs.values()],
+            [_raw_type(v) for v in graph.output_values.values()])
+
+
 class CompositeFunctions:
     """The composite graphs of one export, each declared as a Core AI composite function on
     its first invoke (at the start of ``module``), then invoked at every call site.
 
-    ``emit`` is the exporter's walk, which emits a graph's ops where the builders insert: the
-    body of a composite function, or the callee itself in place of the invoke for graphs that
-    are not composites or whose declaration does not map (the reason is logged on the
-    ``coreai_torch.aimodel`` logger, once per graph).
+    A function is named like its graph unless one of ``entrypoints`` (the module's other
+    graphs) has that name. ``emit`` is the exporter's walk, which emits a graph's ops where
+    the builders insert: the body of a composite function, or the callee itself in place of
+    the invoke for graphs that are not composites or whose declaration does not map (the
+    reason is logged on the ``coreai_torch.aimodel`` logger, once per graph).
     """
 
-    def __init__(self, module: ca.Module, emit: EmitBody) -> None:
+    def __init__(self, module: ca.Module, emit: EmitBody, entrypoints: Sequence[str]) -> None:
         self.module = module
         self.emit = emit
+        self.taken = set(entrypoints)  # symbol names of the module's other graphs
         self.declared: dict[str, Any] = {}  # graph name -> Apple graph op
         self.inlined: dict[str, str] = {}  # graph name -> why its invokes are inlined
 
     def invoke(self, graph: Graph, args: Sequence[Any]) -> list[Any]:
         """Apple values of ``graph``'s outputs, invoked (or inlined) on ``args``."""
         function = self.declared.get(graph.name)
-        if function is None and graph.name not in self.inlined:
+        if function is None and graph.composite is not None and graph.name not in self.inlined:
             function = self._declare(graph)
         if function is None:
             return self.emit(graph, args)
@@ -128,20 +141,18 @@ class CompositeFunctions:
         return [ca.Value._from_mlir(r) for r in results]
 
     def _declare(self, graph: Graph) -> Any:
-        reason = unmapped_reason(graph)
         try:
-            if reason is None and graph.composite is not None:
-                decl = declaration_attribute(graph.composite)
-                inputs = [_raw_type(v) for v in graph.inputs.values()]
-                results = [_raw_type(v) for v in graph.output_values.values()]
+            decl, inputs, results = _declaration(graph)
         except Refused as e:
-            reason = e.reason
-        if reason is not None:
-            self.inlined[graph.name] = reason
-            _LOG.info("composite graph %r is inlined where invoked: %s", graph.name, reason)
+            self.inlined[graph.name] = e.reason
+            _LOG.info("composite graph %r is inlined where invoked: %s", graph.name, e.reason)
             return None
+        symbol = graph.name
+        while symbol in self.taken:  # a composite also exported as an entrypoint
+            symbol += "_composite"
+        self.taken.add(symbol)
         function = apple_raw.GraphOp(
-            graph.name, input_types=inputs, result_types=results,
+            symbol, input_types=inputs, result_types=results,
             input_names=list(graph.inputs), result_names=list(graph.output_values),
             private=True, no_inline=True, composite_decl=decl,
             # Apple's facade keeps the module's block private; composites go first

@@ -251,7 +251,7 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
         return outputs
 
     module = ca.Module.create()
-    composites = CompositeFunctions(module, inline)
+    composites = CompositeFunctions(module, inline, names)
     ctx = ExportContext(program, inline, composites.invoke)
     try:
         with module:
@@ -278,10 +278,11 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     Each of ``entrypoints`` (default: every graph of the program but composites) becomes a
     function of the asset with the same name, inputs and outputs. A composite they invoke
     becomes a Core AI composite (a private function with its declaration, invoked at each call
-    site) where its declaration maps; otherwise its ops are inlined where it is invoked. A graph's state becomes Core AI state of the same names, which the caller
-    binds and which is updated in place on each call (``run_aimodel(..., state=...)``);
-    entrypoints that share state names share the state when called with the same mapping (a
-    prefill then decode steps).
+    site) where its declaration maps; otherwise its ops are inlined where it is invoked. A
+    graph's state becomes Core AI state of the same names, which the caller binds and which is
+    updated in place on each call (``run_aimodel(..., state=...)``); entrypoints that share
+    state names share the state when called with the same mapping (a prefill then decode
+    steps).
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
