@@ -9,10 +9,12 @@ no native implementation exists, as its interpreter does). Callers reach it with
 :func:`unmapped_reason` finds nothing in the way; otherwise its invokes are inlined.
 
 Apple's supported facade (``coreai.authoring``) takes the declaration only as a raw MLIR
-attribute and has no ``invoke`` builder, so this module (and only this one, for composites)
-uses Apple's raw, unversioned layer (``coreai._compiler``): the attribute builders, the graph
-op with its declaration, its ``invoke`` and the seam between facade and raw values. Bodies are
-emitted by the exporter's walk with the facade's builders.
+attribute, and its ``graph`` decorator names inputs after Python parameters and inserts where
+the builders are, while a composite is declared at the start of the module when its first
+caller is being emitted. So this module (and only this one, for composites) uses Apple's raw,
+unversioned layer (``coreai._compiler``): the attribute builders, the graph op with its
+declaration, its ``invoke``, an insertion point and the seam between facade and raw values.
+Bodies are emitted by the exporter's walk with the facade's builders.
 """
 
 from __future__ import annotations
