@@ -40,8 +40,8 @@ def _t(*shape: int) -> TensorType:
     return TensorType(shape, "float32")
 
 
-def _norm_program(decl: Composite) -> Program:
-    """main invokes composite graph ``norm`` twice (an rms norm with eps = 0.5)."""
+def _with_norm(decl: Composite) -> Program:
+    """A program with composite graph ``norm``: an rms norm with eps = 0.5."""
     program = Program()
     with program.graph("norm", inputs={"x": _t(3, 4), "weight": _t(4)}, composite=decl) as g:
         x = g["x"]
@@ -49,6 +49,12 @@ def _norm_program(decl: Composite) -> Program:
                                          keep_dims=True)
         scale = coreai.rsqrt(coreai.broadcasting_add(mean_square, 0.5))
         g.outputs({"y": coreai.broadcasting_mul(coreai.broadcasting_mul(x, scale), g["weight"])})
+    return program
+
+
+def _norm_program(decl: Composite) -> Program:
+    """main invokes composite graph ``norm`` twice."""
+    program = _with_norm(decl)
     with program.graph("main", inputs={"h": _t(3, 4)}) as g:
         weight = coreai.constant(WEIGHT)
         (once,) = coreai.invoke([g["h"], weight], callee="norm")
@@ -149,6 +155,23 @@ def test_composite_also_exported_as_an_entrypoint(tmp_path: Path) -> None:
                                rtol=RTOL, atol=ATOL)
     alone = run_aimodel(path, {"x": h, "weight": WEIGHT}, entrypoint="norm")["y"]
     np.testing.assert_allclose(alone, _numpy_norm(h), rtol=RTOL, atol=ATOL)
+
+
+def test_composite_invoked_in_a_branch(tmp_path: Path) -> None:
+    main = _with_norm(Composite("my.rms_norm"))
+    with main.graph("main", inputs={"p": TensorType((1,), "bool"), "h": _t(3, 4)}) as g:
+        weight = coreai.constant(WEIGHT)
+        (y,) = coreai.if_(g["p"], [g["h"]],
+                          lambda h: tuple(coreai.invoke([h, weight], callee="norm")),
+                          lambda h: (coreai.neg(h),))
+        g.outputs({"y": y})
+    text = str(build_module(main))
+    assert "composite_decl" in text and text.count("coreai.invoke @norm(") == 1
+    h = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    path = export_aimodel(main, tmp_path / "branch.aimodel")
+    for pred, want in ((True, _numpy_norm(h)), (False, -h)):
+        got = run_aimodel(path, {"p": np.array([pred]), "h": h})["y"]
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
 class _Block(torch.nn.Module):
