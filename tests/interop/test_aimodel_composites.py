@@ -26,6 +26,7 @@ from coreai_torch.aimodel import build_module, export_aimodel, run_aimodel, veri
 from coreai_torch.aimodel._composites import unmapped_reason
 from coreai_torch.composite_ops import SDPA, RMSNorm
 from tests.interop.helpers import ATOL, RTOL, check_matches_runtime
+from tests.models.zoo import all_models
 
 WEIGHT = np.array([1.0, 2.0, 0.5, -1.0], np.float32)
 # Every kind of attribute value a declaration holds, with values MLIR prints exactly.
@@ -252,3 +253,21 @@ def test_externalized_composites_nest(tmp_path: Path) -> None:
     path = export_aimodel(program, tmp_path / "model.aimodel")
     report = verify_aimodel(model, path, (x,), program=program, rtol=RTOL, atol=1e-5)
     assert report.passed, str(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert[sdpa]", "gpt2[sdpa]", "vit[sdpa]"])
+def test_zoo_model_with_composites_matches_torch(name: str, tmp_path: Path) -> None:
+    model, inputs = all_models()[name]()
+    with torch.no_grad():
+        ep = torch.export.export(model, inputs)
+    program = TorchConverter(composites=True).add_exported_program(ep).to_coreai()
+    program.optimize()
+    assert sorted(program.composites) == ["layer_norm", "sdpa"]
+    graphs = _graph_lines(build_module(program))
+    assert sorted(g.split("@")[1].split("(")[0] for g in graphs
+                  if "composite_decl" in g) == ["layer_norm", "sdpa"]
+    path = export_aimodel(program, tmp_path / "model.aimodel")
+    # the zoo's float32 tolerances (tests/interop/test_aimodel_models.py)
+    report = verify_aimodel(model, path, inputs, program=program, rtol=1e-3, atol=1e-4)
+    assert report.passed, f"{name}:\n{report}"
