@@ -72,12 +72,15 @@ def _no_inlining(graph: Graph, args: Sequence[Any]) -> list[Any]:
 
 
 class ExportContext:
-    """Read-only facts about the program being exported, for the op mappings, and ``inline``:
-    the exporter's walk, for ops whose attributes hold graphs (branches, callees)."""
+    """Read-only facts about the program being exported, for the op mappings; ``inline``:
+    the exporter's walk, for ops whose attributes hold graphs (branches); ``invoke``: a call
+    of a graph of the program (a Core AI composite function, or else ``inline``)."""
 
-    def __init__(self, program: Program, inline: Inline = _no_inlining) -> None:
+    def __init__(self, program: Program, inline: Inline = _no_inlining,
+                 invoke: Inline | None = None) -> None:
         self.program = program
         self.inline = inline
+        self.invoke = inline if invoke is None else invoke
 
     def constant_array(self, value: Value) -> np.ndarray:
         """The data of ``value`` if a ``coreai.constant`` makes it, else :class:`Refused`."""

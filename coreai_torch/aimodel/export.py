@@ -2,7 +2,8 @@
 
 The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an
 Apple ``coreai.authoring.Module``. A graph with state becomes a graph whose state arguments
-are Core AI handles, read at its start and written at its end (``_state.py``). An op that
+are Core AI handles, read at its start and written at its end (``_state.py``). An ``invoke``
+of a composite becomes an invoke of a Core AI composite function (``_composites.py``). An op that
 cannot be exported exactly is recorded (with a placeholder standing in for its results so
 that the walk goes on and finds every other one); if anything was recorded, one
 :class:`UnexportableOpsError` lists it all and nothing is written. The asset is staged next to
@@ -27,6 +28,7 @@ import numpy as np
 from coreai.authoring.constant import constant
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._composites import CompositeFunctions
 from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
     ExportContext,
@@ -224,11 +226,13 @@ def _declare_graph(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Non
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
-    Each of ``entrypoints`` (default: every graph but composites, which are inlined where
-    they are invoked) becomes a Core AI graph of the same name.
+    Each of ``entrypoints`` (default: every graph but composites) becomes a Core AI graph of
+    the same name; each composite invoked from them becomes a private Core AI composite
+    function (or is inlined where invoked when its declaration does not map, see
+    ``_composites.py``).
     Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
     """
-    # a composite is inlined where it is invoked (see ops_control.py), not a graph of its own
+    # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
     names = ([n for n, g in program.graphs.items() if g.composite is None]
              if entrypoints is None else list(entrypoints))
     unknown = [n for n in names if n not in program.graphs]
@@ -246,8 +250,9 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
         outputs, _ = _emit_graph(ctx, graph, tuple(args), refusals)
         return outputs
 
-    ctx = ExportContext(program, inline)
     module = ca.Module.create()
+    composites = CompositeFunctions(module, inline, names)
+    ctx = ExportContext(program, inline, composites.invoke)
     try:
         with module:
             for graph in graphs:
@@ -270,12 +275,14 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
                    entrypoints: Sequence[str] | None = None) -> Path:
     """Write ``program`` as an ``.aimodel`` asset that Apple's Core AI runtime runs.
 
-    Each of ``entrypoints`` (default: every graph of the program but composites, which are
-    inlined where they are invoked) becomes a function of the asset with the same name, inputs
-    and outputs. A graph's state becomes Core AI state of the same names, which the caller
-    binds and which is updated in place on each call (``run_aimodel(..., state=...)``);
-    entrypoints that share state names share the state when called with the same mapping (a
-    prefill then decode steps).
+    Each of ``entrypoints`` (default: every graph of the program but composites) becomes a
+    function of the asset with the same name, inputs and outputs. A composite they invoke
+    becomes a Core AI composite (a private function with its declaration, invoked at each call
+    site) where its declaration maps; otherwise its ops are inlined where it is invoked. A
+    graph's state becomes Core AI state of the same names, which the caller binds and which is
+    updated in place on each call (``run_aimodel(..., state=...)``); entrypoints that share
+    state names share the state when called with the same mapping (a prefill then decode
+    steps).
 
     Every op must map exactly onto Core AI ops (see docs/coreai-interop.md); otherwise one
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a

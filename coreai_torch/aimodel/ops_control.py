@@ -5,8 +5,9 @@ the condition and body. Apple's supported facade (``coreai.authoring``) builds n
 this module uses its raw layer (``coreai._compiler``, unversioned) for those two ops and their
 terminators, and the seam between facade and raw values (``_to_mlir``/``_from_mlir``); the
 region bodies are emitted by the exporter's walk (``ExportContext.inline``) with the facade's
-builders. ``invoke`` is inlined: Core AI's ``invoke`` has no facade builder either, and a
-composite is declared only through a raw attribute.
+builders. ``invoke`` goes through ``ExportContext.invoke``: a composite whose declaration maps
+becomes an invoke of a Core AI composite function (``_composites.py``), any other callee is
+inlined.
 """
 
 from __future__ import annotations
@@ -70,11 +71,12 @@ def _while(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _invoke(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return ctx.inline(ctx.program.graphs[op.attributes["callee"]], xs)
+    return ctx.invoke(ctx.program.graphs[op.attributes["callee"]], xs)
 
 
 CONTROL_MAPPINGS: dict[str, OpMapping] = {
     "coreai.if": OpMapping(_if, "if (the branches in its regions)"),
     "coreai.while": OpMapping(_while, "while_ (cond and body in its regions)"),
-    "coreai.invoke": OpMapping(_invoke, "the callee's ops inline (composites included)"),
+    "coreai.invoke": OpMapping(_invoke, "invoke of a Core AI composite function (a composite "
+                               "whose declaration maps), else the callee's ops inline"),
 }

@@ -164,10 +164,11 @@ def test_while_in_a_branch_carries_several_values(limit: int, tmp_path: Path) ->
         _same_bits(program, tmp_path / f"w{pred}.aimodel", inputs)
 
 
-def test_invoked_composite_is_inlined(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])  # a Core AI composite; inlined (no version there)
+def test_invoked_composite_matches_bit_for_bit(version: int, tmp_path: Path) -> None:
     program = Program()
     with program.graph("scaled", inputs={"a": t(3)},
-                       composite=Composite("my.scaled", attributes={"k": 2.0})) as g:
+                       composite=Composite("my.scaled", version, {"k": 2.0})) as g:
         g.outputs({"b": coreai.broadcasting_mul(g["a"], 2.0)})
     with program.graph("main", inputs={"x": t(3)}) as g:
         (y,) = coreai.invoke([coreai.relu(g["x"])], callee="scaled")
