@@ -21,6 +21,7 @@ What every rule assumes, checked through the :class:`Rewriter` queries:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import ml_dtypes
@@ -28,6 +29,7 @@ import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
+from coreai_core.dialects._nn import _pads
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, at_most_one_dynamic
 
 Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]
@@ -202,6 +204,28 @@ def identity_pad(op: Operation, rw: Rewriter) -> Value | None:
     """Assumes every pad amount is zero (any mode)."""
     # pad(x, [0, 0, ...]) -> x
     return op.operands[0] if not any(op.attributes["pads"]) else None
+
+
+@rule("coreai.conv")
+def pad_into_conv(op: Operation, rw: Rewriter) -> Sequence[Value] | None:
+    """Reads through the inner ``pad`` (kept for its other readers). Assumes a constant pad
+    of +0.0 (the value conv pads with), of the spatial axes only, by non-negative amounts.
+    Exact up to the sign of a zero result: a window of +0.0 padding and -0.0 inputs sums
+    the same terms either way."""
+    # conv(pad(x, [0, 0, 0, 0, a, b, ...], 'constant', 0.0), w, pads=q)
+    #   -> conv(x, w, pads=q + [a, b, ...])
+    inner = rw.producer(op.operands[0], "coreai.pad")
+    if inner is None or inner.attributes.get("mode", "constant") != "constant":
+        return None
+    value = float(inner.attributes.get("value", 0.0))
+    amounts = list(inner.attributes["pads"])
+    if value != 0.0 or math.copysign(1.0, value) < 0 or any(amounts[:4]) or min(amounts) < 0:
+        return None
+    spatial = len(amounts) // 2 - 2
+    own = _pads(op.attributes.get("pads"), spatial)
+    pads = tuple(a + b for a, b in zip(own, amounts[4:], strict=True))
+    return rw.replacement(op, "coreai.conv", [inner.operands[0], *op.operands[1:]],
+                          {**op.attributes, "pads": pads})
 
 
 @rule("coreai.tile")
