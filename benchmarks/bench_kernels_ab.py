@@ -31,10 +31,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table
-from bench_real_size import MODELS
+from bench_real_size import MODELS, built_model, model_keys, optimized_program
 
 from coreai_core.runtime import Runtime
-from coreai_torch import TorchConverter, get_decomp_table
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "coreai_core/runtime/kernels/elementwise.py"
@@ -116,15 +115,8 @@ def model_rows(old_module: ModuleType, keys: list[str], repeat: int) -> list[lis
     new_rt = Runtime()
     rows: list[list[Any]] = []
     for key in keys:
-        label, build = MODELS[key]
-        torch.manual_seed(0)
-        model, inputs = build()
-        model.eval()
-        ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
-        program = TorchConverter(progress=False).add_exported_program(ep).to_coreai()
-        del ep
-        program.optimize()
-        feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+        label, model, inputs = built_model(key)
+        program, feeds = optimized_program(model, inputs)
         run_old, run_new = partial(old_rt.run, program, feeds), partial(new_rt.run, program, feeds)
         t_old, t_new = interleaved(run_old, run_new, max(3, repeat // 3))
         a, b = (next(iter(run().values())) for run in (run_old, run_new))
@@ -138,10 +130,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=21, help="timed runs of each side")
     parser.add_argument("--models", default="", help=f"also whole runs of: {', '.join(MODELS)}")
     args = parser.parse_args()
-    keys = [k for k in args.models.split(",") if k]
-    unknown = [k for k in keys if k not in MODELS]
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    keys = model_keys(parser, args.models)
     torch.set_num_threads(1)
     old_module = load_old(args.rev)
     with np.errstate(all="ignore"):  # as inside a run

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table, reset_peak_rss, rss
 
+from coreai_core import Program
 from coreai_torch import TorchConverter, get_decomp_table
 from tests.models.builders import HF
 
@@ -188,6 +189,33 @@ MODELS: dict[str, tuple[str, Callable[[], Built]]] = {
 }
 
 
+def built_model(key: str) -> tuple[str, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Model ``key``'s label, module (eval mode, seeded random weights) and inputs."""
+    label, build = MODELS[key]
+    torch.manual_seed(0)
+    model, inputs = build()
+    return label, model.eval(), inputs
+
+
+def optimized_program(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                      ) -> tuple[Program, dict[str, np.ndarray]]:
+    """``model`` exported, converted and optimized, and its feeds for ``inputs``."""
+    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
+    program = TorchConverter(progress=False).add_exported_program(ep).to_coreai()
+    del ep  # only the program (whose weights are views of the model's) stays
+    program.optimize()
+    return program, dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+
+
+def model_keys(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """The model keys of a ``--models`` value; a parser error names unknown ones."""
+    keys = [k for k in text.split(",") if k]
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    return keys
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
     result = fn()
@@ -238,10 +266,7 @@ def _coreai(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
 
 def measure(key: str, repeat: int) -> list[Any]:
     """One table row for model ``key``."""
-    label, build = MODELS[key]
-    torch.manual_seed(0)
-    model, inputs = build()
-    model.eval()
+    label, model, inputs = built_model(key)
     weight_bytes = sum(p.numel() * p.element_size()
                        for p in [*model.parameters(), *model.buffers()])
     (t_export, t_convert, t_optimize, t_run, peak, growth), got = _coreai(model, inputs, repeat)
@@ -262,10 +287,7 @@ def main() -> None:
                         help=f"comma-separated, from {', '.join(MODELS)}")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per median")
     args = parser.parse_args()
-    keys = [k for k in args.models.split(",") if k]
-    unknown = [k for k in keys if k not in MODELS]
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    keys = model_keys(parser, args.models)
     torch.set_num_threads(1)
     rows = []
     for key in keys:

@@ -35,11 +35,10 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table
-from bench_real_size import MODELS
+from bench_real_size import MODELS, built_model, model_keys, optimized_program
 
 from coreai_core import Operation, Program
 from coreai_core.runtime import Runtime
-from coreai_torch import TorchConverter, get_decomp_table
 
 MATMUL_LIKE = ("coreai.batch_matmul", "coreai.conv")
 
@@ -209,15 +208,8 @@ def profile_rows(program: Program, feeds: dict[str, np.ndarray], repeat: int,
 
 def profile_model(key: str, repeat: int, top: int) -> None:
     """Build, convert and optimize model ``key``, then print its two tables."""
-    label, build = MODELS[key]
-    torch.manual_seed(0)
-    model, inputs = build()
-    model.eval()
-    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
-    program = TorchConverter(progress=False).add_exported_program(ep).to_coreai()
-    del ep
-    program.optimize()
-    feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
+    label, model, inputs = built_model(key)
+    program, feeds = optimized_program(model, inputs)
     with torch.inference_mode():
         t_eager = median_time(lambda: model(*inputs), repeat=repeat)
     rows, shape_rows, module_rows, t_run, t_profiled = profile_rows(program, feeds, repeat,
@@ -239,10 +231,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per median")
     parser.add_argument("--top", type=int, default=12, help="rows listed per table")
     args = parser.parse_args()
-    keys = [k for k in args.models.split(",") if k]
-    unknown = [k for k in keys if k not in MODELS]
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    keys = model_keys(parser, args.models)
     torch.set_num_threads(1)
     for key in keys:
         profile_model(key, args.repeat, args.top)

@@ -135,15 +135,8 @@ def test_kv_cache_decode_loop_carries_state(decode: tuple[KVCache, Program, Path
     # the sixth token attends over all six: a state that did not carry would not match torch
 
 
-class IndexCopyCache(torch.nn.Module):
+class IndexCopyCache(KVCache):
     """Tutorial 06's decode step: the cache is written with ``index_copy_`` (a ``scatter_nd``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("k_cache", torch.zeros(1, HEADS, MAX_LEN, DIM))
-        self.register_buffer("v_cache", torch.zeros(1, HEADS, MAX_LEN, DIM))
-        self.register_buffer("pos", torch.zeros((), dtype=torch.int64))
-        self.proj = torch.nn.Linear(DIM, 3 * DIM)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.proj(x).split(DIM, dim=-1)

@@ -149,12 +149,16 @@ def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None
     return out.reshape(x.shape)
 
 
+def _one_plus_exp_neg(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``1 + exp(-y)`` into ``out`` (which may be ``y``), the exponent capped at 709."""
+    np.negative(y, out=out)
+    np.minimum(out, _EXP_ARG_MAX, out=out)
+    np.exp(out, out=out)
+    return np.add(out, _ONE64, out=out)
+
+
 def _sigmoid_in_place(y: np.ndarray, _scratch: np.ndarray) -> None:
-    np.negative(y, out=y)
-    np.minimum(y, _EXP_ARG_MAX, out=y)
-    np.exp(y, out=y)
-    np.add(y, _ONE64, out=y)
-    np.divide(_ONE64, y, out=y)
+    np.divide(_ONE64, _one_plus_exp_neg(y, y), out=y)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -181,11 +185,7 @@ def _at_minus_inf_zero(x: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 def _silu_in_place(y: np.ndarray, scratch: np.ndarray) -> None:
-    np.negative(y, out=scratch)
-    np.minimum(scratch, _EXP_ARG_MAX, out=scratch)
-    np.exp(scratch, out=scratch)
-    np.add(scratch, _ONE64, out=scratch)
-    np.divide(y, scratch, out=y)
+    np.divide(y, _one_plus_exp_neg(y, scratch), out=y)
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
