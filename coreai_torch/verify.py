@@ -105,9 +105,11 @@ def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     g, w = got.astype(np.float64), want.astype(np.float64)
     both_nan = np.isnan(g) & np.isnan(w)
     same_inf = np.isinf(g) & (g == w)
-    diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    rel = diff / np.maximum(np.abs(w), np.finfo(np.float64).tiny)
+    # inf - inf, inf / x and the like are what the NaN and inf cases below stand for
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        rel = diff / np.maximum(np.abs(w), np.finfo(np.float64).tiny)
     rel = np.where(diff == 0, 0.0, rel)
     return float(diff.max()), float(rel.max())
 

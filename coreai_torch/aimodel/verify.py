@@ -28,7 +28,8 @@ T = TypeVar("T")
 
 
 def narrow_input(name: str, array: np.ndarray, kind: str = "input") -> np.ndarray:
-    """``array`` as the .aimodel takes it: int64 -> int32 (values must fit), float64 -> float32.
+    """``array`` as the .aimodel takes it: int64 -> int32 (values must fit), float64 -> float32
+    (finite values must not overflow).
 
     ``kind`` (``"input"`` or ``"state"``) names what ``array`` is in the error message.
     """
@@ -40,6 +41,11 @@ def narrow_input(name: str, array: np.ndarray, kind: str = "input") -> np.ndarra
         if array.min() < info.min or array.max() > info.max:
             raise ValueError(f"{kind} {name!r}: int64 values in [{array.min()}, {array.max()}] "
                              f"do not fit the .aimodel's int32 {kind}")
+    if dtype is DType.float64 and array.size:
+        finite = array[np.isfinite(array)]
+        if finite.size and np.abs(finite).max() > np.finfo(np.float32).max:
+            raise ValueError(f"{kind} {name!r}: float64 values up to {np.abs(finite).max():g} "
+                             f"overflow the .aimodel's float32 {kind}")
     return _contiguous(array.astype(NARROWED[dtype].numpy))
 
 

@@ -347,3 +347,16 @@ def test_stateful_graph_takes_any_input_name(tmp_path: Path) -> None:
     assert list(got) == ["out.sum"]
     np.testing.assert_array_equal(got["out.sum"], np.ones(2, np.float32) + x)
     np.testing.assert_array_equal(state["seen.total"], np.ones(2, np.float32) + x)
+
+
+def test_float64_input_that_overflows_float32_is_refused(
+        decode: tuple[KVCache, Program, Path]) -> None:
+    _, program, path = decode
+    state = _fresh_state(program)
+    x = np.zeros((1, HEADS, 1, DIM))  # float64, narrowed to the .aimodel's float32
+    x[0, 0, 0, 0] = 1e300
+    with pytest.raises(RuntimeInputError, match=r"input 'x': float64 values up to 1e\+300 "
+                                                r"overflow the .aimodel's float32 input"):
+        run_aimodel(path, {"x": x}, state=state)
+    x[0, 0, 0, 0] = np.inf  # an infinity is a float32 value too
+    run_aimodel(path, {"x": x}, state=state)
