@@ -4,6 +4,7 @@ torch eager, the plan built once per op (``prepared_by``), threads and im2col me
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coreai_core import Dim, Program, TensorType, Value, defop
+from coreai_core._opdef import OPS
 from coreai_core.dialects import coreai
 from coreai_core.runtime import Runtime, _threads, prepared_by
 from coreai_core.runtime.kernels import _conv, nn
@@ -36,10 +38,18 @@ def method_settings(method: str) -> Any:
         _PLANAR_MIN_ROW=0 if method == "depthwise-planar" else _conv._PLANAR_MIN_ROW)
 
 
-@defop("test_kernels_conv.double_scale")
-def double_scale_op(x: Value, alpha: float = 1.0) -> TensorType:
-    """x * 2 * alpha (an op for the ``prepared_by`` test)."""
-    return x.type
+@pytest.fixture
+def double_scale_op() -> Iterator[Callable[..., Value]]:
+    """``test_kernels_conv.double_scale(x, alpha)``, x * 2 * alpha: an op for the
+    ``prepared_by`` test, defined for it only (the op-db tests cover every defined op)."""
+
+    @defop("test_kernels_conv.double_scale")
+    def double_scale(x: Value, alpha: float = 1.0) -> TensorType:
+        """x * 2 * alpha."""
+        return x.type
+
+    yield double_scale
+    OPS.unregister("test_kernels_conv.double_scale")
 
 
 @st.composite
@@ -211,7 +221,8 @@ def test_im2col_at_224_copies_the_windows_in_chunks() -> None:
     check(y, want, 1e-5, 2e-4)  # 147 terms of magnitude ~3 each
 
 
-def test_prepared_by_specializes_a_user_kernel_once_per_op() -> None:
+def test_prepared_by_specializes_a_user_kernel_once_per_op(
+        double_scale_op: Callable[..., Value]) -> None:
     """A runtime's own kernel with a ``prepare``: called once per op when planning, with the
     operand types; its result runs each time. ``prepare`` returning None, or rejecting the
     op (the kernel then reports problems at run time, naming the op), keeps the kernel."""
