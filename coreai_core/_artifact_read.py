@@ -25,7 +25,8 @@ from coreai_core.verifier import verify
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PROGRAM_FILE", "REVISION_FILES",
            "REVISION_NAME", "WEIGHTS_FILE", "Manifest", "artifact_root", "assemble",
-           "check_revision", "digest", "load_into", "raw_manifest", "read_manifest", "writer"]
+           "check_revision", "digest", "first_symlink", "load_into", "no_symlink",
+           "raw_manifest", "read_manifest", "some", "writer"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 2
@@ -121,18 +122,54 @@ def read_manifest(root: Path, raw: Any = None) -> Manifest:
     return Manifest(revision, checked, wrote if isinstance(wrote, str) else "unknown")
 
 
-def _short(value: Any) -> str:
+def first_symlink(root: Path, rel: str) -> str | None:
+    """The first component of the relative path ``rel`` inside ``root`` that is a symlink
+    (as a path relative to ``root``), or None. Every component is checked with ``lstat``,
+    not only the last: a linked folder leads out of the artifact as surely as a linked file.
+    Raises ``FileNotFoundError`` if a component is missing."""
+    path, parts = root, rel.split("/")
+    for i, part in enumerate(parts):
+        path = path / part
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return "/".join(parts[:i + 1])
+    return None
+
+
+def no_symlink(root: Path, rel: str) -> Path:
+    """``root/rel``, or an ArtifactError naming the symlink on its way: an artifact holds
+    only real folders and regular files, and reading one never follows a link out of it."""
+    link = first_symlink(root, rel)
+    if link is None:
+        return root / rel
+    try:
+        to = f" (to {_short(os.readlink(root / link), 400)})"
+    except OSError:
+        to = ""
+    raise ArtifactError(f"{link}: is a symlink{to}; an artifact holds only real folders and "
+                        "regular files, and load never follows a symlink out of it: replace "
+                        "the link by a copy of what it points to")
+
+
+def some(names: Any, shown: int = 5) -> str:
+    """The first ``shown`` of ``names`` and how many more: an error about a million names
+    stays a line long."""
+    names = list(names)
+    head = ", ".join(_short(n) for n in names[:shown])
+    return f"[{head}]" + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def check_revision(root: Path, manifest: Manifest) -> Path:
     """The current revision folder, after checking its files: regular, the listed size and
     SHA-256, and nothing else in the folder."""
-    folder = root / manifest.revision
     try:
+        folder = no_symlink(root, manifest.revision)
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            raise ArtifactError(f"{manifest.revision}: not a folder (a symlink?)")
+            raise ArtifactError(f"{manifest.revision}: not a folder")
         present = sorted(os.listdir(folder))
     except FileNotFoundError:
         raise ArtifactError(f"{manifest.revision}: the folder named by {MANIFEST} is "
@@ -144,11 +181,9 @@ def check_revision(root: Path, manifest: Manifest) -> Path:
             raise ArtifactError(f"{manifest.revision}/{name}: file is not listed in {MANIFEST}")
     for name, (size, sha) in manifest.files.items():
         rel = f"{manifest.revision}/{name}"
-        path = folder / name
         try:
+            path = no_symlink(root, rel)
             info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                raise ArtifactError(f"{rel}: file is a symlink; artifacts hold regular files")
             if not stat.S_ISREG(info.st_mode):
                 raise ArtifactError(f"{rel}: not a regular file")
             if info.st_size != size:

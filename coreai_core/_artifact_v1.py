@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest
+from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest, no_symlink
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
 from coreai_core._safetensors_io import MMAP_BYTES, element_type_of
@@ -51,11 +51,11 @@ def _checked_files(root: Path, files: Any) -> dict[str, Path]:
         sha = entry.get("sha256") if isinstance(entry, dict) else None
         if type(size) is not int or not isinstance(sha, str):
             raise ArtifactError(f"manifest.json: file {rel!r} needs 'sha256' and 'size'")
-        path = root / rel
         try:
+            path = no_symlink(root, rel)  # weights/ and state/ too, not only the file
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{rel}: not a regular file (a symlink?)")
+                raise ArtifactError(f"{rel}: not a regular file")
             if info.st_size != size:
                 raise ArtifactError(f"{rel}: size {info.st_size} bytes, manifest.json says "
                                     f"{size} (truncated or modified)")
