@@ -50,6 +50,18 @@ MMAP_BYTES = 1 << 20
 _MAX_DIM = np.iinfo(np.intp).max
 
 
+def _numpy_max_rank() -> int:
+    """numpy's NPY_MAXDIMS (64 in numpy 2, 32 before), which it does not export."""
+    try:
+        np.empty((1,) * 64)
+    except ValueError:
+        return 32
+    return 64
+
+
+_MAX_RANK = _numpy_max_rank()
+
+
 # ============================================================================== stored forms
 
 def stored_form(data: np.ndarray) -> tuple[np.ndarray, dict[str, Any] | None]:
@@ -112,6 +124,26 @@ def shape_of(value: Any) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def numpy_can_hold(shape: tuple[int, ...], itemsize: int) -> bool:
+    """Whether numpy can make an array of ``shape`` with ``itemsize``-byte elements: at most
+    its largest rank, and the product of the non-zero dimensions times the element size
+    within ``intp`` (numpy checks that even when another dimension is 0)."""
+    if len(shape) > _MAX_RANK:
+        return False
+    nbytes = max(itemsize, 1)
+    for d in shape:
+        nbytes *= d or 1
+        if nbytes > _MAX_DIM:
+            return False
+    return True
+
+
+def _too_big(what: str, shape: tuple[int, ...], dtype: DType) -> ArtifactError:
+    return ArtifactError(f"{what}: shape {list(shape)} is larger than numpy can hold (at most "
+                         f"{_MAX_RANK} dimensions; the non-zero ones times the element size "
+                         f"at most {_MAX_DIM} bytes) for {dtype.value}")
+
+
 def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int, ...]]:
     """The ``"dtype"`` and ``"shape"`` of a manifest or metadata ``entry``, checked."""
     try:
@@ -122,6 +154,8 @@ def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int,
     if shape is None:
         raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
                             f"{str(entry.get('shape'))[:80]}")
+    if not numpy_can_hold(shape, dtype.itemsize):
+        raise _too_big(what, shape, dtype)
     return dtype, shape
 
 
@@ -175,7 +209,9 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
         shape, offsets = shape_of(info.get("shape")), info.get("data_offsets")
         if shape is None:
             raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
-                                f"{info.get('shape')!r}")
+                                f"{str(info.get('shape'))[:80]}")
+        if not numpy_can_hold(shape, dtype.itemsize):
+            raise _too_big(what, shape, dtype)
         if not (isinstance(offsets, list) and len(offsets) == 2
                 and all(type(o) is int for o in offsets)):
             raise ArtifactError(f"{what}: data_offsets must be two ints, got {offsets!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,32 @@ def test_an_int4_shape_the_file_cannot_hold(copy: Path, shape: list[int]) -> Non
               "w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}
     write_header(copy, header, data)
     with pytest.raises(ArtifactError, match=r"weights\.safetensors: (tensor 'w' is uint8\[4\], "
-                                            r"but int4|metadata .* shape must be)"):
+                                            r"but int4|metadata .* shape (must be|\[.*\] is "
+                                            r"larger than numpy))"):
         load(copy)
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [
+    ("F32", [0, 2**62, 2**62]),   # zero bytes, but the other dims' product overflows intp
+    ("F64", [0, 2**61]),          # 2**61 elements fit intp, their 2**64 bytes do not
+    ("U8", [2**40, 2**40, 0]),
+    ("F32", [0] + [1] * 64),      # more dimensions than numpy's limit (64, or 32 before 2.0)
+])
+def test_a_zero_size_tensor_with_huge_dimensions(copy: Path, tmp_path: Path, dtype: str,
+                                                 shape: list[int]) -> None:
+    """Zero bytes of data, yet numpy cannot make an array of that shape ("array is too
+    big"): refused by the header checks, in load, read_safetensors and bind_weights."""
+    header, body = _header(copy)
+    header["huge"] = {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]}
+    write_header(copy, header, body)
+    message = (rf"weights\.safetensors: tensor 'huge': shape {re.escape(str(shape))} is "
+               r"larger than numpy can hold")
+    with pytest.raises(ArtifactError, match=message):
+        load(copy)
+    with pytest.raises(ArtifactError, match=message):
+        read_safetensors(weights_file(copy))
+    with pytest.raises(ArtifactError, match=message):
+        program("a").bind_weights(weights_file(copy))
 
 
 def test_a_header_longer_than_the_file(copy: Path) -> None:
