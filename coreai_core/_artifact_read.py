@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import decode, load_json, read_stored
+from coreai_core._safetensors_io import TensorLimit, decode, load_json, read_stored, some
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
 from coreai_core.verifier import verify
@@ -26,7 +26,7 @@ from coreai_core.verifier import verify
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PROGRAM_FILE", "REVISION_FILES",
            "REVISION_NAME", "WEIGHTS_FILE", "Manifest", "artifact_root", "assemble",
            "check_revision", "digest", "first_symlink", "load_into", "no_symlink",
-           "raw_manifest", "read_manifest", "some", "writer"]
+           "raw_manifest", "read_manifest", "writer"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 2
@@ -35,6 +35,9 @@ PROGRAM_FILE = "program.coreai"
 WEIGHTS_FILE = "weights.safetensors"
 REVISION_FILES = (PROGRAM_FILE, WEIGHTS_FILE)
 REVISION_NAME = re.compile(r"rev-[0-9a-f]{16}")
+# The shortest weight declaration of the text form, ``weight@a:tensor<i1>``: every tensor
+# of a weights file is a weight its program.coreai declares, so the text's size bounds them.
+MIN_DECLARATION_BYTES = 19
 # A manifest lists two files; anything much larger is not one.
 MAX_MANIFEST_BYTES = 1 << 20
 _CHUNK = 1 << 20
@@ -150,14 +153,6 @@ def no_symlink(root: Path, rel: str) -> Path:
                         "the link by a copy of what it points to")
 
 
-def some(names: Any, shown: int = 5) -> str:
-    """The first ``shown`` of ``names`` and how many more: an error about a million names
-    stays a line long."""
-    names = list(names)
-    head = ", ".join(_short(n) for n in names[:shown])
-    return f"[{head}]" + (f" and {len(names) - shown} more" if len(names) > shown else "")
-
-
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -221,7 +216,7 @@ def assemble(program: ProgramData, text: str, weights: dict[str, np.ndarray], *,
     extra = sorted(set(weights) - set(program.weight_types))
     if extra:
         raise ArtifactError(f"{WEIGHTS_FILE} holds weights {PROGRAM_FILE} does not declare: "
-                            f"{extra}")
+                            f"{some(extra)}")
     for name in program.weight_types:
         inline, data = program.weights.get(name), weights.get(name)
         if data is None:
@@ -285,5 +280,10 @@ def _read_revision(root: Path, manifest: Manifest) -> tuple[str, dict[str, np.nd
         raise ArtifactError(f"{PROGRAM_FILE}: not UTF-8 text ({e})") from None
     except OSError as e:
         raise ArtifactError(f"{PROGRAM_FILE}: cannot read: {e.strerror or e}") from None
-    stored, metadata = read_stored(folder / WEIGHTS_FILE, WEIGHTS_FILE)
+    text_bytes = manifest.files[PROGRAM_FILE][0]
+    most = text_bytes // MIN_DECLARATION_BYTES
+    limit = TensorLimit(most, f"{PROGRAM_FILE} ({text_bytes} bytes) can declare at most {most} "
+                              f"weights (a declaration takes at least {MIN_DECLARATION_BYTES} "
+                              "bytes)")
+    stored, metadata = read_stored(folder / WEIGHTS_FILE, WEIGHTS_FILE, limit)
     return text, decode(stored, metadata, WEIGHTS_FILE)

@@ -20,7 +20,7 @@ import numpy as np
 from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest, no_symlink
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import MMAP_BYTES, element_type_of
+from coreai_core._safetensors_io import MMAP_BYTES, element_type_of, some
 from coreai_core._text_parser import DEFAULT_MAX_BYTES
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import unpack_nibbles
@@ -144,7 +144,8 @@ def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any], *,
                     if isinstance(e, dict) and isinstance(e.get("file"), str))
     unused = sorted(set(files) - used)
     if unused:
-        raise ArtifactError(f"manifest.json lists {unused}, but no weight or state uses them")
+        raise ArtifactError(f"manifest.json lists {some(unused)}, but no weight or state uses "
+                            "them")
     try:
         text = files[PROGRAM_FILE].read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:

@@ -29,9 +29,10 @@ from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import pack_nibbles, unpack_nibbles
 
-__all__ = ["ELEMENT_TYPES_KEY", "MAX_HEADER_BYTES", "MMAP_BYTES", "TensorInfo", "decode",
-           "expected_storage", "from_stored", "load_json", "read_header", "read_safetensors",
-           "read_stored", "real_types", "shape_of", "stored_form", "tensor_specs", "tensor_view"]
+__all__ = ["ELEMENT_TYPES_KEY", "MAX_HEADER_BYTES", "MMAP_BYTES", "TensorInfo", "TensorLimit",
+           "decode", "expected_storage", "from_stored", "load_json", "numpy_can_hold",
+           "read_header", "read_safetensors", "read_stored", "real_types", "shape_of", "some",
+           "stored_form", "tensor_specs", "tensor_view"]
 
 # safetensors' dtype codes of the element types it stores natively
 _CODES = {
@@ -60,6 +61,15 @@ def _numpy_max_rank() -> int:
 
 
 _MAX_RANK = _numpy_max_rank()
+
+
+def some(names: Any, shown: int = 5) -> str:
+    """The first ``shown`` of ``names`` and how many more: an error about a million names
+    stays a line long."""
+    names = list(names)
+    head = ", ".join(repr(n) if len(repr(n)) <= 80 else repr(n)[:77] + "..."
+                     for n in names[:shown])
+    return f"[{head}]" + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 # ============================================================================== stored forms
@@ -159,21 +169,52 @@ def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int,
     return dtype, shape
 
 
-def load_json(data: bytes, what: str) -> Any:
+class _TooManyObjects(Exception):
+    pass
+
+
+def load_json(data: bytes, what: str, max_objects: int | None = None) -> Any:
+    """The JSON value in ``data`` (``what`` in messages). With ``max_objects``, parsing stops
+    at the object after that many and returns None: a header of a million entries is
+    refused having built a few, not all of them."""
+    hook = None
+    if max_objects is not None:
+        count = 0
+
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            nonlocal count
+            count += 1
+            if count > max_objects:
+                raise _TooManyObjects
+            return dict(pairs)
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), object_pairs_hook=hook)
+    except _TooManyObjects:
+        return None
     except RecursionError:
         raise ArtifactError(f"{what} is nested too deeply to be valid") from None
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, or an over-long int
         raise ArtifactError(f"{what} is not valid JSON: {e}") from None
 
 
-def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+@attrs.frozen
+class TensorLimit:
+    """At most ``count`` tensors may be in a file, ``because`` (the end of the message)."""
+
+    count: int
+    because: str
+
+
+def read_header(path: Path, name: str, limit: TensorLimit | None = None,
+                ) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """The tensors and metadata of safetensors file ``path`` (``name`` in messages).
 
-    Every declared size is checked against the file before anything is allocated: offsets
-    in bounds, each tensor's byte count equal to its shape times its element size, tensors
-    contiguous and covering the data exactly, as the safetensors specification requires.
+    A header of more than ``limit.count`` tensors is refused while it is parsed, before any
+    per-tensor work (each tensor entry is one JSON object; ``__metadata__`` and the header
+    itself are two more). Every declared size is checked against the file before anything
+    is allocated: offsets in bounds, each tensor's byte count equal to its shape times its
+    element size, tensors contiguous and covering the data exactly, as the safetensors
+    specification requires.
     """
     try:
         with open(path, "rb") as f:
@@ -188,7 +229,12 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
             raw = f.read(n)
     except OSError as e:
         raise ArtifactError(f"{name}: cannot read: {e.strerror or e}") from None
-    header = load_json(raw, f"{name}: the safetensors header")
+    header = load_json(raw, f"{name}: the safetensors header",
+                       None if limit is None else limit.count + 2)
+    if limit is not None and (header is None or len(header) - ("__metadata__" in header)
+                              > limit.count):
+        raise ArtifactError(f"{name}: the header lists more than {limit.count} tensors, but "
+                            f"{limit.because}")
     if not isinstance(header, dict):
         raise ArtifactError(f"{name}: the safetensors header must be a JSON object")
     metadata = header.pop("__metadata__", {})
@@ -258,27 +304,37 @@ def tensor_view(buffer: np.ndarray, t: TensorInfo) -> np.ndarray:
     return arr
 
 
-def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def read_safetensors(path: str | os.PathLike[str],
+                     limit: TensorLimit | None = None) -> dict[str, np.ndarray]:
     """Read a .safetensors file into read-only arrays (memory-mapped when the file is large;
-    never unpickles). Raises :class:`ArtifactError` for a malformed file."""
+    never unpickles). Raises :class:`ArtifactError` for a malformed file, or one of more
+    than ``limit.count`` tensors."""
     path = Path(path)
-    return read_stored(path, path.name)[0]
+    return read_stored(path, path.name, limit)[0]
 
 
-def read_stored(path: Path, name: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The stored tensors (views of the file) and metadata of an artifact's weights file."""
-    tensors, metadata = read_header(path, name)
+def read_stored(path: Path, name: str, limit: TensorLimit | None = None,
+                ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The stored tensors (views of the file) and metadata of an artifact's weights file
+    (at most ``limit.count`` tensors)."""
+    tensors, metadata = read_header(path, name, limit)
     size = max((t.end for t in tensors.values()), default=0)
     buffer = _buffer(path, size, name) if size else np.zeros(0, np.uint8)
     return {key: tensor_view(buffer, t) for key, t in tensors.items()}, metadata
 
 
-def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType, tuple[int, ...]]]:
-    """The ``coreai.element_types`` metadata: name -> (real dtype, real shape)."""
+def real_types(metadata: Mapping[str, str], name: str, stored: int | None = None,
+               ) -> dict[str, tuple[DType, tuple[int, ...]]]:
+    """The ``coreai.element_types`` metadata: name -> (real dtype, real shape) (of at most
+    ``stored`` tensors: the file's)."""
     raw = metadata.get(ELEMENT_TYPES_KEY)
     if raw is None:
         return {}
-    table = load_json(raw.encode("utf-8"), f"{name}: metadata {ELEMENT_TYPES_KEY!r}")
+    what = f"{name}: metadata {ELEMENT_TYPES_KEY!r}"
+    # an entry per stored tensor at most (each entry is one object, the table one more)
+    table = load_json(raw.encode("utf-8"), what, None if stored is None else stored + 1)
+    if table is None:
+        raise ArtifactError(f"{what} lists more than the {stored} tensors the file holds")
     if not isinstance(table, dict):
         raise ArtifactError(f"{name}: metadata {ELEMENT_TYPES_KEY!r} must be an object")
     out: dict[str, tuple[DType, tuple[int, ...]]] = {}
@@ -293,11 +349,11 @@ def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType,
 def decode(stored: Mapping[str, np.ndarray], metadata: Mapping[str, str],
            name: str) -> dict[str, np.ndarray]:
     """The arrays of an artifact's weights file, in their real element types."""
-    types = real_types(metadata, name)
+    types = real_types(metadata, name, len(stored))
     unknown = sorted(set(types) - set(stored))
     if unknown:
         raise ArtifactError(f"{name}: metadata {ELEMENT_TYPES_KEY!r} names tensors the file "
-                            f"does not hold: {unknown}")
+                            f"does not hold: {some(unknown)}")
     out: dict[str, np.ndarray] = {}
     for key, arr in stored.items():
         if key not in types:

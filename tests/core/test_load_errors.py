@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coreai_core import ArtifactError, load
+from coreai_core import ArtifactError, ParseError, load, parse
 from coreai_core import _artifact_read as artifact
+from coreai_core import _safetensors_io as safetensors_io
 from coreai_core.serialization import read_safetensors
 from tests.core.save_faults import program
 
@@ -155,6 +156,91 @@ def test_a_zero_size_tensor_with_huge_dimensions(copy: Path, tmp_path: Path, dty
         read_safetensors(weights_file(copy))
     with pytest.raises(ArtifactError, match=message):
         program("a").bind_weights(weights_file(copy))
+
+
+def with_undeclared(path: Path, count: int) -> None:
+    """Add ``count`` zero-size tensors the program does not declare to the weights file."""
+    header, body = _header(path)
+    for i in range(count):
+        header[f"extra.{i}"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    write_header(path, header, body)
+
+
+@pytest.fixture
+def per_tensor_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the header entries the reader built a structure or a view for."""
+    made: list[str] = []
+    real_info, real_view = safetensors_io.TensorInfo, safetensors_io.tensor_view
+
+    def info(*args: Any) -> Any:
+        made.append("info")
+        return real_info(*args)
+
+    def view(*args: Any) -> Any:
+        made.append("view")
+        return real_view(*args)
+
+    monkeypatch.setattr(safetensors_io, "TensorInfo", info)
+    monkeypatch.setattr(safetensors_io, "tensor_view", view)
+    return made
+
+
+def test_a_header_of_200_000_undeclared_tensors_is_rejected_before_per_tensor_work(
+        copy: Path, per_tensor_work: list[str]) -> None:
+    """The campaign's case (1,000,000 entries, rejected after 15 s and 1.27 GB with a 10.9 MB
+    message) scaled down to a 9 MB header: every tensor must be a weight program.coreai
+    declares, and a declaration takes at least 19 bytes of text, so the manifest's size of
+    program.coreai bounds the entries; the reader stops parsing the header there, before
+    making any per-tensor structure, and says so in a line."""
+    with_undeclared(copy, 200_000)
+    size = manifest(copy)["files"]["program.coreai"]["size"]
+    with pytest.raises(ArtifactError, match=rf"weights\.safetensors: the header lists more than "
+                                            rf"{size // 19} tensors, but program\.coreai "
+                                            rf"\({size} bytes\) can declare at most "
+                                            rf"{size // 19} weights") as info:
+        load(copy)
+    assert len(str(info.value)) < 300
+    assert per_tensor_work == []
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: the header lists more than "
+                                            r"6 tensors, but the program declares 6 "
+                                            r"weights") as info:
+        program("a").bind_weights(weights_file(copy))
+    assert len(str(info.value)) < 300
+    assert per_tensor_work == []
+
+
+def test_the_bound_on_tensors_is_the_shortest_declaration() -> None:
+    """The cap above divides program.coreai's size by the shortest weight declaration the
+    parser accepts; a shorter one would make the cap reject valid artifacts."""
+    shortest = "weight@a:tensor<i1>"
+    assert len(shortest) == artifact.MIN_DECLARATION_BYTES
+    assert list(parse(f"coreai.program{{{shortest * 1}}}").weight_types) == ["a"]
+    for drop in range(len(shortest)):  # no declaration one character shorter parses
+        with pytest.raises(ParseError):
+            parse(f"coreai.program{{{shortest[:drop] + shortest[drop + 1:]}}}")
+
+
+def test_many_zero_size_weights_save_and_load(tmp_path: Path) -> None:
+    from coreai_core import Program, TensorType
+
+    p = Program()
+    for i in range(100):
+        p.add_weight(f"w{i}", np.zeros((0,), np.float32), TensorType((0,), "float32"))
+    p.save(tmp_path / "m")
+    assert load(tmp_path / "m") == p
+
+
+def test_a_few_undeclared_tensors_are_named_in_a_bounded_message(copy: Path) -> None:
+    with_undeclared(copy, 30)
+    with pytest.raises(ArtifactError, match=r"holds weights program\.coreai does not declare: "
+                                            r"\[('extra\.\d+', ){4}'extra\.\d+'\] and 25 "
+                                            r"more$"):
+        load(copy)
+    extra = {f"extra.{i}": np.zeros(0, np.float32) for i in range(30)}
+    # 31 problems: the 30 unknown names and the program's unbound weight, left missing
+    with pytest.raises(ValueError, match=r"^cannot bind weights:\n(  unknown weight "
+                                         r"'extra\.\d+'\n){10}  and 21 more problems$"):
+        program("a").bind_weights(extra)
 
 
 def test_a_header_longer_than_the_file(copy: Path) -> None:
