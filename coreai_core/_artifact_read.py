@@ -105,6 +105,11 @@ def read_manifest(root: Path, raw: Any = None) -> Manifest:
         raise ArtifactError(f"{MANIFEST}: artifact format {version!r}{by}; this {writer()} "
                             f"reads formats 1 and {FORMAT_VERSION}: use the version that "
                             "wrote it")
+    if "revision" not in raw and "weights" in raw:
+        raise ArtifactError(f"{MANIFEST}: 'version' is {FORMAT_VERSION}, but the manifest is a "
+                            "format 1 one (it lists 'weights'; format 2 lists a 'revision'): "
+                            "the version field was edited, or the manifest is not this "
+                            "artifact's")
     revision = raw.get("revision")
     if not isinstance(revision, str) or not REVISION_NAME.fullmatch(revision):
         raise ArtifactError(f"{MANIFEST}: 'revision' must be a folder name like "

@@ -126,6 +126,10 @@ def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any], *,
 
     State lives in the text (format 1's state files are checked, not needed).
     """
+    if "revision" in manifest:
+        raise ArtifactError("manifest.json: 'version' is 1, but the manifest is a format 2 one "
+                            "(it names a 'revision'; format 1 stored no revisions): the "
+                            "version field was edited, or the manifest is not this artifact's")
     files = _checked_files(root, manifest.get("files"))
     if PROGRAM_FILE not in files:
         raise ArtifactError(f"manifest.json: {PROGRAM_FILE} is not listed")

@@ -47,6 +47,8 @@ ELEMENT_TYPES_KEY = "coreai.element_types"
 MAX_HEADER_BYTES = 100 << 20
 # A weights file larger than this is memory-mapped rather than read into memory.
 MMAP_BYTES = 1 << 20
+# the element type names manifests and metadata hold
+_WRITTEN_NAMES = {d.value: d for d in DType}
 # numpy's largest dimension; a larger one in a header is malformed
 _MAX_DIM = np.iinfo(np.intp).max
 
@@ -63,12 +65,16 @@ def _numpy_max_rank() -> int:
 _MAX_RANK = _numpy_max_rank()
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def some(names: Any, shown: int = 5) -> str:
     """The first ``shown`` of ``names`` and how many more: an error about a million names
     stays a line long."""
     names = list(names)
-    head = ", ".join(repr(n) if len(repr(n)) <= 80 else repr(n)[:77] + "..."
-                     for n in names[:shown])
+    head = ", ".join(_short(n) for n in names[:shown])
     return f"[{head}]" + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
@@ -156,10 +162,13 @@ def _too_big(what: str, shape: tuple[int, ...], dtype: DType) -> ArtifactError:
 
 def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int, ...]]:
     """The ``"dtype"`` and ``"shape"`` of a manifest or metadata ``entry``, checked."""
-    try:
-        dtype = DType.of(entry.get("dtype"))
-    except (TypeError, ValueError):
-        raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
+    # only the names the format writes (DType values): DType.of would also take numpy's
+    # and the text form's spellings, and read None as float64 through np.dtype(None)
+    name = entry.get("dtype")
+    dtype = _WRITTEN_NAMES.get(name) if isinstance(name, str) else None
+    if dtype is None:
+        raise ArtifactError(f"{what}: unknown dtype {_short(entry.get('dtype'))} (the format "
+                            f"writes one of {', '.join(map(repr, _WRITTEN_NAMES))})")
     shape = shape_of(entry.get("shape"))
     if shape is None:
         raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "

@@ -243,6 +243,18 @@ def test_a_few_undeclared_tensors_are_named_in_a_bounded_message(copy: Path) -> 
         program("a").bind_weights(extra)
 
 
+@pytest.mark.parametrize("dtype", [None, "cfloat", "c64", "complex"])
+def test_a_real_type_name_the_format_never_wrote(copy: Path, dtype: Any) -> None:
+    header, body = _header(copy)
+    types = json.loads(header["__metadata__"]["coreai.element_types"])
+    types["cx"]["dtype"] = dtype
+    header["__metadata__"]["coreai.element_types"] = json.dumps(types)
+    write_header(copy, header, body)
+    with pytest.raises(ArtifactError, match=rf"metadata 'coreai\.element_types' of tensor "
+                                            rf"'cx': unknown dtype {re.escape(repr(dtype))}"):
+        load(copy)
+
+
 def test_a_header_longer_than_the_file(copy: Path) -> None:
     weights_file(copy).write_bytes((10**15).to_bytes(8, "little") + b"{}")
     rechecksum(copy)
@@ -435,6 +447,37 @@ def test_format_1_a_weight_made_unbound_in_the_manifest(old: Path) -> None:
     edit_v1(old, lambda m: m["weights"]["w"].update(file=None))
     with pytest.raises(ArtifactError, match=r"lists \['weights/1\.npy'\], but no weight or "
                                             "state uses them"):
+        load(old)
+
+
+@pytest.mark.parametrize("dtype", [None, "float", "f32", "half", "<f4", 32])
+def test_format_1_a_dtype_name_the_format_never_wrote(old: Path, dtype: Any) -> None:
+    """Format 1 wrote DType names ("float32"); numpy's and the text form's other spellings
+    (None read as float64, "float" as float32) are not names of the format."""
+    edit_v1(old, lambda m: m["weights"]["w"].update(dtype=dtype))
+    with pytest.raises(ArtifactError, match=rf"manifest\.json: weight 'w': unknown dtype "
+                                            rf"{re.escape(repr(dtype))} \(the format writes "
+                                            r"one of 'bool', .*'float32'"):
+        load(old)
+
+
+def test_a_version_1_manifest_over_a_format_2_layout(copy: Path) -> None:
+    m = manifest(copy)
+    m["version"] = 1
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ArtifactError, match=r"manifest\.json: 'version' is 1, but the "
+                                            r"manifest is a format 2 one \(it names a "
+                                            r"'revision'; format 1 stored no revisions\)"):
+        load(copy)
+
+
+def test_a_version_2_manifest_over_a_format_1_layout(old: Path) -> None:
+    m = manifest(old)
+    m["version"] = 2
+    (old / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ArtifactError, match=r"manifest\.json: 'version' is 2, but the "
+                                            r"manifest is a format 1 one \(it lists "
+                                            r"'weights'; format 2 lists a 'revision'\)"):
         load(old)
 
 
