@@ -313,13 +313,11 @@ def tensor_view(buffer: np.ndarray, t: TensorInfo) -> np.ndarray:
     return arr
 
 
-def read_safetensors(path: str | os.PathLike[str],
-                     limit: TensorLimit | None = None) -> dict[str, np.ndarray]:
+def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Read a .safetensors file into read-only arrays (memory-mapped when the file is large;
-    never unpickles). Raises :class:`ArtifactError` for a malformed file, or one of more
-    than ``limit.count`` tensors."""
+    never unpickles). Raises :class:`ArtifactError` for a malformed file."""
     path = Path(path)
-    return read_stored(path, path.name, limit)[0]
+    return read_stored(path, path.name)[0]
 
 
 def read_stored(path: Path, name: str, limit: TensorLimit | None = None,

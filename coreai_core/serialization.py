@@ -32,7 +32,7 @@ from coreai_core._artifact_v1 import load_v1
 from coreai_core._artifact_write import save
 from coreai_core._dtypes import DType
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import MMAP_BYTES, TensorLimit, read_safetensors
+from coreai_core._safetensors_io import MMAP_BYTES, TensorLimit, read_safetensors, read_stored
 from coreai_core._text_parser import DEFAULT_MAX_BYTES
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
@@ -80,7 +80,7 @@ def _source_arrays(source: Any, limit: TensorLimit | None) -> Mapping[str, Any]:
             with np.load(path, allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
         if path.suffix == ".safetensors":
-            return read_safetensors(path, limit)
+            return read_stored(path, path.name, limit)[0]
         raise ValueError(f"{path}: expected a .npz or .safetensors file")
     raise TypeError("bind_weights expects a mapping name -> array/tensor, or a path to an .npz "
                     f"or .safetensors file, got {type(source).__name__}")
