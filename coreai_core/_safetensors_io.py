@@ -182,10 +182,10 @@ class _TooManyObjects(Exception):
     pass
 
 
-def load_json(data: bytes, what: str, max_objects: int | None = None) -> Any:
-    """The JSON value in ``data`` (``what`` in messages). With ``max_objects``, parsing stops
-    at the object after that many and returns None: a header of a million entries is
-    refused having built a few, not all of them."""
+def load_json(data: bytes, what: str, max_objects: tuple[int, str] | None = None) -> Any:
+    """The JSON value in ``data`` (``what`` in messages). ``max_objects``: (a count, a
+    message): parsing stops at the object after that many and raises ArtifactError with the
+    message, so a header of a million entries is refused having built a few of them."""
     hook = None
     if max_objects is not None:
         count = 0
@@ -193,13 +193,14 @@ def load_json(data: bytes, what: str, max_objects: int | None = None) -> Any:
         def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             nonlocal count
             count += 1
-            if count > max_objects:
+            if count > max_objects[0]:
                 raise _TooManyObjects
             return dict(pairs)
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=hook)
     except _TooManyObjects:
-        return None
+        assert max_objects is not None
+        raise ArtifactError(max_objects[1]) from None
     except RecursionError:
         raise ArtifactError(f"{what} is nested too deeply to be valid") from None
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, or an over-long int
@@ -238,12 +239,14 @@ def read_header(path: Path, name: str, limit: TensorLimit | None = None,
             raw = f.read(n)
     except OSError as e:
         raise ArtifactError(f"{name}: cannot read: {e.strerror or e}") from None
-    header = load_json(raw, f"{name}: the safetensors header",
-                       None if limit is None else limit.count + 2)
-    if limit is not None and (header is None or len(header) - ("__metadata__" in header)
-                              > limit.count):
-        raise ArtifactError(f"{name}: the header lists more than {limit.count} tensors, but "
-                            f"{limit.because}")
+    most = None
+    if limit is not None:
+        too_many = f"{name}: the header lists more than {limit.count} tensors, but "
+        most = (limit.count + 2, too_many + limit.because)
+    header = load_json(raw, f"{name}: the safetensors header", most)
+    if most is not None and isinstance(header, dict) \
+            and len(header) - ("__metadata__" in header) > most[0] - 2:
+        raise ArtifactError(most[1])
     if not isinstance(header, dict):
         raise ArtifactError(f"{name}: the safetensors header must be a JSON object")
     metadata = header.pop("__metadata__", {})
@@ -339,9 +342,8 @@ def real_types(metadata: Mapping[str, str], name: str, stored: int | None = None
         return {}
     what = f"{name}: metadata {ELEMENT_TYPES_KEY!r}"
     # an entry per stored tensor at most (each entry is one object, the table one more)
-    table = load_json(raw.encode("utf-8"), what, None if stored is None else stored + 1)
-    if table is None:
-        raise ArtifactError(f"{what} lists more than the {stored} tensors the file holds")
+    table = load_json(raw.encode("utf-8"), what, None if stored is None else (
+        stored + 1, f"{what} lists more than the {stored} tensors the file holds"))
     if not isinstance(table, dict):
         raise ArtifactError(f"{name}: metadata {ELEMENT_TYPES_KEY!r} must be an object")
     out: dict[str, tuple[DType, tuple[int, ...]]] = {}

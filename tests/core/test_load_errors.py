@@ -209,6 +209,19 @@ def test_a_header_of_200_000_undeclared_tensors_is_rejected_before_per_tensor_wo
     assert per_tensor_work == []
 
 
+def test_real_types_of_more_tensors_than_the_file_holds(copy: Path) -> None:
+    """The metadata's table of real types is bounded by the file's tensors the same way."""
+    header, body = _header(copy)
+    types = {f"extra.{i}": {"dtype": "int4", "shape": [2]} for i in range(10_000)}
+    header["__metadata__"]["coreai.element_types"] = json.dumps(types)
+    write_header(copy, header, body)
+    stored = len(header) - 1
+    with pytest.raises(ArtifactError, match=rf"^weights\.safetensors: metadata "
+                                            rf"'coreai\.element_types' lists more than the "
+                                            rf"{stored} tensors the file holds$"):
+        load(copy)
+
+
 def test_the_bound_on_tensors_is_the_shortest_declaration() -> None:
     """The cap above divides program.coreai's size by the shortest weight declaration the
     parser accepts; a shorter one would make the cap reject valid artifacts."""
