@@ -18,14 +18,15 @@ import attrs
 import numpy as np
 
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import decode, load_json, read_stored
+from coreai_core._safetensors_io import TensorLimit, decode, load_json, read_stored, some
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.errors import ArtifactError, CoreAIError
 from coreai_core.verifier import verify
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PROGRAM_FILE", "REVISION_FILES",
            "REVISION_NAME", "WEIGHTS_FILE", "Manifest", "artifact_root", "assemble",
-           "check_revision", "digest", "load_into", "raw_manifest", "read_manifest", "writer"]
+           "check_revision", "digest", "first_symlink", "load_into", "no_symlink",
+           "raw_manifest", "read_manifest", "writer"]
 
 FORMAT = "coreai-artifact"
 FORMAT_VERSION = 2
@@ -34,6 +35,9 @@ PROGRAM_FILE = "program.coreai"
 WEIGHTS_FILE = "weights.safetensors"
 REVISION_FILES = (PROGRAM_FILE, WEIGHTS_FILE)
 REVISION_NAME = re.compile(r"rev-[0-9a-f]{16}")
+# The shortest weight declaration of the text form, ``weight@a:tensor<i1>``: every tensor
+# of a weights file is a weight its program.coreai declares, so the text's size bounds them.
+MIN_DECLARATION_BYTES = 19
 # A manifest lists two files; anything much larger is not one.
 MAX_MANIFEST_BYTES = 1 << 20
 _CHUNK = 1 << 20
@@ -101,6 +105,11 @@ def read_manifest(root: Path, raw: Any = None) -> Manifest:
         raise ArtifactError(f"{MANIFEST}: artifact format {version!r}{by}; this {writer()} "
                             f"reads formats 1 and {FORMAT_VERSION}: use the version that "
                             "wrote it")
+    if "revision" not in raw and "weights" in raw:
+        raise ArtifactError(f"{MANIFEST}: 'version' is {FORMAT_VERSION}, but the manifest is a "
+                            "format 1 one (it lists 'weights'; format 2 lists a 'revision'): "
+                            "the version field was edited, or the manifest is not this "
+                            "artifact's")
     revision = raw.get("revision")
     if not isinstance(revision, str) or not REVISION_NAME.fullmatch(revision):
         raise ArtifactError(f"{MANIFEST}: 'revision' must be a folder name like "
@@ -121,18 +130,46 @@ def read_manifest(root: Path, raw: Any = None) -> Manifest:
     return Manifest(revision, checked, wrote if isinstance(wrote, str) else "unknown")
 
 
-def _short(value: Any) -> str:
+def first_symlink(root: Path, rel: str) -> str | None:
+    """The first component of the relative path ``rel`` inside ``root`` that is a symlink
+    (as a path relative to ``root``), or None. Every component is checked with ``lstat``,
+    not only the last: a linked folder leads out of the artifact as surely as a linked file.
+    Raises ``FileNotFoundError`` if a component is missing."""
+    path, parts = root, rel.split("/")
+    for i, part in enumerate(parts):
+        path = path / part
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return "/".join(parts[:i + 1])
+    return None
+
+
+def no_symlink(root: Path, rel: str) -> Path:
+    """``root/rel``, or an ArtifactError naming the symlink on its way: an artifact holds
+    only real folders and regular files, and reading one never follows a link out of it."""
+    link = first_symlink(root, rel)
+    if link is None:
+        return root / rel
+    try:
+        to = f" (to {_short(os.readlink(root / link), 400)})"
+    except OSError:
+        to = ""
+    raise ArtifactError(f"{link}: is a symlink{to}; an artifact holds only real folders and "
+                        "regular files, and load never follows a symlink out of it: replace "
+                        "the link by a copy of what it points to")
+
+
+def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def check_revision(root: Path, manifest: Manifest) -> Path:
     """The current revision folder, after checking its files: regular, the listed size and
     SHA-256, and nothing else in the folder."""
-    folder = root / manifest.revision
     try:
+        folder = no_symlink(root, manifest.revision)
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            raise ArtifactError(f"{manifest.revision}: not a folder (a symlink?)")
+            raise ArtifactError(f"{manifest.revision}: not a folder")
         present = sorted(os.listdir(folder))
     except FileNotFoundError:
         raise ArtifactError(f"{manifest.revision}: the folder named by {MANIFEST} is "
@@ -144,11 +181,9 @@ def check_revision(root: Path, manifest: Manifest) -> Path:
             raise ArtifactError(f"{manifest.revision}/{name}: file is not listed in {MANIFEST}")
     for name, (size, sha) in manifest.files.items():
         rel = f"{manifest.revision}/{name}"
-        path = folder / name
         try:
+            path = no_symlink(root, rel)
             info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                raise ArtifactError(f"{rel}: file is a symlink; artifacts hold regular files")
             if not stat.S_ISREG(info.st_mode):
                 raise ArtifactError(f"{rel}: not a regular file")
             if info.st_size != size:
@@ -186,7 +221,7 @@ def assemble(program: ProgramData, text: str, weights: dict[str, np.ndarray], *,
     extra = sorted(set(weights) - set(program.weight_types))
     if extra:
         raise ArtifactError(f"{WEIGHTS_FILE} holds weights {PROGRAM_FILE} does not declare: "
-                            f"{extra}")
+                            f"{some(extra)}")
     for name in program.weight_types:
         inline, data = program.weights.get(name), weights.get(name)
         if data is None:
@@ -250,5 +285,10 @@ def _read_revision(root: Path, manifest: Manifest) -> tuple[str, dict[str, np.nd
         raise ArtifactError(f"{PROGRAM_FILE}: not UTF-8 text ({e})") from None
     except OSError as e:
         raise ArtifactError(f"{PROGRAM_FILE}: cannot read: {e.strerror or e}") from None
-    stored, metadata = read_stored(folder / WEIGHTS_FILE, WEIGHTS_FILE)
+    text_bytes = manifest.files[PROGRAM_FILE][0]
+    most = text_bytes // MIN_DECLARATION_BYTES
+    limit = TensorLimit(most, f"{PROGRAM_FILE} ({text_bytes} bytes) can declare at most {most} "
+                              f"weights (a declaration takes at least {MIN_DECLARATION_BYTES} "
+                              "bytes)")
+    stored, metadata = read_stored(folder / WEIGHTS_FILE, WEIGHTS_FILE, limit)
     return text, decode(stored, metadata, WEIGHTS_FILE)

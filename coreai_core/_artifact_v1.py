@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest
+from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest, no_symlink
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import MMAP_BYTES, element_type_of
+from coreai_core._safetensors_io import MMAP_BYTES, element_type_of, some
 from coreai_core._text_parser import DEFAULT_MAX_BYTES
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import unpack_nibbles
@@ -51,11 +51,11 @@ def _checked_files(root: Path, files: Any) -> dict[str, Path]:
         sha = entry.get("sha256") if isinstance(entry, dict) else None
         if type(size) is not int or not isinstance(sha, str):
             raise ArtifactError(f"manifest.json: file {rel!r} needs 'sha256' and 'size'")
-        path = root / rel
         try:
+            path = no_symlink(root, rel)  # weights/ and state/ too, not only the file
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{rel}: not a regular file (a symlink?)")
+                raise ArtifactError(f"{rel}: not a regular file")
             if info.st_size != size:
                 raise ArtifactError(f"{rel}: size {info.st_size} bytes, manifest.json says "
                                     f"{size} (truncated or modified)")
@@ -126,6 +126,10 @@ def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any], *,
 
     State lives in the text (format 1's state files are checked, not needed).
     """
+    if "revision" in manifest:
+        raise ArtifactError("manifest.json: 'version' is 1, but the manifest is a format 2 one "
+                            "(it names a 'revision'; format 1 stored no revisions): the "
+                            "version field was edited, or the manifest is not this artifact's")
     files = _checked_files(root, manifest.get("files"))
     if PROGRAM_FILE not in files:
         raise ArtifactError(f"manifest.json: {PROGRAM_FILE} is not listed")
@@ -144,7 +148,8 @@ def load_v1(program: ProgramData, root: Path, manifest: dict[str, Any], *,
                     if isinstance(e, dict) and isinstance(e.get("file"), str))
     unused = sorted(set(files) - used)
     if unused:
-        raise ArtifactError(f"manifest.json lists {unused}, but no weight or state uses them")
+        raise ArtifactError(f"manifest.json lists {some(unused)}, but no weight or state uses "
+                            "them")
     try:
         text = files[PROGRAM_FILE].read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:

@@ -33,6 +33,7 @@ from coreai_core._artifact_read import (
     WEIGHTS_FILE,
     assemble,
     digest,
+    first_symlink,
     raw_manifest,
     writer,
 )
@@ -240,11 +241,13 @@ def _clean(target: Path, keep: str, old: dict[str, Any] | None) -> None:
     legacy = old.get("files") if old is not None and old.get("version") == 1 else None
     if isinstance(legacy, dict):
         for rel in legacy:
+            # never through a symlinked weights/ or state/: the link and what it points to
+            # are the user's (format 1 wrote no links) and are kept
             if isinstance(rel, str) and _LEGACY_FILE.fullmatch(rel) \
-                    and stat.S_ISREG(_mode(target / rel)):
+                    and stat.S_ISREG(_real_mode(target, rel)):
                 _ignore_errors(fs.remove_file, target / rel)
         for folder in ("weights", "state"):
-            if stat.S_ISDIR(_mode(target / folder)):
+            if stat.S_ISDIR(_real_mode(target, folder)):
                 _ignore_errors(fs.remove_dir, target / folder)  # kept if a user file is in it
 
 
@@ -267,6 +270,14 @@ def _remove_revision(folder: Path) -> None:
 def _mode(path: Path) -> int:
     try:
         return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def _real_mode(root: Path, rel: str) -> int:
+    """The mode of ``root/rel``, or 0 if it is missing or a symlink is on its way."""
+    try:
+        return 0 if first_symlink(root, rel) is not None else os.lstat(root / rel).st_mode
     except OSError:
         return 0
 

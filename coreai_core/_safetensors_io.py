@@ -29,9 +29,10 @@ from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core.errors import ArtifactError
 from coreai_core.packing import pack_nibbles, unpack_nibbles
 
-__all__ = ["ELEMENT_TYPES_KEY", "MAX_HEADER_BYTES", "MMAP_BYTES", "TensorInfo", "decode",
-           "expected_storage", "from_stored", "load_json", "read_header", "read_safetensors",
-           "read_stored", "real_types", "shape_of", "stored_form", "tensor_specs", "tensor_view"]
+__all__ = ["ELEMENT_TYPES_KEY", "MAX_HEADER_BYTES", "MMAP_BYTES", "TensorInfo", "TensorLimit",
+           "decode", "expected_storage", "from_stored", "load_json", "numpy_can_hold",
+           "read_header", "read_safetensors", "read_stored", "real_types", "shape_of", "some",
+           "stored_form", "tensor_specs", "tensor_view"]
 
 # safetensors' dtype codes of the element types it stores natively
 _CODES = {
@@ -46,8 +47,35 @@ ELEMENT_TYPES_KEY = "coreai.element_types"
 MAX_HEADER_BYTES = 100 << 20
 # A weights file larger than this is memory-mapped rather than read into memory.
 MMAP_BYTES = 1 << 20
+# the element type names manifests and metadata hold
+_WRITTEN_NAMES = {d.value: d for d in DType}
 # numpy's largest dimension; a larger one in a header is malformed
 _MAX_DIM = np.iinfo(np.intp).max
+
+
+def _numpy_max_rank() -> int:
+    """numpy's NPY_MAXDIMS (64 in numpy 2, 32 before), which it does not export."""
+    try:
+        np.empty((1,) * 64)
+    except ValueError:
+        return 32
+    return 64
+
+
+_MAX_RANK = _numpy_max_rank()
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def some(names: Any, shown: int = 5) -> str:
+    """The first ``shown`` of ``names`` and how many more: an error about a million names
+    stays a line long."""
+    names = list(names)
+    head = ", ".join(_short(n) for n in names[:shown])
+    return f"[{head}]" + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 # ============================================================================== stored forms
@@ -112,34 +140,91 @@ def shape_of(value: Any) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def numpy_can_hold(shape: tuple[int, ...], itemsize: int) -> bool:
+    """Whether numpy can make an array of ``shape`` with ``itemsize``-byte elements: at most
+    its largest rank, and the product of the non-zero dimensions times the element size
+    within ``intp`` (numpy checks that even when another dimension is 0)."""
+    if len(shape) > _MAX_RANK:
+        return False
+    nbytes = max(itemsize, 1)
+    for d in shape:
+        nbytes *= d or 1
+        if nbytes > _MAX_DIM:
+            return False
+    return True
+
+
+def _too_big(what: str, shape: tuple[int, ...], dtype: DType) -> ArtifactError:
+    return ArtifactError(f"{what}: shape {list(shape)} is larger than numpy can hold (at most "
+                         f"{_MAX_RANK} dimensions; the non-zero ones times the element size "
+                         f"at most {_MAX_DIM} bytes) for {dtype.value}")
+
+
 def element_type_of(entry: dict[str, Any], what: str) -> tuple[DType, tuple[int, ...]]:
     """The ``"dtype"`` and ``"shape"`` of a manifest or metadata ``entry``, checked."""
-    try:
-        dtype = DType.of(entry.get("dtype"))
-    except (TypeError, ValueError):
-        raise ArtifactError(f"{what}: unknown dtype {entry.get('dtype')!r}") from None
+    # only the names the format writes (DType values): DType.of would also take numpy's
+    # and the text form's spellings, and read None as float64 through np.dtype(None)
+    name = entry.get("dtype")
+    dtype = _WRITTEN_NAMES.get(name) if isinstance(name, str) else None
+    if dtype is None:
+        raise ArtifactError(f"{what}: unknown dtype {_short(entry.get('dtype'))} (the format "
+                            f"writes one of {', '.join(map(repr, _WRITTEN_NAMES))})")
     shape = shape_of(entry.get("shape"))
     if shape is None:
         raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
                             f"{str(entry.get('shape'))[:80]}")
+    if not numpy_can_hold(shape, dtype.itemsize):
+        raise _too_big(what, shape, dtype)
     return dtype, shape
 
 
-def load_json(data: bytes, what: str) -> Any:
+class _TooManyObjects(Exception):
+    pass
+
+
+def load_json(data: bytes, what: str, max_objects: tuple[int, str] | None = None) -> Any:
+    """The JSON value in ``data`` (``what`` in messages). ``max_objects``: (a count, a
+    message): parsing stops at the object after that many and raises ArtifactError with the
+    message, so a header of a million entries is refused having built a few of them."""
+    hook = None
+    if max_objects is not None:
+        count = 0
+
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            nonlocal count
+            count += 1
+            if count > max_objects[0]:
+                raise _TooManyObjects
+            return dict(pairs)
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), object_pairs_hook=hook)
+    except _TooManyObjects:
+        assert max_objects is not None
+        raise ArtifactError(max_objects[1]) from None
     except RecursionError:
         raise ArtifactError(f"{what} is nested too deeply to be valid") from None
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, or an over-long int
         raise ArtifactError(f"{what} is not valid JSON: {e}") from None
 
 
-def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+@attrs.frozen
+class TensorLimit:
+    """At most ``count`` tensors may be in a file, ``because`` (the end of the message)."""
+
+    count: int
+    because: str
+
+
+def read_header(path: Path, name: str, limit: TensorLimit | None = None,
+                ) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """The tensors and metadata of safetensors file ``path`` (``name`` in messages).
 
-    Every declared size is checked against the file before anything is allocated: offsets
-    in bounds, each tensor's byte count equal to its shape times its element size, tensors
-    contiguous and covering the data exactly, as the safetensors specification requires.
+    A header of more than ``limit.count`` tensors is refused while it is parsed, before any
+    per-tensor work (each tensor entry is one JSON object; ``__metadata__`` and the header
+    itself are two more). Every declared size is checked against the file before anything
+    is allocated: offsets in bounds, each tensor's byte count equal to its shape times its
+    element size, tensors contiguous and covering the data exactly, as the safetensors
+    specification requires.
     """
     try:
         with open(path, "rb") as f:
@@ -154,7 +239,14 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
             raw = f.read(n)
     except OSError as e:
         raise ArtifactError(f"{name}: cannot read: {e.strerror or e}") from None
-    header = load_json(raw, f"{name}: the safetensors header")
+    most = None
+    if limit is not None:
+        too_many = f"{name}: the header lists more than {limit.count} tensors, but "
+        most = (limit.count + 2, too_many + limit.because)
+    header = load_json(raw, f"{name}: the safetensors header", most)
+    if most is not None and isinstance(header, dict) \
+            and len(header) - ("__metadata__" in header) > most[0] - 2:
+        raise ArtifactError(most[1])
     if not isinstance(header, dict):
         raise ArtifactError(f"{name}: the safetensors header must be a JSON object")
     metadata = header.pop("__metadata__", {})
@@ -175,7 +267,9 @@ def read_header(path: Path, name: str) -> tuple[dict[str, TensorInfo], dict[str,
         shape, offsets = shape_of(info.get("shape")), info.get("data_offsets")
         if shape is None:
             raise ArtifactError(f"{what}: shape must be a list of non-negative ints, got "
-                                f"{info.get('shape')!r}")
+                                f"{str(info.get('shape'))[:80]}")
+        if not numpy_can_hold(shape, dtype.itemsize):
+            raise _too_big(what, shape, dtype)
         if not (isinstance(offsets, list) and len(offsets) == 2
                 and all(type(o) is int for o in offsets)):
             raise ArtifactError(f"{what}: data_offsets must be two ints, got {offsets!r}")
@@ -229,20 +323,27 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     return read_stored(path, path.name)[0]
 
 
-def read_stored(path: Path, name: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The stored tensors (views of the file) and metadata of an artifact's weights file."""
-    tensors, metadata = read_header(path, name)
+def read_stored(path: Path, name: str, limit: TensorLimit | None = None,
+                ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The stored tensors (views of the file) and metadata of an artifact's weights file
+    (at most ``limit.count`` tensors)."""
+    tensors, metadata = read_header(path, name, limit)
     size = max((t.end for t in tensors.values()), default=0)
     buffer = _buffer(path, size, name) if size else np.zeros(0, np.uint8)
     return {key: tensor_view(buffer, t) for key, t in tensors.items()}, metadata
 
 
-def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType, tuple[int, ...]]]:
-    """The ``coreai.element_types`` metadata: name -> (real dtype, real shape)."""
+def real_types(metadata: Mapping[str, str], name: str, stored: int | None = None,
+               ) -> dict[str, tuple[DType, tuple[int, ...]]]:
+    """The ``coreai.element_types`` metadata: name -> (real dtype, real shape) (of at most
+    ``stored`` tensors: the file's)."""
     raw = metadata.get(ELEMENT_TYPES_KEY)
     if raw is None:
         return {}
-    table = load_json(raw.encode("utf-8"), f"{name}: metadata {ELEMENT_TYPES_KEY!r}")
+    what = f"{name}: metadata {ELEMENT_TYPES_KEY!r}"
+    # an entry per stored tensor at most (each entry is one object, the table one more)
+    table = load_json(raw.encode("utf-8"), what, None if stored is None else (
+        stored + 1, f"{what} lists more than the {stored} tensors the file holds"))
     if not isinstance(table, dict):
         raise ArtifactError(f"{name}: metadata {ELEMENT_TYPES_KEY!r} must be an object")
     out: dict[str, tuple[DType, tuple[int, ...]]] = {}
@@ -257,11 +358,11 @@ def real_types(metadata: Mapping[str, str], name: str) -> dict[str, tuple[DType,
 def decode(stored: Mapping[str, np.ndarray], metadata: Mapping[str, str],
            name: str) -> dict[str, np.ndarray]:
     """The arrays of an artifact's weights file, in their real element types."""
-    types = real_types(metadata, name)
+    types = real_types(metadata, name, len(stored))
     unknown = sorted(set(types) - set(stored))
     if unknown:
         raise ArtifactError(f"{name}: metadata {ELEMENT_TYPES_KEY!r} names tensors the file "
-                            f"does not hold: {unknown}")
+                            f"does not hold: {some(unknown)}")
     out: dict[str, np.ndarray] = {}
     for key, arr in stored.items():
         if key not in types:

@@ -32,7 +32,7 @@ from coreai_core._artifact_v1 import load_v1
 from coreai_core._artifact_write import save
 from coreai_core._dtypes import DType
 from coreai_core._ir import ProgramData
-from coreai_core._safetensors_io import MMAP_BYTES, read_safetensors
+from coreai_core._safetensors_io import MMAP_BYTES, TensorLimit, read_safetensors, read_stored
 from coreai_core._text_parser import DEFAULT_MAX_BYTES
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MMAP_BYTES", "bind_weights", "load_into",
@@ -71,7 +71,7 @@ def _to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def _source_arrays(source: Any) -> Mapping[str, Any]:
+def _source_arrays(source: Any, limit: TensorLimit | None) -> Mapping[str, Any]:
     if isinstance(source, Mapping):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -80,7 +80,7 @@ def _source_arrays(source: Any) -> Mapping[str, Any]:
             with np.load(path, allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
         if path.suffix == ".safetensors":
-            return read_safetensors(path)
+            return read_stored(path, path.name, limit)[0]
         raise ValueError(f"{path}: expected a .npz or .safetensors file")
     raise TypeError("bind_weights expects a mapping name -> array/tensor, or a path to an .npz "
                     f"or .safetensors file, got {type(source).__name__}")
@@ -95,7 +95,11 @@ def bind_weights(program: ProgramData, source: Any, *, strict: bool = True) -> N
     without data are errors too (close names are suggested). Nothing is bound unless every
     check passes.
     """
-    arrays = _source_arrays(source)
+    declared = len(program.weight_types)
+    # strict: a file of more tensors than weights names an unknown one, whatever it holds
+    limit = TensorLimit(declared, f"the program declares {declared} weights") if strict \
+        else None
+    arrays = _source_arrays(source, limit)
     problems: list[str] = []
     bound: dict[str, np.ndarray] = {}
     for name, value in arrays.items():
@@ -117,9 +121,14 @@ def bind_weights(program: ProgramData, source: Any, *, strict: bool = True) -> N
             if data is None and name not in bound and name not in arrays:
                 problems.append(f"missing weight {name!r}{_suggest(name, arrays)}")
     if problems:
-        raise ValueError("cannot bind weights:\n  " + "\n  ".join(problems))
+        more = f"\n  and {len(problems) - _SHOWN} more problems" if len(problems) > _SHOWN \
+            else ""
+        raise ValueError("cannot bind weights:\n  " + "\n  ".join(problems[:_SHOWN]) + more)
     program.weights.update(bound)
     program.invalidate()
+
+
+_SHOWN = 10  # problems listed in a bind_weights error
 
 
 def _suggest(name: str, candidates: Any) -> str:

@@ -34,11 +34,19 @@ def _from_torch(t: Any) -> np.ndarray:
     if t.device.type == "meta":
         raise TypeError(f"{what} has no data (a meta tensor only describes a shape); pass a "
                         "tensor with values, e.g. torch.zeros(shape)")
+    if t.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                    torch.sparse_bsc):
+        # refused, not densified: the dense copy may need far more memory than the tensor
+        # holds, and torch's sparse ops give unspecified entries their own meaning
+        # (torch.sparse.softmax takes them as -inf, not 0): the caller says which is meant
+        raise TypeError(f"{what}: sparse tensors are not accepted (the runtime computes on "
+                        "dense arrays); pass x.to_dense() if its dense values (unspecified "
+                        "entries 0) are what you mean")
     try:
         t = t.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        if t.layout != torch.strided:
+        if t.layout != torch.strided:  # e.g. mkldnn: dense values in another memory layout
             t = t.to_dense()
         t = t.resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coreai_core import ArtifactError, load
+from coreai_core import ArtifactError, ParseError, load, parse
 from coreai_core import _artifact_read as artifact
+from coreai_core import _safetensors_io as safetensors_io
 from coreai_core.serialization import read_safetensors
 from tests.core.save_faults import program
 
@@ -128,7 +130,141 @@ def test_an_int4_shape_the_file_cannot_hold(copy: Path, shape: list[int]) -> Non
               "w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}
     write_header(copy, header, data)
     with pytest.raises(ArtifactError, match=r"weights\.safetensors: (tensor 'w' is uint8\[4\], "
-                                            r"but int4|metadata .* shape must be)"):
+                                            r"but int4|metadata .* shape (must be|\[.*\] is "
+                                            r"larger than numpy))"):
+        load(copy)
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [
+    ("F32", [0, 2**62, 2**62]),   # zero bytes, but the other dims' product overflows intp
+    ("F64", [0, 2**61]),          # 2**61 elements fit intp, their 2**64 bytes do not
+    ("U8", [2**40, 2**40, 0]),
+    ("F32", [0] + [1] * 64),      # more dimensions than numpy's limit (64, or 32 before 2.0)
+])
+def test_a_zero_size_tensor_with_huge_dimensions(copy: Path, tmp_path: Path, dtype: str,
+                                                 shape: list[int]) -> None:
+    """Zero bytes of data, yet numpy cannot make an array of that shape ("array is too
+    big"): refused by the header checks, in load, read_safetensors and bind_weights."""
+    header, body = _header(copy)
+    header["huge"] = {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]}
+    write_header(copy, header, body)
+    message = (rf"weights\.safetensors: tensor 'huge': shape {re.escape(str(shape))} is "
+               r"larger than numpy can hold")
+    with pytest.raises(ArtifactError, match=message):
+        load(copy)
+    with pytest.raises(ArtifactError, match=message):
+        read_safetensors(weights_file(copy))
+    with pytest.raises(ArtifactError, match=message):
+        program("a").bind_weights(weights_file(copy))
+
+
+def with_undeclared(path: Path, count: int) -> None:
+    """Add ``count`` zero-size tensors the program does not declare to the weights file."""
+    header, body = _header(path)
+    for i in range(count):
+        header[f"extra.{i}"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    write_header(path, header, body)
+
+
+@pytest.fixture
+def per_tensor_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the header entries the reader built a structure or a view for."""
+    made: list[str] = []
+    real_info, real_view = safetensors_io.TensorInfo, safetensors_io.tensor_view
+
+    def info(*args: Any) -> Any:
+        made.append("info")
+        return real_info(*args)
+
+    def view(*args: Any) -> Any:
+        made.append("view")
+        return real_view(*args)
+
+    monkeypatch.setattr(safetensors_io, "TensorInfo", info)
+    monkeypatch.setattr(safetensors_io, "tensor_view", view)
+    return made
+
+
+def test_a_header_of_200_000_undeclared_tensors_is_rejected_before_per_tensor_work(
+        copy: Path, per_tensor_work: list[str]) -> None:
+    """The campaign's case (1,000,000 entries, rejected after 15 s and 1.27 GB with a 10.9 MB
+    message) scaled down to a 9 MB header: every tensor must be a weight program.coreai
+    declares, and a declaration takes at least 19 bytes of text, so the manifest's size of
+    program.coreai bounds the entries; the reader stops parsing the header there, before
+    making any per-tensor structure, and says so in a line."""
+    with_undeclared(copy, 200_000)
+    size = manifest(copy)["files"]["program.coreai"]["size"]
+    with pytest.raises(ArtifactError, match=rf"weights\.safetensors: the header lists more than "
+                                            rf"{size // 19} tensors, but program\.coreai "
+                                            rf"\({size} bytes\) can declare at most "
+                                            rf"{size // 19} weights") as info:
+        load(copy)
+    assert len(str(info.value)) < 300
+    assert per_tensor_work == []
+    with pytest.raises(ArtifactError, match=r"weights\.safetensors: the header lists more than "
+                                            r"6 tensors, but the program declares 6 "
+                                            r"weights") as info:
+        program("a").bind_weights(weights_file(copy))
+    assert len(str(info.value)) < 300
+    assert per_tensor_work == []
+
+
+def test_real_types_of_more_tensors_than_the_file_holds(copy: Path) -> None:
+    """The metadata's table of real types is bounded by the file's tensors the same way."""
+    header, body = _header(copy)
+    types = {f"extra.{i}": {"dtype": "int4", "shape": [2]} for i in range(10_000)}
+    header["__metadata__"]["coreai.element_types"] = json.dumps(types)
+    write_header(copy, header, body)
+    stored = len(header) - 1
+    with pytest.raises(ArtifactError, match=rf"^weights\.safetensors: metadata "
+                                            rf"'coreai\.element_types' lists more than the "
+                                            rf"{stored} tensors the file holds$"):
+        load(copy)
+
+
+def test_the_bound_on_tensors_is_the_shortest_declaration() -> None:
+    """The cap above divides program.coreai's size by the shortest weight declaration the
+    parser accepts; a shorter one would make the cap reject valid artifacts."""
+    shortest = "weight@a:tensor<i1>"
+    assert len(shortest) == artifact.MIN_DECLARATION_BYTES
+    assert list(parse(f"coreai.program{{{shortest * 1}}}").weight_types) == ["a"]
+    for drop in range(len(shortest)):  # no declaration one character shorter parses
+        with pytest.raises(ParseError):
+            parse(f"coreai.program{{{shortest[:drop] + shortest[drop + 1:]}}}")
+
+
+def test_many_zero_size_weights_save_and_load(tmp_path: Path) -> None:
+    from coreai_core import Program, TensorType
+
+    p = Program()
+    for i in range(100):
+        p.add_weight(f"w{i}", np.zeros((0,), np.float32), TensorType((0,), "float32"))
+    p.save(tmp_path / "m")
+    assert load(tmp_path / "m") == p
+
+
+def test_a_few_undeclared_tensors_are_named_in_a_bounded_message(copy: Path) -> None:
+    with_undeclared(copy, 30)
+    with pytest.raises(ArtifactError, match=r"holds weights program\.coreai does not declare: "
+                                            r"\[('extra\.\d+', ){4}'extra\.\d+'\] and 25 "
+                                            r"more$"):
+        load(copy)
+    extra = {f"extra.{i}": np.zeros(0, np.float32) for i in range(30)}
+    # 31 problems: the 30 unknown names and the program's unbound weight, left missing
+    with pytest.raises(ValueError, match=r"^cannot bind weights:\n(  unknown weight "
+                                         r"'extra\.\d+'\n){10}  and 21 more problems$"):
+        program("a").bind_weights(extra)
+
+
+@pytest.mark.parametrize("dtype", [None, "cfloat", "c64", "complex"])
+def test_a_real_type_name_the_format_never_wrote(copy: Path, dtype: Any) -> None:
+    header, body = _header(copy)
+    types = json.loads(header["__metadata__"]["coreai.element_types"])
+    types["cx"]["dtype"] = dtype
+    header["__metadata__"]["coreai.element_types"] = json.dumps(types)
+    write_header(copy, header, body)
+    with pytest.raises(ArtifactError, match=rf"metadata 'coreai\.element_types' of tensor "
+                                            rf"'cx': unknown dtype {re.escape(repr(dtype))}"):
         load(copy)
 
 
@@ -324,6 +460,37 @@ def test_format_1_a_weight_made_unbound_in_the_manifest(old: Path) -> None:
     edit_v1(old, lambda m: m["weights"]["w"].update(file=None))
     with pytest.raises(ArtifactError, match=r"lists \['weights/1\.npy'\], but no weight or "
                                             "state uses them"):
+        load(old)
+
+
+@pytest.mark.parametrize("dtype", [None, "float", "f32", "half", "<f4", 32])
+def test_format_1_a_dtype_name_the_format_never_wrote(old: Path, dtype: Any) -> None:
+    """Format 1 wrote DType names ("float32"); numpy's and the text form's other spellings
+    (None read as float64, "float" as float32) are not names of the format."""
+    edit_v1(old, lambda m: m["weights"]["w"].update(dtype=dtype))
+    with pytest.raises(ArtifactError, match=rf"manifest\.json: weight 'w': unknown dtype "
+                                            rf"{re.escape(repr(dtype))} \(the format writes "
+                                            r"one of 'bool', .*'float32'"):
+        load(old)
+
+
+def test_a_version_1_manifest_over_a_format_2_layout(copy: Path) -> None:
+    m = manifest(copy)
+    m["version"] = 1
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ArtifactError, match=r"manifest\.json: 'version' is 1, but the "
+                                            r"manifest is a format 2 one \(it names a "
+                                            r"'revision'; format 1 stored no revisions\)"):
+        load(copy)
+
+
+def test_a_version_2_manifest_over_a_format_1_layout(old: Path) -> None:
+    m = manifest(old)
+    m["version"] = 2
+    (old / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ArtifactError, match=r"manifest\.json: 'version' is 2, but the "
+                                            r"manifest is a format 1 one \(it lists "
+                                            r"'weights'; format 2 lists a 'revision'\)"):
         load(old)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 import threading
 import time
+import warnings
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -357,12 +359,23 @@ def _exp_program() -> Program:
     return p
 
 
+def _sparse(layout: str) -> torch.Tensor:
+    with warnings.catch_warnings():  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return getattr(torch.eye(2), {"coo": "to_sparse"}.get(layout, f"to_sparse_{layout}"))()
+
+
 @pytest.mark.parametrize("value,message", [
     ([[1.0, 2.0], [3.0]], "ragged list"),
     (torch.zeros(2, 2, device="meta"), "meta tensor"),
     (np.ma.masked_array(np.zeros((2, 2), np.float32), mask=[[0, 1], [0, 0]]),
      r"masked arrays are not accepted; pass x\.filled\(value\)"),
-], ids=["ragged", "meta", "masked"])
+    (_sparse("coo"), r"layout torch\.sparse_coo\): sparse tensors are not accepted "
+                               r"\(the runtime computes on dense arrays\); pass "
+                               r"x\.to_dense\(\)"),
+    (_sparse("csr"), r"torch\.sparse_csr\): sparse tensors .*x\.to_dense\(\)"),
+    (_sparse("csc"), r"torch\.sparse_csc\): sparse tensors .*x\.to_dense\(\)"),
+], ids=["ragged", "meta", "masked", "sparse-coo", "sparse-csr", "sparse-csc"])
 def test_odd_inputs_raise_a_clear_input_error(value: object, message: str) -> None:
     with pytest.raises(RuntimeInputError, match=message):
         _exp_program().run({"x": value})
@@ -396,3 +409,43 @@ def test_lu_pivots_out_of_range_are_errors_as_in_torch(pivot: int) -> None:
     with pytest.raises(KernelError, match=rf"coreai\.pivots_to_permutation .*pivot {pivot} is "
                                           r"out of range.*valid pivots: \[1, 3\]"):
         p.run({"p": pivots})
+
+
+# -- 14. an intermediate beyond float32's range: each op's exact result, rounded once ----------
+
+def test_an_overflowing_layer_norm_gives_the_programs_exact_float32_value() -> None:
+    """Linear -> LayerNorm -> softmax at inputs near 3e38 (issue 28). LayerNorm converts to
+    float32 ops; its variance, the mean of squared deviations near 1e76, is beyond float32's
+    range, so the op's exact result rounded to float32 is +inf (IEEE rounding, not an error
+    of the runtime), rsqrt(+inf) is exactly 0, the normalized values exactly 0, and the
+    output is exactly LayerNorm's bias: softmax(bias). torch's fused layer_norm kernel gives
+    NaN instead (how depends on its CPU kernel); the runtime promises the program's value."""
+    from coreai_torch import TorchConverter
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3),
+                                torch.nn.Softmax(-1)).eval()
+    with torch.no_grad():
+        model[1].weight.uniform_(0.5, 2.0)
+        model[1].bias.uniform_(-3.0, 3.0)
+    x = np.array([[3e38, 3e38, 3e38, 3e38], [3e38, -1e38, 2e38, 0.5]], np.float32)
+    ep = torch.export.export(model, (torch.zeros(2, 4),))
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    got = program.run([x])["softmax"]
+
+    # independently: the Linear output in float64 (its rounding to float32 cannot bring the
+    # squared deviations below float32's largest value: checked exactly, with Fractions)
+    w, b = (t.detach().double().numpy() for t in (model[0].weight, model[0].bias))
+    y = (x.astype(np.float64) @ w.T + b).astype(np.float32)
+    largest = Fraction(float(np.finfo(np.float32).max))
+    for row in y:
+        exact = [Fraction(float(v)) for v in row]
+        mean = sum(exact) / len(exact)
+        assert sum((v - mean) ** 2 for v in exact) / len(exact) > largest
+    beta = model[1].bias.detach().double().numpy()
+    want = np.exp(beta - beta.max()) / np.exp(beta - beta.max()).sum()
+    # the runtime's softmax computes exp, sum and divide in float32, each within an ulp or
+    # two, where ``want`` is float64: 4 float32 epsilons
+    np.testing.assert_allclose(got, np.broadcast_to(want, got.shape),
+                               rtol=4 * np.finfo(np.float32).eps, atol=0)
+    assert np.isfinite(got).all()

@@ -1,9 +1,10 @@
 """save() is atomic and deletes only what it wrote: faults (an exception or SIGKILL) at every
 disk-changing step, concurrent saves, folders that are not artifacts, user files, programs
-whose text the parser would reject, artifacts of format 1."""
+whose text the parser would reject, artifacts of format 1 (also with a symlinked folder)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -311,3 +312,86 @@ def test_random_programs_save_and_load_back_equal(p: Program) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         p.save(Path(tmp) / "m")
         assert load(Path(tmp) / "m") == p
+
+
+# -- format 1 with weights/ or state/ a symlink (e.g. weights kept on another disk) -------------
+
+def linked_format_1(tmp: Path, folder: str) -> tuple[Path, Path]:
+    """A copy of the golden format-1 artifact whose ``folder`` (``weights`` or ``state``) was
+    moved out of it and replaced by a symlink to where it went."""
+    path = tmp / "old.coreai"
+    shutil.copytree(FORMAT_1, path)
+    outside = tmp / "other-disk" / folder
+    outside.parent.mkdir()
+    os.replace(path / folder, outside)
+    os.symlink(outside, path / folder)
+    return path, outside
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def refused_for_its_link(path: Path, folder: str) -> None:
+    with pytest.raises(ArtifactError, match=rf"^{folder}: is a symlink \(to '.*other-disk/"
+                                            rf"{folder}'\); an artifact holds only real folders "
+                                            "and regular files, and load never follows"):
+        load(path)
+
+
+@pytest.mark.parametrize("folder", ["weights", "state"])
+def test_a_format_1_artifact_with_a_symlinked_folder(tmp_path: Path, folder: str) -> None:
+    """Loading refuses it, naming the link; saving over it converts it to format 2 without
+    deleting anything through the link: the link and the files it points to are the user's
+    (format 1 never wrote a link) and are kept."""
+    path, outside = linked_format_1(tmp_path, folder)
+    before = contents(outside)
+    assert len(before) == {"weights": 5, "state": 1}[folder]
+    refused_for_its_link(path, folder)
+    B.save(path)
+    assert load(path) == B
+    assert contents(outside) == before
+    assert (path / folder).is_symlink() and os.readlink(path / folder) == str(outside)
+    other = {"weights": "state", "state": "weights"}[folder]  # the real folder's files go
+    assert not (path / other).exists() and not (path / "program.coreai").exists()
+
+
+@pytest.mark.parametrize("folder", ["weights", "state"])
+def test_faults_saving_over_a_format_1_artifact_with_a_symlinked_folder(
+        tmp_path: Path, folder: str) -> None:
+    """An exception at each step of the save, then a SIGKILL at each: the files behind the
+    link are never touched, and the path holds the old (refused for its link) or the new
+    artifact."""
+    path, _ = linked_format_1(tmp_path / "count", folder)
+    with inject(None, lambda name: None) as steps:
+        B.save(path)
+    switch = steps.index("replace")
+    assert steps[switch + 2:] == ["remove_file"] * (7 - len(contents(tmp_path / "count" /
+                                                                      "other-disk" / folder))) \
+        + ["remove_dir"]  # the old files outside the link, then the real folder
+    for at, name in enumerate(steps):
+        path, outside = linked_format_1(tmp_path / f"raise{at}", folder)
+        before = contents(outside)
+        with inject(at, _raise), contextlib.suppress(Injected):
+            B.save(path)
+        assert contents(outside) == before, f"fault at step {at} ({name})"
+        if at > switch:
+            assert load(path) == B, f"fault at step {at} ({name})"
+        else:
+            refused_for_its_link(path, folder)
+        B.save(path)
+        assert load(path) == B and contents(outside) == before
+    made = [linked_format_1(tmp_path / f"kill{at}", folder) for at in range(len(steps) + 1)]
+    before = contents(made[0][1])
+    run = subprocess.run([sys.executable, "-m", "tests.core.save_faults", "kill-each", "b",
+                          *(str(path) for path, _ in made)], cwd=ROOT, timeout=600,
+                         capture_output=True, text=True, check=True)
+    assert json.loads(run.stdout) == [signal.SIGKILL] * len(steps) + [0]
+    for at, (path, outside) in enumerate(made):
+        assert contents(outside) == before, f"killed at step {at}"
+        if at > switch:
+            assert load(path) == B, f"killed at step {at}"
+        else:
+            refused_for_its_link(path, folder)
+        program("c").save(path)
+        assert load(path) == program("c") and contents(outside) == before
