@@ -43,6 +43,10 @@ myst_fence_as_directive = ["mermaid"]  # a ```mermaid block (also a notebook's o
 
 # Notebooks: executed during the build, results cached; a failing cell fails the build.
 nb_render_markdown_format = "myst"  # Markdown outputs (the mermaid pictures) as MyST
+# the kernels inherit this: torch.export's internal deprecation warning (also filtered in
+# pyproject.toml's pytest settings) is not the tutorials' output
+# (PYTHONWARNINGS splits filters at commas: the message is matched by its prefix)
+os.environ["PYTHONWARNINGS"] = "ignore:`isinstance(treespec:FutureWarning"
 nb_execution_mode = os.environ.get("COREAI_DOCS_EXECUTE", "cache")
 nb_execution_cache_path = str(ROOT / "build" / ".jupyter_cache")
 nb_execution_timeout = 300
