@@ -209,7 +209,7 @@ def _graph_set(g: Graph, attribute: Any, new: Any) -> Any:
 class Graph:
     """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
 
-    Top-level graphs are entrypoints of a :class:`ProgramData`; nested graphs are regions of
+    Top-level graphs are entrypoints of a :class:`~coreai_core.Program`; nested graphs are regions of
     control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...). A top-level
     graph with a ``composite`` declaration is a composite op, called with ``coreai.invoke``.
 

@@ -1,9 +1,9 @@
 """coreai_torch: convert ``torch.export`` programs to the Core AI dialect.
 
-```python
-ep = torch.export.export(model, args).run_decompositions(get_decomp_table())
-program = TorchConverter().add_exported_program(ep).to_coreai()
-```
+::
+
+    ep = torch.export.export(model, args).run_decompositions(get_decomp_table())
+    program = TorchConverter().add_exported_program(ep).to_coreai()
 """
 
 from coreai_torch import compression  # registers the torch.ops.coreai compression ops

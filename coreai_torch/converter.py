@@ -35,7 +35,7 @@ from coreai_torch.lowerings import default_table
 __all__ = ["ExternalizeSpec", "TorchConverter"]
 
 class TorchConverter:
-    """Converts decomposed ``torch.export`` programs to a Core AI :class:`Program`.
+    """Converts decomposed ``torch.export`` programs to a Core AI :class:`~coreai_core.Program`.
 
     Each converter owns a lowering table layered over the built-in one: lowerings registered
     with :meth:`register_torch_lowering` apply to this converter only and win over built-ins.

@@ -399,6 +399,8 @@ def find_first_bad_rewrite(program: Program, inputs: Any = None,
 
 @attrs.frozen
 class NonFinite:
+    """The first op whose result is not finite: its name, FX node, source line and count."""
+
     op: str
     fx_node: str | None
     location: str

@@ -80,7 +80,7 @@ def _static_kernel(weight: Value) -> list[int]:
 @defop()
 def conv(x: Value, weight: Value, bias: Value | None = None, strides: Strides = None,
          pads: Pads = None, dilation: Dilation = None, groups: Groups = 1) -> TensorType:
-    """N-d convolution (cross-correlation): x [N, C, *S], weight [O, C/groups, *K]."""
+    """N-d convolution (cross-correlation): x ``[N, C, *S]``, weight ``[O, C/groups, *K]``."""
     n = _spatial(x, None, "conv")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
@@ -105,7 +105,7 @@ def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
                    strides: Strides = None, pads: Pads = None, dilation: Dilation = None,
                    groups: Groups = 1,
                    output_padding: Annotated[Ints | None, Range(lo=0)] = None) -> TensorType:
-    """Transposed convolution: x [N, C, *S], weight [C, O/groups, *K]."""
+    """Transposed convolution: x ``[N, C, *S]``, weight ``[C, O/groups, *K]``."""
     n = _spatial(x, None, "conv_transpose")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")

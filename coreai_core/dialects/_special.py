@@ -133,7 +133,7 @@ broadcasting_fmin = _binary(
     "Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin.", ANY,
     commutative=True)
 broadcasting_copysign = _binary(
-    "broadcasting_copysign", "|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative).",
+    "broadcasting_copysign", "``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative).",
     FLOAT)
 broadcasting_hypot = _binary(
     "broadcasting_hypot", "sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either "
@@ -142,18 +142,18 @@ broadcasting_nextafter = _binary(
     "broadcasting_nextafter",
     "The next representable value after lhs in the direction of rhs (in lhs's dtype).", FLOAT)
 broadcasting_gcd = _binary(
-    "broadcasting_gcd", "Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) "
+    "broadcasting_gcd", "Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) "
     "= 0). The minimum integer's absolute value wraps to itself, so results involving it can "
     "be negative, exactly as in torch.", INTEGER, commutative=True)
 broadcasting_lcm = _binary(
     "broadcasting_lcm",
-    "Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0).",
+    "Least common multiple, ``|lhs / gcd * rhs|`` in C integer arithmetic (0 if either is 0).",
     INTEGER, commutative=True)
 
 
 @defop(traits=("multi_result", "elementwise"))
 def frexp(x: Value) -> tuple[TensorType, TensorType]:
-    """x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; exponent is int32.
+    """x = mantissa * 2**exponent with ``0.5 <= |mantissa| < 1``; exponent is int32.
 
     Zero, +-inf and NaN give themselves as mantissa and exponent 0.
     """

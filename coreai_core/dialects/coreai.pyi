@@ -464,7 +464,7 @@ def conv(
     *,
     loc: Location | None = None,
 ) -> Value:
-    """N-d convolution (cross-correlation): x [N, C, *S], weight [O, C/groups, *K]."""
+    """N-d convolution (cross-correlation): x ``[N, C, *S]``, weight ``[O, C/groups, *K]``."""
 
 
 def conv_transpose(
@@ -479,7 +479,7 @@ def conv_transpose(
     *,
     loc: Location | None = None,
 ) -> Value:
-    """Transposed convolution: x [N, C, *S], weight [C, O/groups, *K]."""
+    """Transposed convolution: x ``[N, C, *S]``, weight ``[C, O/groups, *K]``."""
 
 
 def maxpool(
@@ -1007,7 +1007,7 @@ def random_uniform(
 
 
 def broadcasting_copysign(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """|lhs| with the sign bit of rhs (-0.0 and -NaN count as negative). Numpy broadcasting."""
+    """``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative). Numpy broadcasting."""
 
 
 def broadcasting_fmax(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
@@ -1019,7 +1019,7 @@ def broadcasting_fmin(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = 
 
 
 def broadcasting_gcd(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Greatest common divisor by torch's Euclid on |lhs|, |rhs| (gcd(0, 0) = 0). The minimum integer's absolute value wraps to itself, so results involving it can be negative, exactly as in torch. Numpy broadcasting."""
+    """Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) = 0). The minimum integer's absolute value wraps to itself, so results involving it can be negative, exactly as in torch. Numpy broadcasting."""
 
 
 def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
@@ -1027,7 +1027,7 @@ def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None =
 
 
 def broadcasting_lcm(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Least common multiple, |lhs / gcd * rhs| in C integer arithmetic (0 if either is 0). Numpy broadcasting."""
+    """Least common multiple, ``|lhs / gcd * rhs|`` in C integer arithmetic (0 if either is 0). Numpy broadcasting."""
 
 
 def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
@@ -1035,7 +1035,7 @@ def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | No
 
 
 def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
-    """x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; exponent is int32.
+    """x = mantissa * 2**exponent with ``0.5 <= |mantissa| < 1``; exponent is int32.
 
     Zero, +-inf and NaN give themselves as mantissa and exponent 0.
     """

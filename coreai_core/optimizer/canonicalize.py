@@ -7,10 +7,10 @@ rewrite in a ``# before -> after`` line and its assumptions in its docstring. Ru
 change a value's type and are exact, except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0``
 into ``-0.0`` (equal as numbers).
 
-What every rule assumes, checked through the :class:`Rewriter` queries:
+What every rule assumes, checked through the :class:`~coreai_core.optimizer.Rewriter` queries:
 
 - An op a rule reads through (the inner reshape of a reshape chain, ...) comes from
-  :meth:`Rewriter.producer`: it has the expected name and a single result. Such an op may have
+  :meth:`~coreai_core.optimizer.Rewriter.producer`: it has the expected name and a single result. Such an op may have
   other readers; the rule builds a new op from its operands and leaves it to them, so a rule
   never needs a single use and never copies anything but a cheap shape or cast op.
 - A rule returning an existing value (``x * 1 -> x``) checks that the value has the op's
@@ -33,6 +33,7 @@ from coreai_core.dialects._nn import _pads
 from coreai_core.optimizer._rewrite import RewritePass, Rewriter, at_most_one_dynamic
 
 Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]
+#: The rewrite rules by op name, tried in order on every op of that name.
 RULES: dict[str, list[Rule]] = {}
 
 
@@ -332,7 +333,7 @@ def where_same(op: Operation, rw: Rewriter) -> Value | None:
 
 
 class CanonicalizePass(RewritePass):
-    """Apply :data:`RULES` to every op; the first rule that matches wins."""
+    """Apply :data:`~coreai_core.optimizer.canonicalize.RULES` to every op; the first rule that matches wins."""
 
     name = "canonicalize"
 

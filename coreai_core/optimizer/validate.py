@@ -4,7 +4,7 @@
 one that reports no change), runs the program on the check's inputs and compares every output
 and every state update with those of the unoptimized program (see
 :func:`~coreai_core.optimizer.validate_report.compare_arrays` for the tolerance). The first
-pass run beyond tolerance is narrowed down to one rewrite: a :class:`RewritePass` is re-run
+pass run beyond tolerance is narrowed down to one rewrite: a :class:`~coreai_core.optimizer.RewritePass` is re-run
 on a copy of the program as it was before that run, stopped after ``k`` op visits by a
 :class:`~coreai_core.optimizer.RewriteObserver`, and ``k`` is bisected to the first visit
 whose rewrite changes the results. The report names the pass, the rewrite, the op, its
@@ -12,11 +12,11 @@ location, the output and the error, and shows the program text around the op. Pa
 are not a ``RewritePass`` (``dce``, ``inline_composites``, custom passes) are checked as a
 whole, and the report says so.
 
-``check`` is ``True`` (random inputs drawn from the input types: :func:`random_inputs`), a
-dict of inputs of the default entrypoint, or a :class:`Check` (inputs, tolerances, seed, sizes
+``check`` is ``True`` (random inputs drawn from the input types: :func:`~coreai_core.optimizer.random_inputs`), a
+dict of inputs of the default entrypoint, or a :class:`~coreai_core.optimizer.Check` (inputs, tolerances, seed, sizes
 of dynamic dimensions). On a mismatch, the program is restored to what it was before the
-failing pass run (every earlier run passed the check) and :class:`OptimizationMismatchError`
-is raised; its ``report`` is a :class:`ValidationReport`. ``validate_optimization`` runs the
+failing pass run (every earlier run passed the check) and :class:`~coreai_core.optimizer.OptimizationMismatchError`
+is raised; its ``report`` is a :class:`~coreai_core.optimizer.ValidationReport`. ``validate_optimization`` runs the
 same on a copy and returns the report instead of raising.
 
 Limits: the check proves the passes on the inputs it ran, not on all inputs. A program with
@@ -65,7 +65,7 @@ class Check:
     """How a checked ``optimize`` checks each pass.
 
     - ``inputs``: the inputs of ``entrypoint`` (the default entrypoint when None) by name;
-      None draws random inputs from the input types (:func:`random_inputs`). Other
+      None draws random inputs from the input types (:func:`~coreai_core.optimizer.random_inputs`). Other
       entrypoints run on random inputs.
     - ``rtol``, ``atol``: an output passes when its max abs error is at most
       ``atol + rtol * max|reference|`` (see ``compare_arrays``).
@@ -144,7 +144,7 @@ def random_array(t: TensorType, rng: np.random.Generator, what: str = "a value",
 def random_inputs(program: ProgramData, entrypoint: str | None = None, *, seed: int = 0,
                   dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Random inputs for ``entrypoint`` (the default one when None), drawn from the input
-    types (see :func:`random_array`). A dynamic dimension needs its size in ``dims`` (by
+    types (see ``random_array`` in this module). A dynamic dimension needs its size in ``dims`` (by
     symbol name); an unnamed one cannot be drawn: pass inputs instead."""
     name = _default_entrypoint(program) if entrypoint is None else entrypoint
     if name not in program.graphs:
