@@ -33,6 +33,7 @@ from coreai_core.runtime import Runtime, default_runtime, to_array
 __all__ = ["OpFigures", "OutputFigures", "PrecisionReport", "precision_report"]
 
 KINDS = ("nan", "overflow", "underflow", "error")  # most severe first
+Problems = tuple[str | None, int, float, float, int]  # kind, elements, abs, budgets, zeros
 _MAX_ROWS = 30  # str(report) lists the ops with problems, the kept ops and the worst others
 
 
@@ -56,6 +57,7 @@ class OpFigures:
     error: float
     growth: float
     kept: bool = False
+    zeros: int = 0  # elements that are 0 where float32 was a normal number (in ``underflow``)
 
     @property
     def where(self) -> str:
@@ -314,9 +316,10 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
 
 
 def _problems(got: np.ndarray, want: np.ndarray, dtype: DType, rtol: float, atol: float,
-              ) -> tuple[str | None, int, float, float]:
+              ) -> tuple[str | None, int, float, float, int]:
     """The most severe problem of ``got`` (a reduced result) against ``want`` (float32), how
-    many elements have it, the max abs error and the max error in budgets."""
+    many elements have it, the max abs error, the max error in budgets, and how many normal
+    float32 values became zero."""
     g = np.asarray(got).astype(np.float64)
     w = np.asarray(want).astype(np.float64)
     abs_err, err, _ = _compare(g, w, rtol, atol)
@@ -330,11 +333,12 @@ def _problems(got: np.ndarray, want: np.ndarray, dtype: DType, rtol: float, atol
             "error": np.isfinite(g) & np.isfinite(w)
             & (np.abs(g - w) > atol + rtol * np.abs(w)),
         }
+    zeros = int((masks["underflow"] & (g == 0)).sum())
     for kind in KINDS:
         count = int(masks[kind].sum())
         if count:
-            return kind, count, abs_err, err
-    return None, 0, abs_err, err
+            return kind, count, abs_err, err, zeros
+    return None, 0, abs_err, err, zeros
 
 
 def _op_figures(graph: Any, inputs: Mapping[str, np.ndarray], names: Mapping[Value, str],
@@ -350,16 +354,16 @@ def _op_figures(graph: Any, inputs: Mapping[str, np.ndarray], names: Mapping[Val
                    and r in values and r in ref_values and values[r] in got_values]
         if not results:
             continue
-        worst: tuple[str | None, int, float, float] = (None, 0, 0.0, 0.0)
+        worst: Problems = (None, 0, 0.0, 0.0, 0)
         for r in results:
             found = _problems(got_values[values[r]], ref_values[r], dtype, rtol, atol)
             errors[r] = found[3]
             worst = _worse(worst, found)
-        kind, count, abs_err, err = worst
+        kind, count, abs_err, err, zeros = worst
         before = max((errors.get(v, 0.0) for v in op.operands), default=0.0)
         name = names[op.results[0]]
         out.append(OpFigures(name, op.name, op.location, kind, count, abs_err, err,
-                             _growth(err, before), name in kept))
+                             _growth(err, before), name in kept, zeros))
     return out
 
 
@@ -382,35 +386,38 @@ def _input_figures(graph: Any, arrays: Mapping[str, np.ndarray], dtype: DType, r
         want = np.asarray(arrays[name], np.float32)
         with np.errstate(over="ignore"):
             got = want.astype(dtype.numpy)
-        kind, count, abs_err, err = _problems(got, want, dtype, rtol, atol)
+        kind, count, abs_err, err, zeros = _problems(got, want, dtype, rtol, atol)
         errors[v] = err
         out.append(OpFigures(f"%{name}", "input", Location(), kind, count, abs_err, err,
-                             1.0 if err == 0 else float("inf")))
+                             1.0 if err == 0 else float("inf"), zeros=zeros))
     return out
 
 
-def _worse(a: tuple[str | None, int, float, float], b: tuple[str | None, int, float, float],
-           ) -> tuple[str | None, int, float, float]:
+def _worse(a: Problems, b: Problems) -> Problems:
     rank = {k: i for i, k in enumerate(KINDS)}
     ra = rank.get(a[0], len(KINDS)) if a[0] else len(KINDS)
     rb = rank.get(b[0], len(KINDS)) if b[0] else len(KINDS)
     kind, count = (a[0], a[1]) if ra <= rb else (b[0], b[1])
-    return kind, count, max(a[2], b[2]), max(a[3], b[3])
+    return kind, count, max(a[2], b[2]), max(a[3], b[3]), a[4] + b[4]
 
 
 def _first_bad(figures: list[OpFigures], kept: set[str]) -> OpFigures | None:
     """Where it goes wrong: an input beyond the type's range; else the first kept op with a
-    problem; else the first op with the most
-    severe problem found; else the first op outside the budget."""
+    decisive problem (NaN, overflow, out of budget, or normal values flushed to zero: a
+    subnormal that keeps most of the value is no cause); else the first op with the most
+    severe problem (constants only for overflow); else the first computed underflow."""
     for f in figures:
         if f.op == "input" and f.kind in ("nan", "overflow"):
             return f  # beyond the type's range before any op runs
     for f in figures:
-        if f.name in kept and f.kind is not None:
+        if f.name in kept and (f.kind in ("nan", "overflow", "error")
+                               or (f.kind == "underflow" and f.zeros > 0)):
             return f
-    for kind in KINDS:
+    for kind in ("nan", "overflow", "error"):
         for f in figures:
-            if f.kind == kind:
+            if f.kind == kind and (f.op != "coreai.constant" or kind == "overflow"):
                 return f
+    for f in figures:
+        if f.kind == "underflow" and f.op not in ("coreai.constant", "input"):
+            return f
     return None
-
