@@ -5,8 +5,8 @@ layers that act on a program (builders, runtime, optimizer, verifier, printer, d
 serialization) import the data classes, never the other way round, as MLIR and xDSL keep
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
-``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``, ``to_mermaid``,
-``save``, ``bind_weights``), each a thin call into its layer. A subclass, rather than
+``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``,
+``to_mermaid``, ``save``, ``bind_weights``), each a thin call into its layer. A subclass, rather than
 attaching functions to the data class at import time, keeps the methods visible to type
 checkers and to ``help()``;
 the price is that whoever creates programs for users creates this class: ``Program()``

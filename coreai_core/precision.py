@@ -142,7 +142,7 @@ def keep_matches(entry: str, op: Operation, name: str, graph: str = "main") -> b
     if m is not None and loc.file is not None and loc.line == int(m["line"]):
         return _same_file(loc, m["file"])
     path = loc.module_path
-    return bool(path) and (path == entry or path.startswith(entry + "."))
+    return path is not None and (path == entry or path.startswith(entry + "."))
 
 
 def _same_file(loc: Location, file: str) -> bool:

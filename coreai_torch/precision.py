@@ -206,7 +206,7 @@ def _input_arrays(program: Program, inputs: Any, entrypoint: str) -> dict[str, n
     return {k: to_array(v) for k, v in inputs.items()}
 
 
-def _state(program: Program) -> dict[str, np.ndarray]:
+def _state(program: Any) -> dict[str, np.ndarray]:
     """A copy of the program's current state: the report's runs leave the program's alone."""
     return {k: np.array(v, copy=True) for k, v in program.state.items()}
 

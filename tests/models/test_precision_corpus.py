@@ -17,7 +17,7 @@ from tests.models.zoo import all_models
 MODELS = all_models()
 CORPUS = sorted([
     "mlp", "cnn_batchnorm", "transformer_encoder", "lstm", "gru", "unet", "cond", "resnet",
-    "convnext", "mobilenet_v2", "bert[sdpa]", "gpt2[eager]", "gpt2[sdpa]", "llama[sdpa]",
+    "convnext", "bert[sdpa]", "gpt2[eager]", "gpt2[sdpa]", "llama[sdpa]",
     "qwen2[eager]", "mistral[sdpa]", "t5_encoder[eager]", "vit[sdpa]", "swin[eager]",
     "clip_text[sdpa]", "clip_vision[eager]", "wav2vec2[eager]",
 ])
