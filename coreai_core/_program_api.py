@@ -6,9 +6,9 @@ serialization) import the data classes, never the other way round, as MLIR and x
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
 ``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``,
-``to_mermaid``, ``save``, ``bind_weights``), each a thin call into its layer. A subclass, rather than
-attaching functions to the data class at import time, keeps the methods visible to type
-checkers and to ``help()``;
+``to_mermaid``, ``save``, ``bind_weights``), each a thin call into its layer. A subclass,
+rather than attaching functions to the data class at import time, keeps the methods visible to
+type checkers and to ``help()``;
 the price is that whoever creates programs for users creates this class: ``Program()``
 directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
 parser and the artifact reader (they fill any ``ProgramData``).
