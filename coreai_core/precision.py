@@ -49,7 +49,8 @@ from coreai_core.optimizer._rewrite import all_graphs, weight_refs
 from coreai_core.text import result_names
 from coreai_core.verifier import verify
 
-__all__ = ["PRECISIONS", "ReducedProgram", "keep_matches", "reduce_precision", "to_precision"]
+__all__ = ["PRECISIONS", "ReducedProgram", "keep_matches", "keep_name", "reduce_precision",
+           "to_precision"]
 
 PRECISIONS = (DType.float16, DType.bfloat16)
 _SOURCE = DType.float32
@@ -108,7 +109,7 @@ def reduce_precision(program: ProgramData, dtype: Any = "float16",
             if hits:
                 matched |= hits
                 keep_ops.add(id(memo[id(op)]))
-                kept.append(name if len(program.graphs) == 1 else f"{gname}:{name}")
+                kept.append(keep_name(program, gname, name))
         target_graph = reduced.graphs[gname]
         rewriter = _GraphRewriter(target_graph, target, keep_ops, weights, keep_io_types)
         with insertion_point(target_graph):  # constants look up weight types in the program
@@ -127,6 +128,13 @@ def reduce_precision(program: ProgramData, dtype: Any = "float16",
     weights.finish()
     verify(reduced)
     return ReducedProgram(reduced, values, names, tuple(kept))
+
+
+def keep_name(program: ProgramData, graph: str, name: str) -> str:
+    """How a keep set names result ``name`` of entrypoint ``graph``: ``"%12"``, or
+    ``"main:%12"`` when the program has several entrypoints (composites do not count)."""
+    entrypoints = [g for g in program.graphs.values() if g.composite is None]
+    return name if len(entrypoints) <= 1 else f"{graph}:{name}"
 
 
 def keep_matches(entry: str, op: Operation, name: str, graph: str = "main") -> bool:

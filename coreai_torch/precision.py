@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from coreai_core import DType, Location, Program, Value
-from coreai_core.precision import reduce_precision
+from coreai_core.precision import keep_name, reduce_precision
 from coreai_core.runtime import Runtime, default_runtime, to_array
 
 __all__ = ["OpFigures", "OutputFigures", "PrecisionReport", "precision_report"]
@@ -186,13 +186,17 @@ def precision_report(program: Program, inputs: Mapping[str, Any] | Sequence[Any]
     output_figures = check.outputs(outputs)
     passed = all(o.passed for o in output_figures)
     graph = program.graphs[entrypoint]
+    def qualified(name: str) -> str:
+        return keep_name(program, entrypoint, name)
+
     figures = _op_figures(graph, arrays, reduced.names, reduced.values, ref_values, values, dtype,
-                          rtol, atol, set(reduced.kept))
+                          rtol, atol)
     keep_set, keep_passes = tuple(reduced.kept), passed
     if not passed:
-        candidates = _candidates(graph, reduced.names, reduced.kept)
-        keep_set, keep_passes = check.search(tuple(reduced.kept), candidates)
-    kept = set(keep_set)
+        candidates = [qualified(n) for n in _candidates(graph, reduced.names)]
+        keep_set, keep_passes = check.search(
+            tuple(reduced.kept), [c for c in candidates if c not in set(reduced.kept)])
+    kept = {f.name for f in figures if qualified(f.name) in set(keep_set)}
     figures = [attrs.evolve(f, kept=f.name in kept) for f in figures]
     first_bad = None if passed else _first_bad(figures, kept if keep_passes else set())
     return PrecisionReport(dtype.value, rtol, atol, passed, tuple(output_figures),
@@ -211,16 +215,15 @@ def _state(program: Any) -> dict[str, np.ndarray]:
     return {k: np.array(v, copy=True) for k, v in program.state.items()}
 
 
-def _candidates(graph: Any, names: Mapping[Value, str], kept: Iterable[str]) -> list[str]:
+def _candidates(graph: Any, names: Mapping[Value, str]) -> list[str]:
     """The ops ``to_precision`` reduces (those on float32 values; not constants, calls or
-    control flow), by printed name in execution order, less those already kept."""
-    skip = set(kept)
+    control flow), by printed name in execution order."""
     out = []
     for op in graph.ops:
         if not op.results or op.name in ("coreai.constant", "coreai.invoke") or op.regions:
             continue
         name = names[op.results[0]]
-        if name not in skip and any(v.type.element_type is DType.float32
+        if any(v.type.element_type is DType.float32
                                     for v in [*op.operands, *op.results]):
             out.append(name)
     return out
@@ -344,7 +347,7 @@ def _problems(got: np.ndarray, want: np.ndarray, dtype: DType, rtol: float, atol
 def _op_figures(graph: Any, inputs: Mapping[str, np.ndarray], names: Mapping[Value, str],
                 values: Mapping[Value, Value], ref_values: Mapping[Value, np.ndarray],
                 got_values: Mapping[Value, np.ndarray], dtype: DType, rtol: float, atol: float,
-                kept: set[str]) -> list[OpFigures]:
+                ) -> list[OpFigures]:
     """Figures for the float32 inputs, then each op of ``graph`` with a float32 result, in
     execution order."""
     errors: dict[Value, float] = {}
@@ -363,7 +366,7 @@ def _op_figures(graph: Any, inputs: Mapping[str, np.ndarray], names: Mapping[Val
         before = max((errors.get(v, 0.0) for v in op.operands), default=0.0)
         name = names[op.results[0]]
         out.append(OpFigures(name, op.name, op.location, kind, count, abs_err, err,
-                             _growth(err, before), name in kept, zeros))
+                             _growth(err, before), zeros=zeros))
     return out
 
 

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coreai_core import Composite, DType, Location, Program, TensorType, WeightRef, parse
+from coreai_core import Composite, Dim, DType, Location, Program, TensorType, WeightRef, parse
 from coreai_core.dialects import coreai
+from coreai_core.precision import reduce_precision
 from coreai_core.runtime import Runtime
 from coreai_core.text import result_names
 
@@ -238,3 +239,28 @@ def test_the_runtime_runs_reduced_programs_with_its_own_kernels() -> None:
     h = _mlp().to_precision("float16")
     x = np.ones((5, 47), F32)
     assert Runtime().run(h, {"x": x})["y"].tobytes() == h.run({"x": x})["y"].tobytes()
+
+
+def _two_entrypoints() -> Program:
+    """prefill and decode over a dynamic row count: y = softmax(exp(x))."""
+    p = Program()
+    rows = Dim("n", 1, 64)
+    for name in ("prefill", "decode"):
+        with p.graph(name, inputs={"x": TensorType((rows, 4), F32)}) as g:
+            g.outputs({"y": coreai.softmax(coreai.exp(g["x"]), axis=1)})
+    return p
+
+
+def test_dynamic_dimensions_and_entrypoint_qualified_names() -> None:
+    p = _two_entrypoints()
+    h = p.to_precision("float16", keep=["decode:%0", "decode:%1"])
+    h.verify()
+    for name, exp_type in (("prefill", DType.float16), ("decode", DType.float32)):
+        g = h.graphs[name]
+        exp = next(op for op in g.ops if op.name == "coreai.exp")
+        assert exp.results[0].type.element_type is exp_type
+        assert exp.results[0].type.shape == p.graphs[name].inputs["x"].type.shape
+    x = np.full((3, 4), 12.0, F32)  # exp(12) = 162755: beyond float16, fine in float32
+    assert np.isnan(h.run({"x": x}, entrypoint="prefill")["y"]).all()  # softmax of infs
+    np.testing.assert_allclose(h.run({"x": x}, entrypoint="decode")["y"], 0.25)
+    assert reduce_precision(p, "float16", "%0").kept == ("prefill:%0", "decode:%0")

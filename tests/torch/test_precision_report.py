@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from coreai_core import Program
+from coreai_core import Program, TensorType
+from coreai_core.dialects import coreai
 from coreai_torch import TorchConverter, get_decomp_table, precision_report
 from coreai_torch.cli import ExitCode, main
 from tests.torch.precision_cliffs import Softplus, cliffs, numpy_inputs
@@ -124,3 +125,18 @@ def test_cli_verify_with_precision(tmp_path: Path, capsys: pytest.CaptureFixture
     torch.export.save(torch.export.export(Softplus(), (ok,)), str(tmp_path / "ok.pt2"))
     assert main(["verify", str(tmp_path / "ok.pt2"), "--precision", "float16"]) == ExitCode.OK
     assert "float16 precision report" in capsys.readouterr().out
+
+
+def test_keep_names_are_qualified_in_a_program_with_several_entrypoints() -> None:
+    p = Program()
+    for name in ("prefill", "decode"):
+        with p.graph(name, inputs={"x": TensorType((3, 4), "float32")}) as g:
+            g.outputs({"y": coreai.log1p(coreai.exp(g["x"]))})
+    x = np.full((3, 4), 12.0, np.float32)
+    report = precision_report(p, [x], entrypoint="decode")
+    assert report.keep == ("decode:%0", "decode:%1"), str(report)
+    assert report.first_bad is not None and report.first_bad.name == "%0"
+    fixed = p.to_precision("float16", keep=report.keep)
+    np.testing.assert_allclose(fixed.run({"x": x}, entrypoint="decode")["y"],
+                               p.run({"x": x}, entrypoint="decode")["y"], rtol=1e-6)
+    assert np.isinf(fixed.run({"x": x}, entrypoint="prefill")["y"]).all()
