@@ -23,9 +23,10 @@
   (``"%12"``, or ``"main:%12"`` for one entrypoint only), an op kind (``"coreai.softmax"``),
   a source location ``"file.py:12"`` (the file as printed, or a path ending in it) or a module
   path (``"encoder.layers.0"``: that module and everything inside it).
-- Ops with regions (control flow) and ``coreai.invoke`` calls of composites run in float32
-  with their callees and regions unchanged (inline composites first with
-  ``InlineCompositesPass`` to reduce their bodies too).
+- A ``coreai.invoke`` of a composite calls a reduced copy of the composite
+  (``@rms_norm.float16``: the same declaration, with reduced inputs, outputs and body); kept,
+  it calls the float32 original. Ops with regions (control flow) run in float32 with their
+  regions unchanged.
 
 The result is a new program (the original is not modified) that passes the verifier.
 """
@@ -55,7 +56,6 @@ __all__ = ["PRECISIONS", "ReducedProgram", "keep_matches", "keep_name", "reduce_
 PRECISIONS = (DType.float16, DType.bfloat16)
 _SOURCE = DType.float32
 _FILE_LINE = re.compile(r"(?P<file>.+):(?P<line>\d+)")
-_KEEP_WHOLE = frozenset({"coreai.invoke"})  # calls run their callee in float32 unchanged
 
 
 @attrs.frozen
@@ -98,6 +98,7 @@ def reduce_precision(program: ProgramData, dtype: Any = "float16",
     kept: list[str] = []
     matched: set[str] = set()
     weights = _WeightCopies(reduced, target)
+    callees = _Callees(reduced, target, weights)
     for gname, graph in program.graphs.items():
         if graph.composite is not None:
             continue
@@ -111,7 +112,8 @@ def reduce_precision(program: ProgramData, dtype: Any = "float16",
                 keep_ops.add(id(memo[id(op)]))
                 kept.append(keep_name(program, gname, name))
         target_graph = reduced.graphs[gname]
-        rewriter = _GraphRewriter(target_graph, target, keep_ops, weights, keep_io_types)
+        rewriter = _GraphRewriter(target_graph, target, keep_ops, weights, keep_io_types,
+                                  callees)
         with insertion_point(target_graph):  # constants look up weight types in the program
             rewriter.run()
         for op in graph.ops:
@@ -126,6 +128,7 @@ def reduce_precision(program: ProgramData, dtype: Any = "float16",
                          "result name as printed ('%12'), an op kind ('coreai.softmax'), a "
                          "source location ('model.py:12') or a module path ('encoder.layers.0')")
     weights.finish()
+    callees.finish()
     verify(reduced)
     return ReducedProgram(reduced, values, names, tuple(kept))
 
@@ -205,14 +208,50 @@ def _is_source(v: Value) -> bool:
     return v.type.element_type is _SOURCE
 
 
+class _Callees:
+    """Reduced copies of composite graphs (``@rms_norm`` -> ``@rms_norm.float16``, with
+    float16 inputs and outputs), made once per callee for the ``invoke`` ops that are not kept;
+    :meth:`finish` drops the float32 originals nothing calls any more."""
+
+    def __init__(self, program: ProgramData, target: DType, weights: _WeightCopies) -> None:
+        self.program, self.target, self.weights = program, target, weights
+        self.copies: dict[str, str | None] = {}
+
+    def reduced(self, name: str) -> str | None:
+        """The reduced copy of composite graph ``name`` (None for another graph: an entrypoint
+        called with ``invoke`` is called in float32)."""
+        if name not in self.copies:
+            source = self.program.graphs[name]
+            if source.state_inputs or source.composite is None:
+                self.copies[name] = None
+                return None
+            copy_ = copy.deepcopy(source, {id(self.program): self.program})
+            new = f"{name}.{self.target.value}"
+            while new in self.program.graphs:
+                new += "_"
+            copy_.name = new
+            self.program.add_graph(copy_, before=name)
+            self.copies[name] = new
+            with insertion_point(copy_):
+                _GraphRewriter(copy_, self.target, set(), self.weights, False, self).run()
+        return self.copies[name]
+
+    def finish(self) -> None:
+        called = {op.attributes["callee"] for g in all_graphs(self.program) for op in g.ops
+                  if op.name == "coreai.invoke"}
+        for name, copy_ in self.copies.items():
+            if copy_ is not None and name not in called:
+                del self.program.graphs[name]
+
+
 class _GraphRewriter:
     """Rewrites one entrypoint graph in place: each op on float32 values in ``target``
     (unless kept), casts where a value is needed in the other type."""
 
     def __init__(self, graph: Graph, target: DType, keep: set[int], weights: _WeightCopies,
-                 keep_io_types: bool) -> None:
+                 keep_io_types: bool, callees: _Callees) -> None:
         self.graph, self.target, self.keep = graph, target, keep
-        self.weights, self.keep_io_types = weights, keep_io_types
+        self.weights, self.keep_io_types, self.callees = weights, keep_io_types, callees
         self.ops: list[Operation] = []
         # a value's forms in the new graph by element type; the first is the one it computes
         self.forms: dict[Value, dict[DType, Value]] = {}
@@ -253,7 +292,7 @@ class _GraphRewriter:
             return
         touches = any(_is_source(v) for v in [*op.operands, *op.results])
         new = None
-        if touches and id(op) not in self.keep and not op.regions and op.name not in _KEEP_WHOLE:
+        if touches and id(op) not in self.keep and not op.regions:
             new = self.reduced(op)
         if new is None:
             opdef = OPS[op.name]
@@ -268,9 +307,15 @@ class _GraphRewriter:
         """``op`` computing in the target type, or None when its definition does not admit
         that (it then stays float32)."""
         opdef = OPS[op.name]
-        operands = [self.get(v, self.target if _is_source(v) else v.type.element_type)
-                    for v in op.operands]
         attributes = {k: self.target if a is _SOURCE else a for k, a in op.attributes.items()}
+        wanted = [self.target if _is_source(v) else v.type.element_type for v in op.operands]
+        if op.name == "coreai.invoke":
+            callee = self.callees.reduced(op.attributes["callee"])
+            if callee is None:
+                return None
+            attributes["callee"] = callee
+            wanted = [v.type.element_type for v in self.graph_inputs(callee)]
+        operands = [self.get(v, dtype) for v, dtype in zip(op.operands, wanted, strict=True)]
         try:
             new = build_operation(opdef, operands, attributes, op.location)
         except TypeRuleError:
@@ -280,6 +325,11 @@ class _GraphRewriter:
             if r.type != want:
                 return None
         return new
+
+    def graph_inputs(self, name: str) -> list[Value]:
+        program = self.graph.program
+        assert program is not None
+        return list(program.graphs[name].inputs.values())
 
     def get(self, v: Value, dtype: DType) -> Value:
         """``v`` in the new graph as ``dtype``: its own form, a constant made in that type, or

@@ -216,11 +216,11 @@ def _state(program: Any) -> dict[str, np.ndarray]:
 
 
 def _candidates(graph: Any, names: Mapping[Value, str]) -> list[str]:
-    """The ops ``to_precision`` reduces (those on float32 values; not constants, calls or
-    control flow), by printed name in execution order."""
+    """The ops ``to_precision`` reduces (those on float32 values but constants and control
+    flow; composite calls included), by printed name in execution order."""
     out = []
     for op in graph.ops:
-        if not op.results or op.name in ("coreai.constant", "coreai.invoke") or op.regions:
+        if not op.results or op.name == "coreai.constant" or op.regions:
             continue
         name = names[op.results[0]]
         if any(v.type.element_type is DType.float32

@@ -200,7 +200,7 @@ def test_state_keeps_its_declared_type() -> None:
     assert h.state["acc"].dtype == F32 and p.state["acc"].tolist() == [0, 0, 0]
 
 
-def test_control_flow_and_composite_calls_run_in_float32() -> None:
+def _control_and_call() -> Program:
     p = Program()
     with p.graph("sq", inputs={"x": TensorType((3,), F32)}, composite=Composite("square")) as g:
         g.outputs({"y": coreai.broadcasting_mul(g["x"], g["x"])})
@@ -210,16 +210,37 @@ def test_control_flow_and_composite_calls_run_in_float32() -> None:
                           lambda v: coreai.neg(v))
         (z,) = coreai.invoke([coreai.exp(y)], callee="sq")
         g.outputs({"z": z})
+    return p
+
+
+def test_control_flow_runs_in_float32_and_composites_are_called_reduced() -> None:
+    p = _control_and_call()
     h = p.to_precision("float16")
     h.verify()
     ops = {op.name: op for op in h.graphs["main"].ops}
     assert ops["coreai.if"].results[0].type.element_type is DType.float32
-    assert ops["coreai.invoke"].results[0].type.element_type is DType.float32
     assert ops["coreai.exp"].results[0].type.element_type is DType.float16
-    assert h.graphs["sq"].inputs["x"].type.element_type is DType.float32
+    assert ops["coreai.invoke"].attributes["callee"] == "sq.float16"
+    assert ops["coreai.invoke"].results[0].type.element_type is DType.float16
+    assert list(h.graphs) == ["sq.float16", "main"]  # nothing calls the float32 one any more
+    assert h.graphs["sq.float16"].composite == p.graphs["sq"].composite
+    assert h.graphs["sq.float16"].inputs["x"].type.element_type is DType.float16
+    assert parse(str(h)) == h
     x = np.array([0.001, 0.002, 0.0035], F32)
-    y = (x * F32(1e3))
+    y = (x * F32(1e3))  # the if runs in float32
     e = np.exp(y.astype(F16).astype(F32)).astype(F16).astype(F32)
+    want = (e * e).astype(F16).astype(F32)
+    np.testing.assert_array_equal(h.run({"c": np.bool_(True), "x": x})["z"], want)
+
+
+def test_a_kept_call_runs_its_float32_composite() -> None:
+    p = _control_and_call()
+    h = p.to_precision("float16", keep="coreai.invoke")
+    h.verify()
+    call = next(op for op in h.graphs["main"].ops if op.name == "coreai.invoke")
+    assert call.attributes["callee"] == "sq" and list(h.graphs) == ["sq", "main"]
+    x = np.array([0.001, 0.002, 0.0035], F32)
+    e = np.exp((x * F32(1e3)).astype(F16).astype(F32)).astype(F16).astype(F32)
     np.testing.assert_array_equal(h.run({"c": np.bool_(True), "x": x})["z"], e * e)
 
 

@@ -140,3 +140,18 @@ def test_keep_names_are_qualified_in_a_program_with_several_entrypoints() -> Non
     np.testing.assert_allclose(fixed.run({"x": x}, entrypoint="decode")["y"],
                                p.run({"x": x}, entrypoint="decode")["y"], rtol=1e-6)
     assert np.isinf(fixed.run({"x": x}, entrypoint="prefill")["y"]).all()
+
+
+def test_a_composite_call_is_reduced_and_kept_as_one_op() -> None:
+    """With composites=True, LayerNorm is one ``invoke`` of a ``layer_norm`` composite: the
+    report names the call, and keeping it runs the float32 composite."""
+    model, inputs, *_ = CLIFFS["layer_norm"]
+    converter = TorchConverter(composites=True)
+    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table(converter))
+    program = converter.add_exported_program(ep).to_coreai()
+    assert "layer_norm" in program.composites
+    assert not _within(program.to_precision("float16"), model, inputs)
+    report = precision_report(program, numpy_inputs(inputs))
+    assert report.first_bad is not None and report.first_bad.op == "coreai.invoke"
+    assert report.first_bad.location.module_path == "norm"
+    assert _within(program.to_precision("float16", keep=report.keep), model, inputs)
