@@ -20,12 +20,16 @@ CLIFFS = cliffs()
 RTOL, ATOL = 1e-2, 1e-2
 
 
-@pytest.mark.parametrize("name", ["rms_norm", "log_softmax", "attention"])
-def test_the_keep_set_exports_and_passes_on_apples_interpreter(name: str,
+@pytest.mark.parametrize(("name", "composites"), [
+    ("rms_norm", False), ("log_softmax", False), ("attention", False),
+    ("layer_norm", True),  # one invoke of a layer_norm composite, exported reduced or kept
+])
+def test_the_keep_set_exports_and_passes_on_apples_interpreter(name: str, composites: bool,
                                                                tmp_path: Path) -> None:
     model, inputs, *_ = CLIFFS[name]
-    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table())
-    program = TorchConverter().add_exported_program(ep).to_coreai()
+    converter = TorchConverter(composites=composites)
+    ep = torch.export.export(model, inputs).run_decompositions(get_decomp_table(converter))
+    program = converter.add_exported_program(ep).to_coreai()
     report = precision_report(program, numpy_inputs(inputs), rtol=RTOL, atol=ATOL)
     assert not report.passed and report.keep
 
