@@ -5,10 +5,10 @@ layers that act on a program (builders, runtime, optimizer, verifier, printer, d
 serialization) import the data classes, never the other way round, as MLIR and xDSL keep
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
-``explain_plan``, ``optimize``, ``verify``, ``to_text``/``str``, ``to_dot``, ``to_mermaid``,
-``save``, ``bind_weights``), each a thin call into its layer. A subclass, rather than
-attaching functions to the data class at import time, keeps the methods visible to type
-checkers and to ``help()``;
+``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``,
+``to_mermaid``, ``save``, ``bind_weights``), each a thin call into its layer. A subclass,
+rather than attaching functions to the data class at import time, keeps the methods visible to
+type checkers and to ``help()``;
 the price is that whoever creates programs for users creates this class: ``Program()``
 directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
 parser and the artifact reader (they fill any ``ProgramData``).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
 from coreai_core.optimizer import Check, OptimizeReport, Pass, optimize
+from coreai_core.precision import to_precision
 from coreai_core.runtime import Runtime, Seed, default_runtime, run_program
 from coreai_core.text import print_program
 from coreai_core.verifier import verify
@@ -98,6 +99,22 @@ class Program(ProgramData):
         the program will run with: constant folding computes with its kernels.
         """
         return optimize(self, passes, check=check, runtime=runtime)
+
+    def to_precision(self, dtype: Any = "float16", keep: str | Iterable[str] | None = None, *,
+                     keep_io_types: bool = True) -> Program:
+        """A new program computing in ``dtype`` (``"float16"`` or ``"bfloat16"``) like a device.
+
+        Weights and activations are ``dtype``; every op rounds its result to ``dtype`` while
+        reductions, matmuls and convolutions accumulate in float32. Inputs and outputs keep
+        their declared types through casts at the boundary (``keep_io_types=False`` declares
+        float32 ones in ``dtype``). ``keep`` names ops that stay float32: printed result names
+        (``"%12"``), op kinds (``"coreai.softmax"``), source locations (``"model.py:12"``) or
+        module paths (``"encoder.layers.0"``). See :mod:`coreai_core.precision` and
+        docs/float16.md.
+        """
+        reduced = to_precision(self, dtype, keep, keep_io_types=keep_io_types)
+        assert isinstance(reduced, Program)
+        return reduced
 
     def verify(self) -> None:
         """Raise :class:`VerificationError` if any op does not satisfy its definition."""

@@ -56,7 +56,8 @@ from coreai_core._syntax import UINT_OF_SIZE as _UINT_OF_SIZE
 from coreai_core._syntax import quote as _quote
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_type
 
-__all__ = ["DEFAULT_MAX_BYTES", "MAX_NESTING", "format_type", "parse_type", "print_program"]
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_NESTING", "format_type", "parse_type", "print_program",
+           "result_names"]
 
 _NUMPY_FLOATS = frozenset({DType.float16, DType.float32, DType.float64})
 
@@ -91,6 +92,16 @@ def print_program(program: ProgramData, *, locations: bool = False, full: bool =
         lines.append("  " + printer.graph(g, head, "  "))
     lines.append("}")
     return "\n".join(lines)
+
+
+def result_names(graph: Graph) -> dict[Value, str]:
+    """The names the printer gives the op results of ``graph`` and its regions (``%0``, ...).
+
+    Numbered as in ``print_program``: a name read from a printed program finds its Value here.
+    """
+    printer = _Printer(locations=False)
+    printer.number(graph)
+    return {r: printer.names[id(r)] for op in graph.walk() for r in op.results}
 
 
 def _name(s: str) -> str:

@@ -11,6 +11,7 @@ from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import ConversionError, LoweringError, UnsupportedOpsError
 from coreai_torch.externalize import ExternalizeSpec
+from coreai_torch.precision import PrecisionReport, precision_report
 from coreai_torch.verify import (
     find_first_bad_rewrite,
     find_first_divergence,
@@ -19,8 +20,8 @@ from coreai_torch.verify import (
 )
 
 __all__ = [
-    "ConversionError", "ExternalizeSpec", "LoweringError", "TorchConverter",
+    "ConversionError", "ExternalizeSpec", "LoweringError", "PrecisionReport", "TorchConverter",
     "UnsupportedOpsError", "compression",
     "find_first_bad_rewrite", "find_first_divergence", "find_first_nonfinite",
-    "get_decomp_table", "verify",
+    "get_decomp_table", "precision_report", "verify",
 ]

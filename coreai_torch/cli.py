@@ -158,7 +158,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return ExitCode.CHECK_FAILED
     report = verify(ep, program, inputs, rtol=args.rtol, atol=args.atol, entrypoint=args.entrypoint)
     print(report)
-    return ExitCode.OK if report.passed else ExitCode.CHECK_FAILED
+    passed = report.passed
+    if args.precision is not None:
+        passed = _precision_check(program, inputs, args) and passed
+    return ExitCode.OK if passed else ExitCode.CHECK_FAILED
+
+
+def _precision_check(program: Program, inputs: Any, args: argparse.Namespace) -> bool:
+    """``verify --precision``: the program computed in float16/bfloat16 against float32."""
+    from coreai_torch.precision import precision_report
+
+    report = precision_report(program, inputs, args.precision, rtol=args.precision_rtol,
+                              atol=args.precision_atol, entrypoint=args.entrypoint)
+    print(report)
+    if not report.passed and report.keep_passes:
+        print(f"fix: program.to_precision({args.precision!r}, keep={list(report.keep)!r})")
+    return report.passed
 
 
 def optimize_checked(program: Any, inputs: Any, rtol: float, atol: float,
@@ -313,6 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check-passes", action="store_true",
                    help="optimize a fresh conversion with a check after every pass and name "
                         "the first pass and rewrite that changes the results")
+    p.add_argument("--precision", choices=("float16", "bfloat16"),
+                   help="also run the program computing in this precision (like a device) "
+                        "against float32 and report the first op that breaks and the ops to "
+                        "keep in float32")
+    p.add_argument("--precision-rtol", type=_tolerance, default=1e-2,
+                   help="relative error budget of --precision (default 1e-2)")
+    p.add_argument("--precision-atol", type=_tolerance, default=1e-2,
+                   help="absolute error budget of --precision (default 1e-2)")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("inspect", help="op histogram, inputs/outputs and weight bytes")
     p.add_argument("program")
