@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from coreai_core._ir import ProgramData
 from coreai_core.registry import Registry
-
-if TYPE_CHECKING:
-    from coreai_core._program_api import Program
 
 __all__ = ["ASSET_WRITERS", "AssetWriter", "register_asset_writer", "save_asset"]
 
 
 class AssetWriter(Protocol):
-    def __call__(self, program: Program, path: Path, **options: Any) -> Any: ...
+    def __call__(self, program: ProgramData, path: Path, **options: Any) -> Any: ...
 
 
 def _check_suffix(suffix: str) -> str:
@@ -48,7 +46,7 @@ def register_asset_writer(suffix: str, writer: AssetWriter, *,
     return ASSET_WRITERS.register(suffix, writer, allow_override=allow_override)
 
 
-def save_asset(program: Program, path: str | os.PathLike[str], **options: Any) -> Any:
+def save_asset(program: ProgramData, path: str | os.PathLike[str], **options: Any) -> Any:
     """Write ``program`` to ``path`` with the writer of its suffix; return the writer's asset."""
     target = Path(path)
     writer = ASSET_WRITERS.get(target.suffix) if target.suffix else None

@@ -12,7 +12,7 @@ from coreai_torch.errors import MissingExtraError
 __all__ = ["save_aimodel_asset"]
 
 
-def save_aimodel_asset(program: Program, path: Path, *,
+def save_aimodel_asset(program: Any, path: Path, *,
                        entrypoints: Sequence[str] | None = None) -> Any:
     """Write ``program`` as an ``.aimodel`` (:func:`coreai_torch.aimodel.export_aimodel`) and
     return Apple's ``coreai.authoring.AIModelAsset`` of it, as Apple's
@@ -26,4 +26,6 @@ def save_aimodel_asset(program: Program, path: Path, *,
             "'coreai-torch[coreai]'") from e
     from coreai.authoring import AIModelAsset
 
+    if not isinstance(program, Program):
+        raise TypeError(f"save_asset writes a coreai_core.Program, got {type(program).__name__}")
     return AIModelAsset.load(export_aimodel(program, path, entrypoints=entrypoints))
