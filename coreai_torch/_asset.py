@@ -19,7 +19,7 @@ def save_aimodel_asset(program: Any, path: Path, *,
     ``AIProgram.save_asset`` does."""
     try:
         from coreai_torch.aimodel import export_aimodel
-    except MissingExtraError as e:
+    except ImportError as e:  # MissingExtraError, or Apple's package half installed
         raise MissingExtraError(
             f"program.save_asset({str(path)!r}) writes an .aimodel with Apple's Core AI "
             "package (coreai-core), which is not installed: pip install "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from torch._higher_order_ops.while_loop import while_loop
 
 from coreai_torch.composite_ops._base import CompositeModule
 
@@ -70,8 +69,9 @@ class GatedDeltaUpdate(CompositeModule):
             read = (state * q_t).sum(dim=-2, keepdim=True)              # [b, h, 1, dv]
             return t + 1, state, output.index_copy(2, at, read)
 
-        _, state, output = while_loop(more, step, (torch.tensor(0), state, output),
-                                      (query, key, value, decay, beta))
+        _, state, output = torch.ops.higher_order.while_loop(
+            more, step, (torch.tensor(0), state, output),
+            (query, key, value, decay, beta))
         return output.transpose(1, 2).to(dtype), state.to(dtype)
 
 
