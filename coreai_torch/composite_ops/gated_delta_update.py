@@ -46,7 +46,7 @@ class GatedDeltaUpdate(CompositeModule):
         query, key, value, g, beta = (t.to(torch.float32) for t in (query, key, value, g, beta))
         query = query * query.shape[-1] ** -0.5
         decay = g.exp()
-        b, h, s, _ = key.shape
+        b, h, s = value.shape[:3]
         output = torch.zeros(b, h, s, value.shape[-1], dtype=torch.float32,
                              device=query.device)
         state = initial_state.to(torch.float32)
