@@ -11,8 +11,9 @@ imported. This is the extension point that lets ``Program`` offer Apple's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from coreai_core._ir import ProgramData
 from coreai_core.registry import Registry
@@ -20,8 +21,9 @@ from coreai_core.registry import Registry
 __all__ = ["ASSET_WRITERS", "AssetWriter", "register_asset_writer", "save_asset"]
 
 
-class AssetWriter(Protocol):
-    def __call__(self, program: ProgramData, path: Path, **options: Any) -> Any: ...
+AssetWriter = Callable[..., Any]
+"""``writer(program, path, **options)``: writes ``program`` at ``path`` (a ``Path``) and returns
+the written asset; the options are the writer's own keyword arguments."""
 
 
 def _check_suffix(suffix: str) -> str:

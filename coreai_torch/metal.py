@@ -36,7 +36,7 @@ class TorchMetalKernel:
     one raises :class:`~coreai_torch.errors.MetalUnavailableError` (see the module doc)."""
 
     def __init__(self, name: str, input_names: Sequence[str], result_names: Sequence[str],
-                 src: str, torch_defn: Callable[..., Any], metal_params: Sequence[Any] | None = None,
-                 helper_src: str | None = None,
+                 src: str, torch_defn: Callable[..., Any],
+                 metal_params: Sequence[Any] | None = None, helper_src: str | None = None,
                  template_dtypes: dict[str, str] | None = None) -> None:
         raise metal_unavailable(f"TorchMetalKernel({name!r})")

@@ -95,10 +95,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotated: int,
         sin1 = sin2 = sin
     y1 = x1 * cos1 - x2 * sin1
     y2 = x1 * sin2 + x2 * cos2
-    if interleaved:
-        y = torch.stack((y1, y2), dim=-1).flatten(-2)
-    else:
-        y = torch.cat((y1, y2), dim=-1)
+    y = torch.stack((y1, y2), dim=-1).flatten(-2) if interleaved else torch.cat((y1, y2), -1)
     if rotated < x.shape[-1]:
         y = torch.cat((y, x[..., rotated:]), dim=-1)
     return y
