@@ -91,6 +91,12 @@ class Value:
     def element_type(self) -> DType:
         return self.type.element_type
 
+    @property
+    def context(self) -> None:
+        """Always None: Apple's values carry their MLIR context, which Apple's
+        ``generate_composite_decl(value.context, ...)`` takes; here there is none to pass."""
+        return None
+
 
 def _op_set(op: Operation, attribute: Any, new: Any) -> Any:
     if attribute.name == "_graph":

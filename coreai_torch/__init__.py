@@ -16,6 +16,7 @@ from typing import Any
 from coreai_core.assets import register_asset_writer as _register_asset_writer
 from coreai_torch import compression  # registers the torch.ops.coreai compression ops
 from coreai_torch._asset import save_aimodel_asset as _save_aimodel_asset
+from coreai_torch.composite_decl import generate_composite_decl
 from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import (
@@ -46,7 +47,7 @@ __all__ = [
     "MetalUnavailableError", "TorchConverter", "TorchMetalKernel",
     "UnsupportedOpsError", "__version__", "compression",
     "find_first_bad_rewrite", "find_first_divergence", "find_first_nonfinite",
-    "get_decomp_table", "verify",
+    "generate_composite_decl", "get_decomp_table", "verify",
 ]
 
 

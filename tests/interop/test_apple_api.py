@@ -92,3 +92,60 @@ def test_add_pytorch_module_takes_apples_positional_order() -> None:
     program = converter.to_coreai()
     assert list(program.graphs) == ["encode"]
     assert (program.input_names, program.output_names) == (["features"], ["logits"])
+
+
+@torch.library.custom_op("apple_api_test::scaled_mix", mutates_args=())
+def scaled_mix(x: torch.Tensor, y: torch.Tensor, weight: float) -> torch.Tensor:
+    return weight * x + y * y
+
+
+@scaled_mix.register_fake
+def _(x: torch.Tensor, y: torch.Tensor, weight: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_generate_composite_decl_with_coreai_graph_builds_a_composite_in_a_lowering(
+        tmp_path: Path) -> None:
+    """Apple's API page pattern: a lowering declares a composite and builds its body with the
+    ``coreai.graph`` decorator it defines, so each call site gets its graph (as with Apple's
+    converter), named after the composite and made unique."""
+    from coreai_core import Value
+    from coreai_torch import generate_composite_decl
+
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("apple_api_test::scaled_mix.default")
+    def lower(values_map, node, loc):
+        arg0, arg1 = values_map[node.args[0].name], values_map[node.args[1].name]
+        decl = generate_composite_decl(arg0.context, "scaled_mix", ["argument0", "argument1"],
+                                       ["output"], {"weight": node.args[2], "version": 1})
+
+        @coreai.graph(no_inline=True, composite_decl=decl)
+        def scaled_mix_impl(argument0: Value, argument1: Value) -> Value:
+            weight = coreai.constant(node.args[2], dtype=argument0.type.element_type)
+            return coreai.broadcasting_add(coreai.broadcasting_mul(argument0, weight),
+                                           coreai.broadcasting_mul(argument1, argument1))
+
+        return scaled_mix_impl(arg0, arg1)[0]
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return scaled_mix(scaled_mix(x, y, 0.5), y, 0.5) - scaled_mix(x, x[:1], 2.0)
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    program = converter.add_exported_program(torch.export.export(Model(), (x, y))).to_coreai()
+    declared = sorted((g.composite.name, g.composite.attributes["weight"], list(g.inputs),
+                       list(g.output_values)) for g in program.composites.values())
+    assert declared == [("scaled_mix", 0.5, ["argument0", "argument1"], ["output"])] * 2 + [
+        ("scaled_mix", 2.0, ["argument0", "argument1"], ["output"])]
+    assert sorted(program.composites) == ["scaled_mix", "scaled_mix_1", "scaled_mix_2"]
+    got = program.run({"x": x.numpy(), "y": y.numpy()})["sub"]
+    np.testing.assert_allclose(got, Model()(x, y).numpy(), rtol=1e-6, atol=1e-6)
+    program.save_asset(tmp_path / "mix.aimodel")  # composites export as Core AI composites
+
+
+def test_generate_composite_decl_needs_a_version() -> None:
+    from coreai_torch import generate_composite_decl
+
+    with pytest.raises(ValueError, match="op_attributes needs a 'version' entry"):
+        generate_composite_decl(None, "op", ["a"], ["out"], {"eps": 0.1})
