@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -18,14 +18,18 @@ from coreai_core.dialects._control import invoke
 __all__ = ["CompositeDeclaration", "graph"]
 
 
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(n) for n in names)
+
+
 @attrs.frozen
 class CompositeDeclaration:
     """A composite's declaration with the names of its inputs and outputs (what Apple's
     ``generate_composite_decl`` builds); ``graph(composite_decl=...)`` takes it."""
 
     composite: Composite
-    input_names: tuple[str, ...] = attrs.field(converter=tuple)
-    output_names: tuple[str, ...] = attrs.field(converter=tuple)
+    input_names: tuple[str, ...] = attrs.field(converter=_names)
+    output_names: tuple[str, ...] = attrs.field(converter=_names)
 
 
 def graph(fn: Callable[..., Any] | None = None, *, no_inline: bool = False,
@@ -62,7 +66,7 @@ def graph(fn: Callable[..., Any] | None = None, *, no_inline: bool = False,
         if known is None or known[0]() is not program or known[1] not in program.graphs:
             graph_name = _build(program, caller, fn, decl, composite, params, args, name)
             known = built[key] = (weakref.ref(program), graph_name)
-        return invoke(list(args), callee=known[1])
+        return list(invoke(list(args), callee=known[1]))
 
     return call
 
