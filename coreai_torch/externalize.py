@@ -251,7 +251,10 @@ class ExternalSession:
             # with two shapes is two sites, each invoking the graph of its own signature
             key = f"{id(m)}:{in_spec}:{consts!r}:{shapes}"
             if key not in self.sites:
-                signature = (type(m).__qualname__, spec.name(), str(in_spec), repr(consts), shapes)
+                # the declared attributes (eps, is_causal, ...) are baked into the exported
+                # graph: instances declaring different values must not share one
+                signature = (type(m).__qualname__, spec.name(), str(in_spec), repr(consts),
+                             repr(sorted(spec.attributes(m).items())), shapes)
                 self.sites[key] = _Site(m, spec, in_spec, consts, len(tensors), list(state),
                                         _input_names(original, m, args, kwargs, leaves),
                                         signature=signature)

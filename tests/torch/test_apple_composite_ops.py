@@ -374,3 +374,29 @@ def test_externalize_spec_follows_apples_validation() -> None:
                                             args=inputs)
     assert [str(w.message) for w in caught if w.category is UserWarning] == [
         "externalize_modules: no submodule of Call is a RoPE; nothing is externalized for it"]
+
+
+def test_instances_configured_differently_get_their_own_composites() -> None:
+    """Apple: "two instances configured differently are preserved as distinct composite ops".
+    The settings are baked into each exported graph, so sharing one would be wrong; the
+    wrapper's setting lives on its inner RMSNormImpl and counts too."""
+
+    class Norms(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = RMSNormImpl(eps=1e-5), RMSNormImpl(eps=0.5)
+            self.c, self.d = RMSNorm(4, eps=1e-5), RMSNorm(4, eps=2.0)
+
+        def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return self.a(x, w) + self.b(x, w) + self.c(x) + self.d(x)
+
+    model, inputs = Norms().eval(), (randn(3, 4, seed=0), randn(4, seed=1))
+    spec = ExternalizeSpec(RMSNormImpl, "rms_norm", ["axes", "eps"])
+    for externalize in ([spec], [RMSNorm, RMSNormImpl]):
+        program = TorchConverter().add_pytorch_module(model, args=inputs,
+                                                      externalize_modules=externalize
+                                                      ).to_coreai()
+        eps = sorted({g.composite.attributes["eps"] for g in program.composites.values()})
+        assert eps == [1e-5, 0.5, 2.0]
+        (got,) = program.run({"x": inputs[0].numpy(), "w": inputs[1].numpy()}).values()
+        np.testing.assert_allclose(got, model(*inputs).detach().numpy(), **F32)
