@@ -91,6 +91,12 @@ class Value:
     def element_type(self) -> DType:
         return self.type.element_type
 
+    @property
+    def context(self) -> None:
+        """None, always. Apple's values carry their MLIR context, which Apple's
+        ``generate_composite_decl(value.context, ...)`` takes; here there is none to pass."""
+        return None
+
 
 def _op_set(op: Operation, attribute: Any, new: Any) -> Any:
     if attribute.name == "_graph":
@@ -209,8 +215,8 @@ def _graph_set(g: Graph, attribute: Any, new: Any) -> Any:
 class Graph:
     """A graph of ops: named typed inputs, state inputs, ops in order, named outputs.
 
-    Top-level graphs are entrypoints of a :class:`~coreai_core.Program`; nested graphs are regions of
-    control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...). A top-level
+    Top-level graphs are entrypoints of a :class:`~coreai_core.Program`; nested graphs are regions
+    of control-flow ops (their inputs are positional, named ``arg0``, ``arg1``, ...). A top-level
     graph with a ``composite`` declaration is a composite op, called with ``coreai.invoke``.
 
     ``program`` is a back-reference to the program that owns the graph; it is weak (a parent

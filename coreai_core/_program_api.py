@@ -6,9 +6,9 @@ serialization) import the data classes, never the other way round, as MLIR and x
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
 ``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``,
-``to_mermaid``, ``save``, ``bind_weights``), each a thin call into its layer. A subclass,
-rather than attaching functions to the data class at import time, keeps the methods visible to
-type checkers and to ``help()``;
+``to_mermaid``, ``save``, ``save_asset``, ``bind_weights``), each a thin call into its layer. A
+subclass, rather than attaching functions to the data class at import time, keeps the methods
+visible to type checkers and to ``help()``;
 the price is that whoever creates programs for users creates this class: ``Program()``
 directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
 parser and the artifact reader (they fill any ``ProgramData``).
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core import draw, serialization
+from coreai_core import assets, draw, serialization
 from coreai_core._builder import insertion_point
 from coreai_core._ir import Composite, Graph, ProgramData
 from coreai_core._text_parser import DEFAULT_MAX_BYTES, parse_into
@@ -140,6 +140,13 @@ class Program(ProgramData):
         """Save as an artifact folder, atomically (text form + weights in safetensors +
         checksums; see docs/saving.md)."""
         serialization.save(self, path)
+
+    def save_asset(self, path: str | os.PathLike[str], **options: Any) -> Any:
+        """Write a deployable asset with the writer registered for ``path``'s suffix and
+        return it: ``program.save_asset("model.aimodel")`` writes Apple's ``.aimodel`` and
+        returns a ``coreai.authoring.AIModelAsset`` (registered by ``coreai_torch``; needs
+        the ``coreai`` extra). See :mod:`coreai_core.assets`."""
+        return assets.save_asset(self, path, **options)
 
     def bind_weights(self, source: Any, *, strict: bool = True) -> None:
         """Bind unbound weights from a state dict, an .npz or a .safetensors file."""

@@ -90,6 +90,16 @@ class TorchConverter:
 
         return register
 
+    def register_custom_kernels(self, kernels: Sequence[Any]) -> TorchConverter:
+        """Apple's registration of ``TorchMetalKernel`` objects: custom Metal kernels need
+        macOS with Metal (see :mod:`coreai_torch.metal`), so any kernel raises
+        :class:`~coreai_torch.errors.MetalUnavailableError`; an empty list is a no-op."""
+        from coreai_torch.metal import metal_unavailable
+
+        if list(kernels):
+            raise metal_unavailable("TorchConverter.register_custom_kernels")
+        return self
+
     def lowering_for(self, qualified_name: str) -> Callable | None:
         """The lowering this converter uses for ``qualified_name`` (None if unsupported)."""
         return self._table.lookup(qualified_name)
@@ -149,22 +159,26 @@ class TorchConverter:
 
     def add_pytorch_module(self, module: torch.nn.Module,
                            export_fn: Callable[[torch.nn.Module], ExportedProgram] | None = None,
-                           *, args: tuple = (), kwargs: Mapping[str, Any] | None = None,
-                           decompose: bool = True,
                            externalize_modules: Sequence[type[torch.nn.Module] | ExternalizeSpec]
                            | None = None,
-                           **names: Any) -> TorchConverter:
+                           input_names: Sequence[str] | None = None,
+                           output_names: Sequence[str] | None = None,
+                           state_names: Sequence[str] | None = None,
+                           entrypoint_name: str = "main", *, args: tuple = (),
+                           kwargs: Mapping[str, Any] | None = None,
+                           decompose: bool = True) -> TorchConverter:
         """Export ``module`` (with ``export_fn(module)`` or ``torch.export.export(module,
         args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it.
 
         ``externalize_modules`` lists nn.Module classes (or :class:`ExternalizeSpec` objects):
         each instance of one becomes a call (``coreai.invoke``) of a composite graph exported
         once per distinct signature and shared by every call site; its weights stay in the
-        calling graph, stored once (see :mod:`coreai_torch.externalize`).
+        calling graph, stored once (see :mod:`coreai_torch.externalize`). The names are those
+        of :meth:`add_exported_program`.
         """
         from coreai_torch.decompositions import get_decomp_table
 
-        _check_module_args(module, export_fn, args, kwargs, decompose, names)
+        _check_module_args(module, export_fn, args, kwargs, decompose)
 
         def export(m: torch.nn.Module) -> ExportedProgram:
             if export_fn is None:
@@ -180,15 +194,15 @@ class TorchConverter:
             return ep.run_decompositions(get_decomp_table()) if decompose else ep
 
         if not externalize_modules:
-            return self.add_exported_program(decomposed(export(module)), **names)
-        taken = {*self._staged, names.get("entrypoint_name", "main")}
+            return self.add_exported_program(decomposed(export(module)), input_names,
+                                             output_names, state_names, entrypoint_name)
+        taken = {*self._staged, entrypoint_name}
         for other in self._staged.values():
             if other.session is not None:
                 taken.update(e.graph_name for e in other.session.by_signature.values())
         session = ExternalSession([as_spec(x) for x in externalize_modules], taken)
         ep = session.export(module, export, decomposed)
-        return self._stage(ep, names.get("input_names"), names.get("output_names"),
-                           names.get("state_names"), names.get("entrypoint_name", "main"),
+        return self._stage(ep, input_names, output_names, state_names, entrypoint_name,
                            session)
 
     def clear(self, entrypoints: Sequence[str] | None = None) -> None:
@@ -384,9 +398,6 @@ def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) 
     return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
-_NAME_ARGS = ("input_names", "output_names", "state_names", "entrypoint_name")
-
-
 def _check_name(arg: str, name: Any) -> None:
     if not isinstance(name, str):
         raise TypeError(f"{arg} must be a str, got {type(name).__name__} {name!r}")
@@ -414,7 +425,7 @@ def _names(arg: str, names: Any) -> list[str] | None:
 
 
 def _check_module_args(module: Any, export_fn: Any, args: Any, kwargs: Any, decompose: Any,
-                       names: Mapping[str, Any]) -> None:
+                       ) -> None:
     """Clear errors for misuse of ``add_pytorch_module``, before anything is exported."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"add_pytorch_module expects a torch.nn.Module, got "
@@ -431,9 +442,3 @@ def _check_module_args(module: Any, export_fn: Any, args: Any, kwargs: Any, deco
                         f"{type(kwargs).__name__}")
     if not isinstance(decompose, bool):
         raise TypeError(f"decompose must be True or False, got {decompose!r}")
-    for key in names:
-        if key not in _NAME_ARGS:
-            close = difflib.get_close_matches(key, _NAME_ARGS, 1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {list(_NAME_ARGS)}"
-            raise TypeError(f"add_pytorch_module got an unexpected keyword argument {key!r}"
-                            f"{hint}")

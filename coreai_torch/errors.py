@@ -70,6 +70,11 @@ class MissingExtraError(ImportError):
     """An optional dependency of the feature being used is not installed."""
 
 
+class MetalUnavailableError(NotImplementedError):
+    """A custom Metal kernel (Apple's ``TorchMetalKernel``) was used: it needs macOS with
+    Metal and Apple's toolchain; see :mod:`coreai_torch.metal`."""
+
+
 @attrs.frozen
 class UnexportableOp:
     """One kind of op (or graph feature) the ``.aimodel`` exporter refuses, with why."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import re
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
 from coreai_core import Composite
+from coreai_torch.composite_ops._base import plain_attribute
 
 __all__ = ["CALL_MODULE", "ExternalSession", "ExternalizeSpec", "external_program",
            "session_of"]
@@ -50,26 +52,56 @@ __all__ = ["CALL_MODULE", "ExternalSession", "ExternalizeSpec", "external_progra
 CALL_MODULE = "coreai_ext::call_module.default"
 
 
+def _attrs_field(value: Any) -> Any:
+    """``composite_attrs`` as given: None, a dict of values, or attribute names (a tuple)."""
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+        raise TypeError(f"composite_attrs must be a list of attribute names (or a dict of "
+                        f"values), got {value!r}")
+    return tuple(value)
+
+
 @attrs.frozen
 class ExternalizeSpec:
-    """Externalize every instance of ``target_class``.
+    """Externalize every instance of ``target_class`` as a composite graph.
 
     ``composite_op_name`` names the composite (default: the class's ``composite_name``
-    attribute, else the class name); ``composite_attrs`` are its declaration's attributes
-    (default: the instance's ``composite_attributes()`` if it defines one).
+    attribute, else the class name). ``composite_attrs`` are its declaration's attributes:
+    a list of the instance's attribute names, read from each instance (Apple's form:
+    ``ExternalizeSpec(RMSNormImpl, "rms_norm", ["axes", "eps"])``), or a dict of values; by
+    default the instance's ``composite_attributes()`` if it defines one. Setting
+    ``composite_attrs`` needs ``composite_op_name``.
     """
 
     target_class: type[torch.nn.Module]
     composite_op_name: str | None = None
-    composite_attrs: dict[str, Any] | None = None
+    composite_attrs: tuple[str, ...] | dict[str, Any] | None = attrs.field(
+        default=None, converter=_attrs_field)
+
+    def __attrs_post_init__(self) -> None:
+        if not (isinstance(self.target_class, type)
+                and issubclass(self.target_class, torch.nn.Module)):
+            raise TypeError(f"ExternalizeSpec.target_class must be an nn.Module class, got "
+                            f"{self.target_class!r}")
+        if self.composite_attrs is not None and self.composite_op_name is None:
+            raise ValueError(f"ExternalizeSpec({self.target_class.__name__}): composite_attrs "
+                             "needs composite_op_name; name the composite op")
 
     def name(self) -> str:
         return str(self.composite_op_name or getattr(self.target_class, "composite_name",
                                                      self.target_class.__name__))
 
     def attributes(self, module: torch.nn.Module) -> dict[str, Any]:
-        if self.composite_attrs is not None:
+        if isinstance(self.composite_attrs, dict):
             return dict(self.composite_attrs)
+        if self.composite_attrs is not None:
+            missing = [n for n in self.composite_attrs if not hasattr(module, n)]
+            if missing:
+                raise AttributeError(
+                    f"ExternalizeSpec({type(module).__name__}, {self.name()!r}): the module "
+                    f"has no attribute(s) {missing} listed in composite_attrs")
+            return {n: plain_attribute(getattr(module, n)) for n in self.composite_attrs}
         fn = getattr(module, "composite_attributes", None)
         return dict(fn()) if callable(fn) else {}
 
@@ -186,11 +218,18 @@ class ExternalSession:
     def patched(self, model: torch.nn.Module) -> Iterator[None]:
         """Replace the forward of every externalized instance inside ``model``."""
         patched = []
+        matched: set[int] = set()
         for _, m in model.named_modules():
             spec = next((s for s in self.specs if isinstance(m, s.target_class)), None)
             if spec is not None and "forward" not in m.__dict__:
                 m.forward = self._placeholder(m, spec)
                 patched.append(m)
+                matched.add(id(spec))
+        for spec in self.specs:
+            if id(spec) not in matched:  # a superset of specs across model variants is fine
+                warnings.warn(f"externalize_modules: no submodule of {type(model).__name__} is "
+                              f"a {spec.target_class.__name__}; nothing is externalized for "
+                              "it", UserWarning, stacklevel=4)
         try:
             yield
         finally:
@@ -212,7 +251,10 @@ class ExternalSession:
             # with two shapes is two sites, each invoking the graph of its own signature
             key = f"{id(m)}:{in_spec}:{consts!r}:{shapes}"
             if key not in self.sites:
-                signature = (type(m).__qualname__, spec.name(), str(in_spec), repr(consts), shapes)
+                # the declared attributes (eps, is_causal, ...) are baked into the exported
+                # graph: instances declaring different values must not share one
+                signature = (type(m).__qualname__, spec.name(), str(in_spec), repr(consts),
+                             repr(sorted(spec.attributes(m).items())), shapes)
                 self.sites[key] = _Site(m, spec, in_spec, consts, len(tensors), list(state),
                                         _input_names(original, m, args, kwargs, leaves),
                                         signature=signature)

@@ -133,7 +133,8 @@ broadcasting_fmin = _binary(
     "Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin.", ANY,
     commutative=True)
 broadcasting_copysign = _binary(
-    "broadcasting_copysign", "``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative).",
+    "broadcasting_copysign",
+    "``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative).",
     FLOAT)
 broadcasting_hypot = _binary(
     "broadcasting_hypot", "sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either "
@@ -142,8 +143,9 @@ broadcasting_nextafter = _binary(
     "broadcasting_nextafter",
     "The next representable value after lhs in the direction of rhs (in lhs's dtype).", FLOAT)
 broadcasting_gcd = _binary(
-    "broadcasting_gcd", "Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) "
-    "= 0). The minimum integer's absolute value wraps to itself, so results involving it can "
+    "broadcasting_gcd",
+    "Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) = 0)."
+    " The minimum integer's absolute value wraps to itself, so results involving it can "
     "be negative, exactly as in torch.", INTEGER, commutative=True)
 broadcasting_lcm = _binary(
     "broadcasting_lcm",

@@ -16,6 +16,7 @@ from coreai_core.dialects import (
     _control,
     _elementwise,
     _fft,
+    _graphs,
     _linalg,
     _nn,
     _random,
@@ -27,7 +28,7 @@ from coreai_core.dialects import (
 # builders, so a new op is exported by its definition's module alone.
 _FAMILIES: tuple[ModuleType, ...] = (
     _control, _elementwise, _nn, _tensor, _compression, _random, _special, _complex, _fft,
-    _linalg,
+    _linalg, _graphs,
 )
 
 

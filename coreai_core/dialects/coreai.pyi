@@ -24,6 +24,8 @@ from coreai_core.dialects._control import output as output
 from coreai_core.dialects._control import yield_ as yield_
 from coreai_core.dialects._elementwise import broadcasting_bitwise_not as broadcasting_bitwise_not
 from coreai_core.dialects._elementwise import constant as constant
+from coreai_core.dialects._graphs import CompositeDeclaration as CompositeDeclaration
+from coreai_core.dialects._graphs import graph as graph
 from coreai_core.dialects._nn import conv2d as conv2d
 from coreai_core.dialects._nn import maxpool2d as maxpool2d
 from coreai_core.dialects._nn import sumpool2d as sumpool2d
@@ -56,7 +58,7 @@ __all__ = [
     "complex_", "conj", "imag", "real", "view_as_complex", "view_as_real", "fft_c2c", "fft_c2r",
     "fft_r2c", "cholesky", "eig", "eigh", "geqrf", "householder_product", "ldl_factor",
     "ldl_solve", "lu_factor", "lu_solve", "matrix_exp", "pivots_to_permutation", "svd",
-    "triangular_solve"
+    "triangular_solve", "CompositeDeclaration", "graph"
 ]
 
 def if_(

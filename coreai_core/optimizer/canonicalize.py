@@ -10,9 +10,9 @@ into ``-0.0`` (equal as numbers).
 What every rule assumes, checked through the :class:`~coreai_core.optimizer.Rewriter` queries:
 
 - An op a rule reads through (the inner reshape of a reshape chain, ...) comes from
-  :meth:`~coreai_core.optimizer.Rewriter.producer`: it has the expected name and a single result. Such an op may have
-  other readers; the rule builds a new op from its operands and leaves it to them, so a rule
-  never needs a single use and never copies anything but a cheap shape or cast op.
+  :meth:`~coreai_core.optimizer.Rewriter.producer`: it has the expected name and a single result.
+  Such an op may have other readers; the rule builds a new op from its operands and leaves it to
+  them, so a rule never needs a single use and never copies anything but a cheap shape or cast op.
 - A rule returning an existing value (``x * 1 -> x``) checks that the value has the op's
   type (no broadcast, no dtype change); a rule building an op uses ``rw.replacement``, which
   checks the new op's inferred type.
@@ -333,7 +333,8 @@ def where_same(op: Operation, rw: Rewriter) -> Value | None:
 
 
 class CanonicalizePass(RewritePass):
-    """Apply :data:`~coreai_core.optimizer.canonicalize.RULES` to every op; the first rule that matches wins."""
+    """Apply :data:`~coreai_core.optimizer.canonicalize.RULES` to every op; the first rule that
+    matches wins."""
 
     name = "canonicalize"
 

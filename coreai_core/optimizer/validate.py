@@ -1,23 +1,24 @@
 """Translation validation: the optimizer checked after each pass, and bisected to one rewrite.
 
-``program.optimize(check=...)`` runs the pipeline as usual and, after every pass run (also
-one that reports no change), runs the program on the check's inputs and compares every output
-and every state update with those of the unoptimized program (see
-:func:`~coreai_core.optimizer.validate_report.compare_arrays` for the tolerance). The first
-pass run beyond tolerance is narrowed down to one rewrite: a :class:`~coreai_core.optimizer.RewritePass` is re-run
-on a copy of the program as it was before that run, stopped after ``k`` op visits by a
-:class:`~coreai_core.optimizer.RewriteObserver`, and ``k`` is bisected to the first visit
-whose rewrite changes the results. The report names the pass, the rewrite, the op, its
-location, the output and the error, and shows the program text around the op. Passes that
-are not a ``RewritePass`` (``dce``, ``inline_composites``, custom passes) are checked as a
-whole, and the report says so.
+``program.optimize(check=...)`` runs the pipeline as usual and, after every pass run (also one that
+reports no change), runs the program on the check's inputs and compares every output and every state
+update with those of the unoptimized program (see
+:func:`~coreai_core.optimizer.validate_report.compare_arrays` for the tolerance). The first pass run
+beyond tolerance is narrowed down to one rewrite: a :class:`~coreai_core.optimizer.RewritePass` is
+re-run on a copy of the program as it was before that run, stopped after ``k`` op visits by a
+:class:`~coreai_core.optimizer.RewriteObserver`, and ``k`` is bisected to the first visit whose
+rewrite changes the results. The report names the pass, the rewrite, the op, its location, the
+output and the error, and shows the program text around the op. Passes that are not a
+``RewritePass`` (``dce``, ``inline_composites``, custom passes) are checked as a whole, and the
+report says so.
 
-``check`` is ``True`` (random inputs drawn from the input types: :func:`~coreai_core.optimizer.random_inputs`), a
-dict of inputs of the default entrypoint, or a :class:`~coreai_core.optimizer.Check` (inputs, tolerances, seed, sizes
-of dynamic dimensions). On a mismatch, the program is restored to what it was before the
-failing pass run (every earlier run passed the check) and :class:`~coreai_core.optimizer.OptimizationMismatchError`
-is raised; its ``report`` is a :class:`~coreai_core.optimizer.ValidationReport`. ``validate_optimization`` runs the
-same on a copy and returns the report instead of raising.
+``check`` is ``True`` (random inputs drawn from the input types:
+:func:`~coreai_core.optimizer.random_inputs`), a dict of inputs of the default entrypoint, or a
+:class:`~coreai_core.optimizer.Check` (inputs, tolerances, seed, sizes of dynamic dimensions).
+On a mismatch, the program is restored to what it was before the failing pass run (every
+earlier run passed the check) and :class:`~coreai_core.optimizer.OptimizationMismatchError` is
+raised; its ``report`` is a :class:`~coreai_core.optimizer.ValidationReport`.
+``validate_optimization`` runs the same on a copy and returns the report instead of raising.
 
 Limits: the check proves the passes on the inputs it ran, not on all inputs. A program with
 random ops runs with a fixed seed; a pass that removes a dead random op shifts the stream of
@@ -65,8 +66,8 @@ class Check:
     """How a checked ``optimize`` checks each pass.
 
     - ``inputs``: the inputs of ``entrypoint`` (the default entrypoint when None) by name;
-      None draws random inputs from the input types (:func:`~coreai_core.optimizer.random_inputs`). Other
-      entrypoints run on random inputs.
+      None draws random inputs from the input types
+      (:func:`~coreai_core.optimizer.random_inputs`). Other entrypoints run on random inputs.
     - ``rtol``, ``atol``: an output passes when its max abs error is at most
       ``atol + rtol * max|reference|`` (see ``compare_arrays``).
     - ``seed``: seeds the random inputs and the program's random ops.

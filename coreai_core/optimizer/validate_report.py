@@ -22,7 +22,8 @@ class OutputDiff:
     """One output (or state) of one entrypoint after a pass, compared with the unoptimized run.
 
     ``max_rel`` is ``max_abs`` relative to the largest magnitude of the reference output
-    (see :func:`~coreai_core.optimizer.validate_report.compare_arrays`); ``problem`` says why it failed when it did.
+    (see :func:`~coreai_core.optimizer.validate_report.compare_arrays`); ``problem`` says why it
+    failed when it did.
     """
 
     name: str

@@ -1,14 +1,14 @@
 """Export a Core AI ``Program`` as an ``.aimodel`` that Apple's Core AI runtime runs.
 
-The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an
-Apple ``coreai.authoring.Module``. A graph with state becomes a graph whose state arguments
-are Core AI handles, read at its start and written at its end (``_state.py``). An ``invoke``
-of a composite becomes an invoke of a Core AI composite function (``_composites.py``). An op that
-cannot be exported exactly is recorded (with a placeholder standing in for its results so
-that the walk goes on and finds every other one); if anything was recorded, one
-:class:`~coreai_torch.errors.UnexportableOpsError` lists it all and nothing is written. The asset is staged next to
-``path`` and renamed into place, so ``path`` never holds a partial asset (an existing one is
-renamed aside first, then removed).
+The walk: check the graph's interface, then emit every op through ``ops.MAPPINGS`` into an Apple
+``coreai.authoring.Module``. A graph with state becomes a graph whose state arguments are Core AI
+handles, read at its start and written at its end (``_state.py``). An ``invoke`` of a composite
+becomes an invoke of a Core AI composite function (``_composites.py``). An op that cannot be
+exported exactly is recorded (with a placeholder standing in for its results so that the walk goes
+on and finds every other one); if anything was recorded, one
+:class:`~coreai_torch.errors.UnexportableOpsError` lists it all and nothing is written. The asset is
+staged next to ``path`` and renamed into place, so ``path`` never holds a partial asset (an existing
+one is renamed aside first, then removed).
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
     the same name; each composite invoked from them becomes a private Core AI composite
     function (or is inlined where invoked when its declaration does not map, see
     ``_composites.py``).
-    Raises :class:`~coreai_torch.errors.UnexportableOpsError` listing every op that cannot be exported exactly.
+    Raises :class:`~coreai_torch.errors.UnexportableOpsError` listing every op that cannot be
+    exported exactly.
     """
     # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
     names = ([n for n, g in program.graphs.items() if g.composite is None]

@@ -196,3 +196,51 @@ def test_attributes_are_plain_values():
         "axes": [1, 2], "n": 3}
     with pytest.raises(TypeError, match="composite attribute must be"):
         Composite("c", 1, {"w": object()})
+
+
+# -- coreai.graph: a Python function as a graph (Apple's decorator form) ---------------------
+
+def test_graph_decorator_builds_one_graph_per_signature_and_invokes_it() -> None:
+    decl = coreai.CompositeDeclaration(Composite("softsign", 1, {"k": 2.0}), ["a"], ["y"])
+
+    @coreai.graph(composite_decl=decl)
+    def softsign(a):
+        one = coreai.constant(np.float32(1.0))
+        return coreai.broadcasting_divide(a, coreai.broadcasting_add(coreai.abs_(a), one))
+
+    @coreai.graph
+    def twice(u, v):
+        return coreai.broadcasting_mul(u, 2.0), v
+
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((3,), F32),
+                                       "z": TensorType((2, 2), F32)}) as g:
+        (a,) = softsign(g["x"])
+        (b,) = softsign(a)                      # same signature: the same graph
+        (c,) = softsign(g["z"])                 # another signature: another graph
+        d, e = twice(b, c)
+        g.outputs({"d": d, "e": e})
+    assert list(program.graphs) == ["softsign", "softsign_1", "twice", "main"]
+    assert program.graphs["softsign"].composite == decl.composite
+    assert list(program.graphs["twice"].inputs) == ["u", "v"]
+    assert list(program.graphs["twice"].output_values) == ["output", "output_1"]
+    x = np.array([-3.0, 0.5, 8.0], np.float32)
+    z = np.array([[1.0, -1.0], [0.0, 4.0]], np.float32)
+    once = x / (1 + np.abs(x))
+    out = program.run({"x": x, "z": z})
+    np.testing.assert_allclose(out["d"], 2 * once / (1 + np.abs(once)), rtol=1e-6)
+    np.testing.assert_allclose(out["e"], z / (1 + np.abs(z)), rtol=1e-6)
+    assert parse(str(program)) == program
+
+
+def test_graph_decorator_checks_its_declaration() -> None:
+    decl = coreai.CompositeDeclaration(Composite("pair"), ["a", "b"], ["y"])
+
+    @coreai.graph(composite_decl=decl)
+    def pair(a):
+        return a
+
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((3,), F32)}) as g, \
+            pytest.raises(TypeError, match=r"declares 2 inputs \['a', 'b'\], called with 1"):
+        pair(g["x"])

@@ -233,7 +233,8 @@ class _Model(torch.nn.Module):
 
 
 def test_externalized_composites_nest(tmp_path: Path) -> None:
-    """A decoder layer composite invokes the rms_norm and sdpa composites inside it."""
+    """A decoder layer composite invokes the rms_norm and scaled_dot_product_attention
+    composites inside it."""
     torch.manual_seed(1)
     model = _Model().eval()
     x = torch.randn(1, 6, 16)
@@ -243,12 +244,13 @@ def test_externalized_composites_nest(tmp_path: Path) -> None:
         externalize_modules=[RMSNorm, SDPA, ExternalizeSpec(_Layer, "decoder_layer",
                                                             {"heads": 2})])
     program = converter.to_coreai()
-    assert sorted(program.composites) == ["decoder_layer", "rms_norm", "sdpa"]
+    assert sorted(program.composites) == ["decoder_layer", "rms_norm",
+                                          "scaled_dot_product_attention"]
     text = str(build_module(program))
     layer = text[text.index("@decoder_layer("):]
     layer = layer[:layer.index("coreai.output")]
     assert len(re.findall(r"coreai\.invoke @rms_norm\(", layer)) == 2
-    assert len(re.findall(r"coreai\.invoke @sdpa\(", layer)) == 1
+    assert len(re.findall(r"coreai\.invoke @scaled_dot_product_attention\(", layer)) == 1
     assert len(re.findall(r"coreai\.invoke @decoder_layer\(", text)) == 2
     path = export_aimodel(program, tmp_path / "model.aimodel")
     report = verify_aimodel(model, path, (x,), program=program, rtol=RTOL, atol=1e-5)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from coreai_core.optimizer import InlineCompositesPass
 from coreai_torch import ExternalizeSpec, TorchConverter, find_first_divergence, get_decomp_table
-from coreai_torch.composite_ops import SDPA, GatherMM, RMSNorm, RoPE
+from coreai_torch.composite_ops import SDPA, ExpertLinear, RMSNorm, RoPE
 from coreai_torch.errors import LoweringError
 
 RTOL, ATOL = 1e-5, 1e-5
@@ -109,12 +109,12 @@ def test_find_first_divergence_looks_inside_composites():
 # -- externalized modules -------------------------------------------------------------------
 
 class Blocks(torch.nn.Module):
-    """Two RMSNorm instances of one signature, one of another; RoPE, SDPA and GatherMM."""
+    """Two RMSNorm instances of one signature, one of another; RoPE, SDPA and ExpertLinear."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.n1, self.n2, self.n3 = RMSNorm(8), RMSNorm(8), RMSNorm(4, eps=1e-5)
-        self.rope, self.attn, self.experts = RoPE(), SDPA(is_causal=True), GatherMM(3, 8, 4)
+        self.n1, self.n2, self.n3 = RMSNorm(8), RMSNorm(8), RMSNorm(4, eps=1e-6)
+        self.rope, self.attn, self.experts = RoPE(), SDPA(is_causal=True), ExpertLinear(3, 8, 4)
         for p in self.parameters():
             torch.nn.init.uniform_(p, -1, 1)
 
@@ -135,16 +135,19 @@ def test_externalized_composite_ops_match_torch_and_flat_conversion():
     torch.manual_seed(0)
     m = Blocks().eval()
     inputs = blocks_inputs(5)
-    specs = [RMSNorm, RoPE, SDPA, ExternalizeSpec(GatherMM, "moe_matmul", {"experts": 3})]
+    specs = [RMSNorm, RoPE, SDPA, ExternalizeSpec(ExpertLinear, "moe_matmul", {"experts": 3})]
     program = (TorchConverter()
                .add_pytorch_module(m, args=tuple(inputs.values()), externalize_modules=specs)
                .to_coreai())
     decls = sorted((g.composite.name, tuple(sorted(g.composite.attributes.items())))
                    for g in program.composites.values())
     assert decls == [("moe_matmul", (("experts", 3),)),
-                     ("rms_norm", (("eps", 1e-6),)), ("rms_norm", (("eps", 1e-5),)),
-                     ("rope", (("layout", "half"),)),
-                     ("sdpa", (("is_causal", True), ("scale", None)))]
+                     ("rms_norm", (("axes", -1), ("eps", 1e-6))),
+                     ("rms_norm", (("axes", -1), ("eps", 1e-5))),
+                     ("rope", (("base", 1e4), ("dims", None), ("interleaved", False),
+                               ("scale", 1.0))),
+                     ("scaled_dot_product_attention", (("is_causal", True), ("scale", None),
+                                                       ("window_size", 0)))]
     # each parameter is stored once, under its own name (the causal sdpa adds its mask)
     for name, param in m.named_parameters():
         same = [k for k, v in program.weights.items()
