@@ -8,10 +8,8 @@ __all__ = ["NOT_EXPORTED", "not_exported_reason"]
 
 _NO_BITS = "needs the float's bits (Core AI has no bitcast)"
 _LOOP = "needs Euclid's data-dependent loop: not expanded yet"
-_FFT = "Core AI has no FFT op"
 _LINALG = "Core AI has no linear-algebra decomposition or solve op"
 _RANDOM = "Core AI has no random op"
-_COMPLEX = "complex tensors have no .aimodel type in this exporter"
 
 NOT_EXPORTED: dict[str, str] = {
     "coreai.broadcasting_nextafter": _NO_BITS,
@@ -19,7 +17,6 @@ NOT_EXPORTED: dict[str, str] = {
     "coreai.broadcasting_gcd": _LOOP,
     "coreai.broadcasting_lcm": _LOOP,
     "coreai.non_zero": "its result's shape depends on the data (exports are static)",
-    "coreai.fft_c2c": _FFT, "coreai.fft_r2c": _FFT, "coreai.fft_c2r": _FFT,
     **{f"coreai.{name}": _LINALG for name in (
         "cholesky", "eig", "eigh", "svd", "geqrf", "householder_product", "lu_factor",
         "lu_solve", "ldl_factor", "ldl_solve", "triangular_solve", "matrix_exp",
@@ -27,8 +24,6 @@ NOT_EXPORTED: dict[str, str] = {
     **{f"coreai.{name}": _RANDOM for name in (
         "random_uniform", "random_normal", "random_integers", "random_permutation",
         "random_bernoulli", "random_multinomial")},
-    **{f"coreai.{name}": _COMPLEX for name in (
-        "complex", "real", "imag", "conj", "view_as_real", "view_as_complex")},
 }
 
 

@@ -22,6 +22,7 @@ from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
 from coreai_torch.aimodel.not_exported import not_exported_reason
+from coreai_torch.aimodel.ops_complex import COMPLEX_MAPPINGS
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
 from coreai_torch.aimodel.ops_elementary import ELEMENTARY_MAPPINGS
@@ -326,6 +327,7 @@ MAPPINGS: dict[str, OpMapping] = {
     **CONTROL_MAPPINGS,
     **MATH_MAPPINGS,
     **ELEMENTARY_MAPPINGS,
+    **COMPLEX_MAPPINGS,
 }
 
 
