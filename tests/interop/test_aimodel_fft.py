@@ -15,6 +15,7 @@ from coreai_core import Program
 from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel, run_aimodel
 from coreai_torch.errors import UnexportableOpsError
+from tests.interop.helpers import check_matches_runtime
 from tests.interop.test_aimodel_export import program_of, t
 
 U = 2.0 ** -24
@@ -119,6 +120,33 @@ def test_several_axes_match_numpy(tmp_path: Path) -> None:
     back = run_aimodel(tmp_path / "rt.aimodel", {"x": x})["y0"]
     # a round trip returns the signal: errors of both transforms, each within its bound
     np.testing.assert_allclose(back, x, rtol=0, atol=2 * 40 * U * np.abs(x).sum())
+
+
+def _parts(build: Any) -> Any:
+    def body(re: Any, im: Any) -> Any:
+        out = build(coreai.complex_(re, im))
+        return coreai.view_as_real(out) if out.type.element_type.is_complex else out
+    return body
+
+
+# every complex op, in graphs with real inputs and outputs (test_aimodel_ops.py counts them)
+CASES: dict[str, tuple[dict[str, Any], Any]] = {
+    "parts": ({"re": t(2, 3), "im": t(3)}, lambda re, im: (
+        coreai.real(coreai.complex_(re, im)), coreai.imag(coreai.complex_(re, im)))),
+    "conj_views": ({"x": t(3, 2)}, lambda x: coreai.view_as_real(
+        coreai.conj(coreai.view_as_complex(x)))),
+    "fft_c2c": ({"re": t(4, 3), "im": t(4, 3)}, _parts(lambda z: coreai.fft_c2c(
+        z, axes=[0, 1], forward=False, normalization="by_n"))),
+    "fft_r2c": ({"x": t(4, 5)}, lambda x: coreai.view_as_real(coreai.fft_r2c(x, axes=[0, 1]))),
+    "fft_c2r": ({"re": t(4, 3), "im": t(4, 3)}, _parts(lambda z: coreai.fft_c2r(
+        z, axes=[0, 1], last_dim_size=5))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_case_matches_runtime(case: str, tmp_path: Path) -> None:
+    inputs, build = CASES[case]
+    check_matches_runtime(program_of(inputs, build), tmp_path / "c.aimodel")
 
 
 def test_complex_parts_conj_and_views(tmp_path: Path) -> None:
