@@ -1,9 +1,8 @@
 """Op mappings of arithmetic ops Core AI lacks but can express exactly (floor, ceil, trunc,
-remainder, fmax/fmin, shifts, log_softmax), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+remainder, fmax/fmin, shifts, gcd/lcm, log_softmax), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
 
-Not here on purpose: log1p, expm1, log2, log10, exp2, atan2 and hypot. Their only expansions
-(log(1 + x), exp(x) - 1, log(x) / log(2), ...) lose accuracy or overflow where the functions
-themselves do not, so they are refused rather than approximated.
+Elementary functions Core AI lacks (log1p, expm1, log2, log10, exp2, atan2, hypot), whose
+expansions are not exact but bounded, are in ops_elementary.py.
 """
 
 from __future__ import annotations
@@ -146,6 +145,56 @@ def _shift(left: bool) -> Callable[[ExportContext, Operation, Sequence[Any]], li
     return emit
 
 
+# Euclid's rounds that suffice for |operands| < 2**bits (plus one: the first may only swap).
+# Lame: k division steps need operands >= Fibonacci(k + 2); Fibonacci(14) = 377 > 2**8,
+# Fibonacci(25) = 75025 > 2**16, Fibonacci(48) > 2**32.
+_EUCLID_ROUNDS = {8: 13, 16: 24, 32: 47}
+
+
+def _gcd_of(ctx: ExportContext, op: Operation, x: Any, y: Any) -> Any:
+    # torch's Euclid (a, b = |x|, |y|; while a: a, b = b % a, a), unrolled for the most
+    # rounds the type can need; a finished lane (a == 0) keeps b
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    signed = dtype.kind == "i"
+    a, b = (ca.abs_(x), ca.abs_(y)) if signed else (x, y)
+    zero, one = constant(np.asarray(0, dtype)), constant(np.asarray(1, dtype))
+    for _ in range(_EUCLID_ROUNDS[dtype.itemsize * 8]):
+        live = ca.broadcasting_not_equal(a, zero)
+        rem = ca.broadcasting_modulo(b, ca.broadcasting_where(live, a, one))
+        a, b = (ca.broadcasting_where(live, rem, zero), ca.broadcasting_where(live, a, b))
+    return b
+
+
+def _gcd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    return [_gcd_of(ctx, op, *xs)]
+
+
+def _lcm(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # |x / gcd * y| (0 where gcd is 0); 8/16-bit types multiply in int32, as torch does
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    g = _gcd_of(ctx, op, *xs)
+    wide = np.dtype(np.int32) if dtype.itemsize < 4 else dtype
+    x, y, g = (ca.cast(v, wide.type) if wide != dtype else v for v in (*xs, g))
+    zero, one = constant(np.asarray(0, wide)), constant(np.asarray(1, wide))
+    none = ca.broadcasting_equal(g, zero)
+    out = ca.broadcasting_mul(ca.broadcasting_floor_divide(x, ca.broadcasting_where(none, one, g)),
+                              y)
+    if wide.kind == "i":
+        out = ca.abs_(out)
+    out = ca.broadcasting_where(none, zero, out)
+    if wide == dtype:
+        return [out]
+    # back to 8/16 bits modulo 2**bits, as C truncates (Core AI's cast saturates)
+    span = constant(np.asarray(1 << (dtype.itemsize * 8), wide))
+    out = ca.broadcasting_sub(out, ca.broadcasting_mul(ca.broadcasting_floor_divide(out, span),
+                                                       span))
+    if dtype.kind == "i":
+        top = constant(np.asarray(np.iinfo(dtype).max, wide))
+        out = ca.broadcasting_where(ca.broadcasting_greater(out, top),
+                                    ca.broadcasting_sub(out, span), out)
+    return [ca.cast(out, dtype.type)]
+
+
 MATH_MAPPINGS: dict[str, OpMapping] = {
     "coreai.floor": OpMapping(_rounding(_floor_of),
                               "broadcasting_floor_divide(x, 1), x where x is +-inf"),
@@ -167,6 +216,10 @@ MATH_MAPPINGS: dict[str, OpMapping] = {
     "coreai.broadcasting_shift_right": OpMapping(
         _shift(False), "broadcasting_floor_divide by 2**n from a table; out-of-range shifts: "
         "the sign fill"),
+    "coreai.broadcasting_gcd": OpMapping(
+        _gcd, "Euclid unrolled: 13/24/47 rounds of broadcasting_modulo + where (8/16/32-bit)"),
+    "coreai.broadcasting_lcm": OpMapping(
+        _lcm, "abs(x // gcd * y), gcd as above (8/16-bit: in int32), 0 where gcd is 0"),
     "coreai.log_softmax": OpMapping(
         _log_softmax, "x - max - log(reduce_sum(exp(x - max))) (a row's single +inf: 0 there, "
         "-inf elsewhere)"),

@@ -124,7 +124,8 @@ def _pairs32(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Random bit patterns, operands of near ratios (where atan2 and hypot cancel least
     kindly), every exponent against a few, and the specials against everything."""
     sample = float32_sample(rng)
-    near = sample * rng.uniform(0.25, 4.0, sample.size).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf * 0.5 and overflows: cases
+        near = sample * rng.uniform(0.25, 4.0, sample.size).astype(np.float32)
     specials = np.array(SPECIALS, np.float32)
     x = np.concatenate([sample, sample, rng.permutation(sample),
                         np.repeat(specials, sample.size), sample])
