@@ -6,13 +6,10 @@ from __future__ import annotations
 
 __all__ = ["NOT_EXPORTED", "not_exported_reason"]
 
-_NO_BITS = "needs the float's bits (Core AI has no bitcast)"
 _LINALG = "Core AI has no linear-algebra decomposition or solve op"
 _RANDOM = "Core AI has no random op"
 
 NOT_EXPORTED: dict[str, str] = {
-    "coreai.broadcasting_nextafter": _NO_BITS,
-    "coreai.frexp": _NO_BITS,
     "coreai.non_zero": "its result's shape depends on the data (exports are static)",
     **{f"coreai.{name}": _LINALG for name in (
         "cholesky", "eig", "eigh", "svd", "geqrf", "householder_product", "lu_factor",

@@ -1,5 +1,6 @@
 """Op mappings of arithmetic ops Core AI lacks but can express exactly (floor, ceil, trunc,
-remainder, fmax/fmin, shifts, gcd/lcm, log_softmax), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+remainder, fmax/fmin, shifts, gcd/lcm, nextafter, frexp, log_softmax),
+merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
 
 Elementary functions Core AI lacks (log1p, expm1, log2, log10, exp2, atan2, hypot), whose
 expansions are not exact but bounded, are in ops_elementary.py.
@@ -195,6 +196,89 @@ def _lcm(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.cast(out, dtype.type)]
 
 
+def _nextafter(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # x +- d rounds to the neighbour of x when 0.5 ulp(x) < d < 1.5 ulp(x): d = |x| * c with
+    # c = 2**-p * (1 + 2**(1-p)) (p significand bits; |x| * c is rounded monotonically from
+    # above 2**-p * |x|). Where |x| * c would not be normal, x is scaled by 2**(p+2) first
+    # (exactly: the results there are normal); below twice the smallest normal the
+    # neighbours are the subnormal spacing away. x == y gives y, an infinite x the largest
+    # finite value, a zero result the sign of x, NaN gives NaN.
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    info = np.finfo(dtype)
+    p = info.nmant + 1
+
+    def const(v: float) -> Any:
+        return constant(np.asarray(v, dtype))
+
+    x, y = xs
+    ax = ca.abs_(x)
+    scaled = ca.broadcasting_greater(const(2.0 ** (info.minexp + p)), ax)
+    scale = ca.broadcasting_where(scaled, const(2.0 ** (p + 2)), const(1))
+    unscale = ca.broadcasting_where(scaled, const(2.0 ** -(p + 2)), const(1))
+    d = ca.broadcasting_mul(ca.broadcasting_mul(ax, scale),
+                            const(2.0 ** -p * (1 + 2.0 ** (1 - p))))
+    subnormal_step = ca.broadcasting_greater(const(2.0 ** (info.minexp + 1)), ax)
+    d = ca.broadcasting_where(subnormal_step, const(float(info.smallest_subnormal)), d)
+    s = ca.broadcasting_where(subnormal_step, const(1), scale)
+    u = ca.broadcasting_where(subnormal_step, const(1), unscale)
+    step = ca.broadcasting_where(ca.broadcasting_greater(y, x), d, _negated(ctx, op, d))
+    out = ca.broadcasting_mul(ca.broadcasting_add(ca.broadcasting_mul(x, s), step), u)
+    out = ca.broadcasting_where(ca.broadcasting_equal(out, const(0)),
+                                ca.broadcasting_mul(x, const(0)), out)
+    largest = ca.broadcasting_where(ca.broadcasting_greater(const(0), x), const(-info.max),
+                                    const(info.max))
+    out = ca.broadcasting_where(ca.broadcasting_equal(ax, const(np.inf)), largest, out)
+    out = ca.broadcasting_where(ca.broadcasting_equal(x, y), y, out)
+    nan = ca.broadcasting_or(ca.broadcasting_not_equal(x, x), ca.broadcasting_not_equal(y, y))
+    return [ca.broadcasting_where(nan, ca.broadcasting_add(x, y), out)]
+
+
+_FREXP_LOW = -80  # the table of 2**k, k in [-80, 80]: two factors scale any float32
+
+
+def _frexp(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    # e = floor(log(|x|) / log 2) + 1 (off by at most one near a power of 2), m = |x| * 2**-e
+    # by two exact scalings from a table, one correction step; float16 in float32 (the
+    # mantissa is exact in float16 again). Zero, +-inf and NaN: (x, 0).
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    f32 = np.float32
+    x = xs[0] if dtype == f32 else ca.cast(xs[0], f32)
+
+    def const(v: float) -> Any:
+        return constant(np.asarray(v, f32))
+
+    ax = ca.abs_(x)
+    special = ca.broadcasting_or(ca.broadcasting_equal(ax, const(0)), ca.broadcasting_or(
+        ca.broadcasting_equal(ax, const(np.inf)), ca.broadcasting_not_equal(x, x)))
+    safe = ca.broadcasting_where(special, const(1), ax)
+    e = ca.broadcasting_add(ca.broadcasting_floor_divide(ca.broadcasting_mul(
+        ca.log(safe), const(1 / np.log(2.0))), const(1)), const(1))
+    e = ca.cast(e, np.int32)
+    table = constant(np.exp2(np.arange(_FREXP_LOW, -_FREXP_LOW + 1)).astype(f32))
+    base = constant(np.int32(-_FREXP_LOW))
+
+    def times_power(v: Any, k: Any) -> Any:  # v * 2**k, |k| <= 160, in two exact steps
+        half = ca.broadcasting_floor_divide(k, constant(np.int32(2)))
+        v = ca.broadcasting_mul(v, take(table, ca.broadcasting_add(half, base), 0))
+        rest = ca.broadcasting_sub(k, half)
+        return ca.broadcasting_mul(v, take(table, ca.broadcasting_add(rest, base), 0))
+
+    m = times_power(safe, ca.broadcasting_mul(e, constant(np.int32(-1))))
+    high = ca.broadcasting_or(ca.broadcasting_greater(m, const(1)),
+                              ca.broadcasting_equal(m, const(1)))
+    low = ca.broadcasting_greater(const(0.5), m)
+    m = ca.broadcasting_where(high, ca.broadcasting_mul(m, const(0.5)), ca.broadcasting_where(
+        low, ca.broadcasting_mul(m, const(2)), m))
+    one = constant(np.int32(1))
+    e = ca.broadcasting_where(high, ca.broadcasting_add(e, one), ca.broadcasting_where(
+        low, ca.broadcasting_sub(e, one), e))
+    m = ca.broadcasting_where(ca.broadcasting_greater(const(0), x),
+                              ca.broadcasting_mul(m, const(-1)), m)
+    m = ca.broadcasting_where(special, x, m)
+    e = ca.broadcasting_where(special, constant(np.int32(0)), e)
+    return [m if dtype == f32 else ca.cast(m, dtype.type), e]
+
+
 MATH_MAPPINGS: dict[str, OpMapping] = {
     "coreai.floor": OpMapping(_rounding(_floor_of),
                               "broadcasting_floor_divide(x, 1), x where x is +-inf"),
@@ -220,6 +304,12 @@ MATH_MAPPINGS: dict[str, OpMapping] = {
         _gcd, "Euclid unrolled: 13/24/47 rounds of broadcasting_modulo + where (8/16/32-bit)"),
     "coreai.broadcasting_lcm": OpMapping(
         _lcm, "abs(x // gcd * y), gcd as above (8/16-bit: in int32), 0 where gcd is 0"),
+    "coreai.broadcasting_nextafter": OpMapping(
+        _nextafter, "x + -(|x| * (2**-p + 2**(1-2p))) (rounds to the neighbour; scaled near "
+        "the subnormals, the subnormal step below), infinities, zeros and NaN fixed"),
+    "coreai.frexp": OpMapping(
+        _frexp, "e = floor(log(|x|) / log 2) + 1, m = |x| * 2**-e from a table, one "
+        "correction step (float16: in float32)"),
     "coreai.log_softmax": OpMapping(
         _log_softmax, "x - max - log(reduce_sum(exp(x - max))) (a row's single +inf: 0 there, "
         "-inf elsewhere)"),

@@ -165,3 +165,39 @@ def test_signbit_and_copysign_exact_but_for_nan_signs(dtype: str, tmp_path: Path
     numbers = ~nan & ~np.isnan(magnitudes)  # a NaN result's sign: IEEE leaves it open
     np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]))
     np.testing.assert_array_equal(got[nan], np.abs(magnitudes[nan]))
+
+
+def _floats(dtype: str) -> np.ndarray:
+    x = all_float16()
+    return x if dtype == "float16" else np.concatenate(
+        [x.astype(np.float32), float32_sample(np.random.default_rng(4))])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_nextafter_is_exact(dtype: str, tmp_path: Path) -> None:
+    """Every float16 (a float32 sample) toward +-inf, +-0, a random value and itself."""
+    x = _floats(dtype)
+    rng = np.random.default_rng(5)
+    towards = [np.full_like(x, v) for v in (np.inf, -np.inf, 0.0, -0.0)]
+    xs = np.concatenate([x] * 6)
+    ys = np.concatenate([*towards, rng.permutation(x), x])
+    got = _run("broadcasting_nextafter", dtype, tmp_path / "n.aimodel", x=xs, y=ys)
+    with np.errstate(all="ignore"):  # NaN operands, the largest value toward inf
+        # y where x == y (C99 and torch; numpy's float16 gives x for -0.0 toward +0.0)
+        want = np.where(xs == ys, ys, np.nextafter(xs, ys))
+    np.testing.assert_array_equal(got, want)
+    numbers = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_frexp_is_exact(dtype: str, tmp_path: Path) -> None:
+    x = _floats(dtype)
+    program = program_of({"x": t(x.size, dtype=dtype)}, coreai.frexp)
+    export_aimodel(program, tmp_path / "f.aimodel")
+    got = run_aimodel(tmp_path / "f.aimodel", {"x": x})
+    with np.errstate(invalid="ignore"):  # NaN operands
+        mantissa, exponent = np.frexp(x)
+    np.testing.assert_array_equal(got["y0"], mantissa)
+    np.testing.assert_array_equal(np.signbit(got["y0"]), np.signbit(mantissa))
+    np.testing.assert_array_equal(got["y1"], exponent)
