@@ -20,9 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coreai_core.dialects import coreai  # noqa: E402
-from coreai_torch.aimodel import export_aimodel, run_aimodel  # noqa: E402
-from tests.interop.test_aimodel_elementary import (  # noqa: E402
+from coreai_core.dialects import coreai
+from coreai_torch.aimodel import export_aimodel, run_aimodel
+from tests.interop.test_aimodel_elementary import (
     BINARY,
     UNARY,
     _pairs16,
@@ -31,7 +31,7 @@ from tests.interop.test_aimodel_elementary import (  # noqa: E402
     float32_sample,
     ulp_errors,
 )
-from tests.interop.test_aimodel_export import program_of, t  # noqa: E402
+from tests.interop.test_aimodel_export import program_of, t
 
 
 def _run(op: str, dtype: str, **inputs: np.ndarray) -> np.ndarray:

@@ -11,18 +11,18 @@ as ``r / u`` ulps (``u = 2**-24``, the unit roundoff) and adding 0.5 for the las
 - ``log1p``: ``u = 1 + x``; ``x`` where ``u == 1``, else ``log(u) * (x / (u - 1))``
   (Goldberg). ``f(u) = log(u) / (u - 1)`` has ``|u f'(u) / f(u)| < 1``, so the rounding of
   ``1 + x`` moves the result by < 1 ulp; ``u - 1`` is exact for ``u <= 2**24`` (else 1 ulp);
-  ``log`` adds ``2L``, the division 1: at most ``3.5 + 2L`` ulps (5.2).
+  ``log`` adds ``2L``, the division 1: at most ``3.5 + 2L`` ulps (5.14).
 - ``expm1``: ``u = exp(x)``; ``x`` where ``u == 1``, -1 where ``u - 1 == -1``, else
   ``(u - 1) * (x / log(u))`` (Kahan). ``g(u) = (u - 1) / log(u)`` has ``0 < u g' / g < 1``, so
   ``exp``'s error moves it by ``2E``; ``u - 1`` (exact for 0.5 <= u <= 2, else 1), ``log``
-  (``2L``), the division (1) and the product (0.5): at most ``2.5 + 2E + 2L`` ulps (5.1).
+  (``2L``), the division (1) and the product (0.5): at most ``2.5 + 2E + 2L`` ulps (5.16).
 - ``log2``, ``log10``: ``log(x) * c`` with ``c`` the rounded ``1/log(2)``, ``1/log(10)``:
-  ``2L`` + 1 (``c``) + 0.5: at most ``1.5 + 2L`` ulps (3.2).
+  ``2L`` + 1 (``c``) + 0.5: at most ``1.5 + 2L`` ulps (3.14).
 - ``exp2``: ``x = n + f`` with ``n = round(x)`` (``f = x - n`` exact, ``|f| <= 1/2``),
   ``exp(f * c) * 2**a * 2**b`` with ``c`` the rounded ``log(2)`` and ``a + b = n`` (each
   ``2**k`` exact, from a table; the scaling is exact unless the result is subnormal).
   ``f * c`` has an absolute error <= ``log(2) / 2 * 2u``, which ``exp`` turns into a
-  relative one: at most ``E + 0.7`` ulps (1.2), plus 0.5 for a subnormal result.
+  relative one: at most ``E + 0.7`` ulps (1.21), plus 0.5 for a subnormal result.
 - ``atan2``: ``atan(min(|x|, |y|) / max(|x|, |y|))`` (1 + ``A``), ``pi/2 - that`` where
   ``|y| > |x|`` (the difference is >= pi/4, the term <= pi/4: 1 for the rounded ``pi/2``
   and 0.5), ``pi - that`` where ``x`` is negative (1 + 0.5 again), the sign of ``y``: at most
@@ -32,9 +32,9 @@ as ``r / u`` ulps (``u = 2**-24``, the unit roundoff) and adding 0.5 for the las
   ``sqrt`` half of 2.5, ``sqrt`` rounds (1), the product (0.5): at most 2.75 ulps. No
   intermediate overflows or underflows; an infinite operand gives inf (even with a NaN).
 
-float16 (and any narrower float) is computed in float32 and rounded once: the float32
-errors above are < 2**-13 float16 ulps, so the float16 bound is 0.5 ulp + that (0.501),
-correct rounding except within a hair of a tie. ``copysign`` and ``signbit`` are exact
+float16 (and any narrower float) is computed in float32 and rounded once: a float32 error
+of at most 5.2 float32 ulps is at most 5.2 * 2**-13 float16 ulps, so the float16 bound is
+0.5 + 8 * 2**-13 ulp (0.501): correct rounding except within a hair of a tie. ``copysign`` and ``signbit`` are exact
 except on a NaN sign, which no Core AI op reads: a NaN ``y`` (``x``) counts as positive.
 IEEE 754 leaves the sign of a NaN produced by arithmetic unspecified (x86 sets it, ARM does
 not), so only a NaN with a deliberately set sign bit differs.
@@ -56,7 +56,7 @@ from coreai_torch.aimodel._emit import take
 __all__ = ["APPLE_ERRORS", "ELEMENTARY_MAPPINGS"]
 
 # The largest errors (ulps, float32) of Apple's interpreter measured by
-# tools/measure_apple_elementary.py: the L, E, A of the bounds above.
+# tools/measure_aimodel_elementary.py: the L, E, A of the bounds above.
 APPLE_ERRORS = {"log": 0.82, "exp": 0.51, "atan": 0.84}
 
 F32 = np.float32
@@ -104,6 +104,7 @@ def _negative(x: Any, zero: Any, one: Any) -> Any:
 
 
 def log1p(x: Any) -> Any:
+    """log(1 + x) of a float32 Apple value (Goldberg's, see the module doc)."""
     # Core AI's compiler rewrites (x + 1) - 1 to x, which would undo the trick; it does not
     # see through a maximum (u < -1 only where log(u) is NaN anyway)
     u = ca.broadcasting_maximum(ca.broadcasting_add(x, _c(1)), _c(-1))
@@ -113,6 +114,7 @@ def log1p(x: Any) -> Any:
 
 
 def expm1(x: Any) -> Any:
+    """exp(x) - 1 of a float32 Apple value (Kahan's, see the module doc)."""
     u = ca.exp(x)
     um1 = ca.broadcasting_sub(u, _c(1))
     out = ca.broadcasting_mul(um1, ca.broadcasting_divide(x, ca.log(u)))  # no overflow
@@ -133,6 +135,7 @@ _POWERS = np.exp2(np.arange(_EXP2_LOW // 2, _EXP2_HIGH // 2 + 1, dtype=np.float6
 
 
 def exp2(x: Any) -> Any:
+    """2**x of a float32 Apple value (see the module doc)."""
     nan = _is_nan(x)
     xc = ca.broadcasting_minimum(ca.broadcasting_maximum(_where(nan, _c(0), x),
                                                         _c(_EXP2_LOW)), _c(_EXP2_HIGH))
@@ -150,6 +153,7 @@ def exp2(x: Any) -> Any:
 
 
 def atan2(y: Any, x: Any) -> Any:
+    """atan2(y, x) of float32 Apple values, C99's special values (see the module doc)."""
     zero = _c(0)
     ay, ax = ca.abs_(y), ca.abs_(x)
     small, big = ca.broadcasting_minimum(ay, ax), ca.broadcasting_maximum(ay, ax)
@@ -164,6 +168,7 @@ def atan2(y: Any, x: Any) -> Any:
 
 
 def hypot(x: Any, y: Any) -> Any:
+    """hypot(x, y) of float32 Apple values without overflow (see the module doc)."""
     ax, ay = ca.abs_(x), ca.abs_(y)
     small, big = ca.broadcasting_minimum(ax, ay), ca.broadcasting_maximum(ax, ay)
     r = ca.broadcasting_divide(small, big)
