@@ -21,12 +21,15 @@ APPLE_DTYPES: dict[DType, Any] = {
     DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
     DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
     DType.uint8: np.uint8, DType.bool: np.bool_,
+    # inside graphs only (export.py refuses complex inputs and outputs): ops_complex.py
+    DType.complex64: np.complex64,
     # compressed weights and quantized tensors (4-bit constants are stored packed)
     **{d: d.numpy.type for d in (DType.int4, DType.uint4, DType.float4_e2m1fn,
                                  DType.float8_e4m3fn, DType.float8_e5m2)},
 }
 # 64-bit types become 32-bit ones: Apple's runtime has no 64-bit tensors in practice.
-NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32}
+NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32,
+                                DType.complex128: DType.complex64}
 
 
 class Refused(Exception):
@@ -57,10 +60,10 @@ def narrow_constant(array: np.ndarray) -> np.ndarray:
             raise Refused(f"int64 constant values in [{array.min()}, {array.max()}] do not "
                           f"fit int32")
         return array.astype(np.int32)
-    finite = np.isfinite(array)
-    if np.any(np.abs(array[finite]) > np.finfo(np.float32).max):
-        raise Refused("float64 constant values overflow float32")
-    return array.astype(np.float32)
+    parts = np.stack([array.real, array.imag]) if array.dtype.kind == "c" else array
+    if np.any(np.abs(parts[np.isfinite(parts)]) > np.finfo(np.float32).max):
+        raise Refused(f"{dtype.name} constant values overflow {target.name}")
+    return array.astype(target.numpy)
 
 
 # Emits a graph's ops on Apple values standing for its inputs; returns its outputs' values.

@@ -91,6 +91,9 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
                 _apple_type(value.type)
             except Refused as e:
                 refusals.add(kind, f"{name!r}: {e.reason}", here)
+            if value.type.element_type.is_complex:
+                refusals.add(kind, f"{name!r}: complex {kind}s are not exported (inside "
+                             "graphs only); pass the parts (view_as_real) instead", here)
 
 
 def _placeholder(value: Value) -> Any:

@@ -6,32 +6,11 @@ from __future__ import annotations
 
 __all__ = ["NOT_EXPORTED", "not_exported_reason"]
 
-_APPROXIMATE = "only approximate expansions exist"
-_NO_BITS = "needs the float's bits (Core AI has no bitcast)"
-_LOOP = "needs Euclid's data-dependent loop: not expanded yet"
-_FFT = "Core AI has no FFT op"
 _LINALG = "Core AI has no linear-algebra decomposition or solve op"
 _RANDOM = "Core AI has no random op"
-_COMPLEX = "complex tensors have no .aimodel type in this exporter"
 
 NOT_EXPORTED: dict[str, str] = {
-    "coreai.log1p": f"{_APPROXIMATE}: log(1 + x) loses a small x",
-    "coreai.expm1": f"{_APPROXIMATE}: exp(x) - 1 loses a small x",
-    "coreai.log2": f"{_APPROXIMATE}: log(x) / log(2) is not correctly rounded",
-    "coreai.log10": f"{_APPROXIMATE}: log(x) / log(10) is not correctly rounded",
-    "coreai.exp2": f"{_APPROXIMATE}: pow(2, x) and exp(x * log(2)) round otherwise",
-    "coreai.broadcasting_atan2": f"{_APPROXIMATE}: atan(y / x) with quadrant fixes rounds "
-                                 "otherwise and overflows",
-    "coreai.broadcasting_hypot": f"{_APPROXIMATE}: sqrt(x * x + y * y) overflows where hypot "
-                                 "does not",
-    "coreai.signbit": f"{_NO_BITS}: comparisons cannot see the sign of NaN",
-    "coreai.broadcasting_copysign": f"{_NO_BITS}: comparisons cannot see the sign of NaN",
-    "coreai.broadcasting_nextafter": _NO_BITS,
-    "coreai.frexp": _NO_BITS,
-    "coreai.broadcasting_gcd": _LOOP,
-    "coreai.broadcasting_lcm": _LOOP,
     "coreai.non_zero": "its result's shape depends on the data (exports are static)",
-    "coreai.fft_c2c": _FFT, "coreai.fft_r2c": _FFT, "coreai.fft_c2r": _FFT,
     **{f"coreai.{name}": _LINALG for name in (
         "cholesky", "eig", "eigh", "svd", "geqrf", "householder_product", "lu_factor",
         "lu_solve", "ldl_factor", "ldl_solve", "triangular_solve", "matrix_exp",
@@ -39,8 +18,6 @@ NOT_EXPORTED: dict[str, str] = {
     **{f"coreai.{name}": _RANDOM for name in (
         "random_uniform", "random_normal", "random_integers", "random_permutation",
         "random_bernoulli", "random_multinomial")},
-    **{f"coreai.{name}": _COMPLEX for name in (
-        "complex", "real", "imag", "conj", "view_as_real", "view_as_complex")},
 }
 
 

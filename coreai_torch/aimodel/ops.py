@@ -22,8 +22,10 @@ from coreai_core import DType, Operation
 from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
 from coreai_torch.aimodel.not_exported import not_exported_reason
+from coreai_torch.aimodel.ops_complex import COMPLEX_MAPPINGS
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
+from coreai_torch.aimodel.ops_elementary import ELEMENTARY_MAPPINGS
 from coreai_torch.aimodel.ops_math import MATH_MAPPINGS
 from coreai_torch.aimodel.ops_tensor import TENSOR_MAPPINGS
 from coreai_torch.aimodel.ops_windows import WINDOW_MAPPINGS
@@ -324,6 +326,8 @@ MAPPINGS: dict[str, OpMapping] = {
     **TENSOR_MAPPINGS,
     **CONTROL_MAPPINGS,
     **MATH_MAPPINGS,
+    **ELEMENTARY_MAPPINGS,
+    **COMPLEX_MAPPINGS,
 }
 
 

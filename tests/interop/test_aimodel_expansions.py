@@ -339,3 +339,30 @@ def test_shifts_wrap_and_fill_like_runtime(op: str, dtype: str, tmp_path: Path) 
     program = program_of({"x": t(x.size, dtype=dtype), "n": t(n.size, dtype=dtype)},
                          getattr(coreai, op))
     _same_bits(program, tmp_path / "s.aimodel", {"x": x, "n": n})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "int64"])
+@pytest.mark.parametrize("op", ["broadcasting_gcd", "broadcasting_lcm"])
+def test_gcd_lcm_unrolled_euclid_is_exact(op: str, dtype: str, tmp_path: Path) -> None:
+    """Random operands, zeros, signs, the type's extremes and consecutive Fibonacci numbers
+    (Euclid's longest runs, which the unrolled rounds must cover)."""
+    info = np.iinfo(np.int32 if dtype == "int64" else dtype)
+    low = info.min + 1 if dtype == "int64" else info.min  # |int32 min| is not an int32
+    fib = [1, 2]
+    while fib[-1] + fib[-2] <= info.max:
+        fib.append(fib[-1] + fib[-2])
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.integers(low, info.max, 200, endpoint=True), fib[1:],
+                        [0, 0, 7, info.max, low, 12, -12 if low else 12]])
+    y = np.concatenate([rng.integers(low, info.max, 200, endpoint=True), fib[:-1],
+                        [0, 5, 0, info.max - 1, 6, 18, 18]])
+    if op == "broadcasting_lcm":  # keep the products in range: lcm then wraps like torch's
+        x, y = x % 1000 - (500 if info.min else 0), y % 1000 - (500 if info.min else 0)
+    x, y = x.astype(dtype), y.astype(dtype)
+    program = program_of({"x": t(x.size, dtype=dtype), "y": t(y.size, dtype=dtype)},
+                         getattr(coreai, op))
+    _same_bits(program, tmp_path / "g.aimodel", {"x": x, "y": y})
+    if op == "broadcasting_gcd":
+        ordinary = (x != low) & (y != low)
+        np.testing.assert_array_equal(program.run({"x": x, "y": y})["y0"][ordinary],
+                                      np.gcd(x, y)[ordinary])

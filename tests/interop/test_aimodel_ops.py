@@ -17,9 +17,21 @@ from tests.interop.helpers import check_matches_runtime
 REFUSED = {
     "coreai.maxpool": "return_indices=True",
 }
+
+
+def _complex_interface(op_name: str) -> bool:
+    graph = build_sample(op_name).graphs["main"]
+    return any(v.type.element_type.is_complex
+               for v in [*graph.inputs.values(), *graph.output_values.values()])
+
+
+# Complex inputs and outputs are not exported: test_aimodel_fft.py runs these ops inside
+# graphs with real interfaces.
+COMPLEX_INTERFACE = sorted(n for n in set(MAPPINGS) & set(SAMPLES) if _complex_interface(n))
 # Compression ops take constants (compressed weights): test_aimodel_compression.py runs them.
 STATIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES) - set(COMPRESSION_MAPPINGS)
-                if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED)
+                if all(t.is_static for t in SAMPLES[n].inputs) and n not in REFUSED
+                and n not in COMPLEX_INTERFACE)
 DYNAMIC = sorted(n for n in set(MAPPINGS) & set(SAMPLES)
                  if not all(t.is_static for t in SAMPLES[n].inputs))
 
@@ -38,6 +50,13 @@ def test_refused_sample_names_the_op_and_reason(op_name: str, tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("op_name", COMPLEX_INTERFACE)
+def test_complex_interface_sample_refused_by_name(op_name: str, tmp_path: Path) -> None:
+    with pytest.raises(UnexportableOpsError, match=r"complex (in|out)puts are not exported"):
+        export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("op_name", DYNAMIC)
 def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> None:
     with pytest.raises(UnexportableOpsError, match="dynamic shape"):
@@ -46,11 +65,13 @@ def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> No
 
 
 def test_every_mapping_is_run_on_apples_interpreter() -> None:
-    """Each mapped op runs in a sample above, a case of test_aimodel_export.py or
-    test_aimodel_expansions.py, or (the compression ops) test_aimodel_compression.py."""
-    from tests.interop import test_aimodel_expansions, test_aimodel_export
+    """Each mapped op runs in a sample above, a case of test_aimodel_export.py,
+    test_aimodel_expansions.py or test_aimodel_fft.py, or (the compression ops)
+    test_aimodel_compression.py."""
+    from tests.interop import test_aimodel_expansions, test_aimodel_export, test_aimodel_fft
 
-    cases = {**test_aimodel_export.CASES, **test_aimodel_expansions.CASES}
+    cases = {**test_aimodel_export.CASES, **test_aimodel_expansions.CASES,
+             **test_aimodel_fft.CASES}
     in_cases = {op.name for inputs, build in cases.values()
                 for op in test_aimodel_export.program_of(inputs, build).graphs["main"].walk()}
     assert sorted(set(MAPPINGS) - set(STATIC) - in_cases - set(COMPRESSION_MAPPINGS)) == []

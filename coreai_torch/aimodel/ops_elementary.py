@@ -1,0 +1,224 @@
+"""Op mappings of elementary functions Core AI lacks, expanded from its ``log``, ``exp``,
+``atan`` and ``sqrt`` with a stated error bound, merged into
+:data:`coreai_torch.aimodel.ops.MAPPINGS`.
+
+The bounds are in ulps of the exact result (float32), relative to the error of Apple's own
+functions, measured on its interpreter (docs/coreai-interop.md, "Elementary functions"):
+``L`` for ``log`` (0.82 ulp), ``E`` for ``exp`` (0.51 ulp), ``A`` for ``atan`` (0.84 ulp);
+``sqrt``, ``+ - * /`` round correctly. Writing a relative error ``r`` before the last rounding
+as ``r / u`` ulps (``u = 2**-24``, the unit roundoff) and adding 0.5 for the last rounding:
+
+- ``log1p``: ``u = 1 + x``; ``x`` where ``u == 1``, else ``log(u) * (x / (u - 1))``
+  (Goldberg). ``f(u) = log(u) / (u - 1)`` has ``|u f'(u) / f(u)| < 1``, so the rounding of
+  ``1 + x`` moves the result by < 1 ulp; ``u - 1`` is exact for ``u <= 2**24`` (else 1 ulp);
+  ``log`` adds ``2L``, the division 1: at most ``3.5 + 2L`` ulps (5.14).
+- ``expm1``: ``u = exp(x)``; ``x`` where ``u == 1``, -1 where ``u - 1 == -1``, else
+  ``(u - 1) * (x / log(u))`` (Kahan). ``g(u) = (u - 1) / log(u)`` has ``0 < u g' / g < 1``, so
+  ``exp``'s error moves it by ``2E``; ``u - 1`` (exact for 0.5 <= u <= 2, else 1), ``log``
+  (``2L``), the division (1) and the product (0.5): at most ``2.5 + 2E + 2L`` ulps (5.16).
+- ``log2``, ``log10``: ``log(x) * c`` with ``c`` the rounded ``1/log(2)``, ``1/log(10)``:
+  ``2L`` + 1 (``c``) + 0.5: at most ``1.5 + 2L`` ulps (3.14).
+- ``exp2``: ``x = n + f`` with ``n = round(x)`` (``f = x - n`` exact, ``|f| <= 1/2``),
+  ``exp(f * c) * 2**a * 2**b`` with ``c`` the rounded ``log(2)`` and ``a + b = n`` (each
+  ``2**k`` exact, from a table; the scaling is exact unless the result is subnormal).
+  ``f * c`` has an absolute error <= ``log(2) / 2 * 2u``, which ``exp`` turns into a
+  relative one: at most ``E + 0.7`` ulps (1.21), plus 0.5 for a subnormal result.
+- ``atan2``: ``atan(min(|x|, |y|) / max(|x|, |y|))`` (1 + ``A``), ``pi/2 - that`` where
+  ``|y| > |x|`` (the difference is >= pi/4, the term <= pi/4: 1 for the rounded ``pi/2``
+  and 0.5), ``pi - that`` where ``x`` is negative (1 + 0.5 again), the sign of ``y``: at most
+  ``A + 4`` ulps (4.84). Signed zeros (seen as ``1 / x < 0``) and infinities follow C99.
+- ``hypot``: ``b * sqrt(1 + (s / b)**2)`` with ``b = max(|x|, |y|)``, ``s = min``: the
+  quotient and square (3 relative to ``r**2 <= (1 + r**2)/2``: 1.5) and the sum (1) give
+  ``sqrt`` half of 2.5, ``sqrt`` rounds (1), the product (0.5): at most 2.75 ulps. No
+  intermediate overflows or underflows; an infinite operand gives inf (even with a NaN).
+
+float16 (and any narrower float) is computed in float32 and rounded once: a float32 error
+of at most 5.2 float32 ulps is at most 5.2 * 2**-13 float16 ulps, so the float16 bound is
+0.5 + 8 * 2**-13 ulp (0.501): correct rounding except within a hair of a tie. ``copysign`` and ``signbit`` are exact
+except on a NaN sign, which no Core AI op reads: a NaN ``y`` (``x``) counts as positive.
+IEEE 754 leaves the sign of a NaN produced by arithmetic unspecified (x86 sets it, ARM does
+not), so only a NaN with a deliberately set sign bit differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import coreai.authoring as ca
+import numpy as np
+from coreai.authoring.constant import constant
+
+from coreai_core import Operation
+from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping
+from coreai_torch.aimodel._emit import take
+
+__all__ = ["APPLE_ERRORS", "ELEMENTARY_MAPPINGS"]
+
+# The largest errors (ulps, float32) of Apple's interpreter measured by
+# tools/measure_aimodel_elementary.py: the L, E, A of the bounds above.
+APPLE_ERRORS = {"log": 0.82, "exp": 0.51, "atan": 0.84}
+
+F32 = np.float32
+
+
+def _c(value: float) -> Any:
+    """A float32 0-d constant (``value`` rounded once from float64)."""
+    return constant(np.asarray(value, F32))
+
+
+def _in_float32(fn: Callable[..., Any]) -> Emit:
+    """``fn`` on float32 operands; other float types are cast to float32 and the result back
+    (one rounding of a float32 result that is far more accurate than the narrow type)."""
+    def emit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+        dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+        if dtype == F32:
+            return [fn(*xs)]
+        out = fn(*[ca.cast(x, F32) for x in xs])
+        return [ca.cast(out, ctx.apple_dtype(op.results[0]))]
+    emit.__name__ = fn.__name__
+    return emit
+
+
+def _where(cond: Any, a: Any, b: Any) -> Any:
+    return ca.broadcasting_where(cond, a, b)
+
+
+def _eq(a: Any, b: Any) -> Any:
+    return ca.broadcasting_equal(a, b)
+
+
+def _lt(a: Any, b: Any) -> Any:
+    return ca.broadcasting_greater(b, a)
+
+
+def _is_nan(x: Any) -> Any:
+    return ca.broadcasting_not_equal(x, x)
+
+
+def _negative(x: Any, zero: Any, one: Any) -> Any:
+    """x < 0 or x is -0.0 (1 / -0.0 is -inf); NaN counts as positive. ``zero`` and ``one``
+    are constants of x's type."""
+    minus_zero = ca.broadcasting_and(_eq(x, zero), _lt(ca.broadcasting_divide(one, x), zero))
+    return ca.broadcasting_or(_lt(x, zero), minus_zero)
+
+
+def log1p(x: Any) -> Any:
+    """log(1 + x) of a float32 Apple value (Goldberg's, see the module doc)."""
+    # Core AI's compiler rewrites (x + 1) - 1 to x, which would undo the trick; it does not
+    # see through a maximum (u < -1 only where log(u) is NaN anyway)
+    u = ca.broadcasting_maximum(ca.broadcasting_add(x, _c(1)), _c(-1))
+    q = ca.broadcasting_divide(x, ca.broadcasting_sub(u, _c(1)))
+    out = _where(_eq(u, _c(1)), x, ca.broadcasting_mul(ca.log(u), q))
+    return _where(_eq(x, _c(np.inf)), x, out)  # inf / inf would be NaN
+
+
+def expm1(x: Any) -> Any:
+    """exp(x) - 1 of a float32 Apple value (Kahan's, see the module doc)."""
+    u = ca.exp(x)
+    um1 = ca.broadcasting_sub(u, _c(1))
+    out = ca.broadcasting_mul(um1, ca.broadcasting_divide(x, ca.log(u)))  # no overflow
+    out = _where(_eq(um1, _c(-1)), _c(-1), out)
+    out = _where(_eq(u, _c(np.inf)), u, out)
+    return _where(_eq(u, _c(1)), x, out)
+
+
+def _log_times(c: float) -> Callable[[Any], Any]:
+    def fn(x: Any) -> Any:
+        return ca.broadcasting_mul(ca.log(x), _c(c))
+    fn.__name__ = f"log_times_{c:.6f}"
+    return fn
+
+
+_EXP2_LOW, _EXP2_HIGH = -160, 130  # beyond them exp2 of float32 is 0 or inf
+_POWERS = np.exp2(np.arange(_EXP2_LOW // 2, _EXP2_HIGH // 2 + 1, dtype=np.float64))
+
+
+def exp2(x: Any) -> Any:
+    """2**x of a float32 Apple value (see the module doc)."""
+    nan = _is_nan(x)
+    xc = ca.broadcasting_minimum(ca.broadcasting_maximum(_where(nan, _c(0), x),
+                                                        _c(_EXP2_LOW)), _c(_EXP2_HIGH))
+    n = ca.round_(xc)
+    f = ca.broadcasting_sub(xc, n)  # exact, |f| <= 1/2
+    ni = ca.cast(n, np.int32)
+    b = ca.broadcasting_floor_divide(ni, constant(np.int32(2)))
+    a = ca.broadcasting_sub(ni, b)
+    table = constant(_POWERS.astype(F32))
+    base = constant(np.int32(-(_EXP2_LOW // 2)))
+    y = ca.exp(ca.broadcasting_mul(f, _c(np.log(2.0))))
+    y = ca.broadcasting_mul(y, take(table, ca.broadcasting_add(a, base), 0))
+    y = ca.broadcasting_mul(y, take(table, ca.broadcasting_add(b, base), 0))
+    return _where(nan, x, y)
+
+
+def atan2(y: Any, x: Any) -> Any:
+    """atan2(y, x) of float32 Apple values, C99's special values (see the module doc)."""
+    zero = _c(0)
+    ay, ax = ca.abs_(y), ca.abs_(x)
+    small, big = ca.broadcasting_minimum(ay, ax), ca.broadcasting_maximum(ay, ax)
+    r = ca.broadcasting_divide(small, big)
+    r = _where(_eq(small, _c(np.inf)), _c(1), r)  # both infinite: pi/4 (or 3pi/4)
+    r = _where(_eq(big, zero), zero, r)  # both zero: 0 (or pi)
+    a = ca.atan(r)
+    a = _where(ca.broadcasting_greater(ay, ax), ca.broadcasting_sub(_c(np.pi / 2), a), a)
+    a = _where(_negative(x, zero, _c(1)), ca.broadcasting_sub(_c(np.pi), a), a)
+    out = _where(_negative(y, zero, _c(1)), ca.broadcasting_mul(a, _c(-1)), a)
+    return _where(ca.broadcasting_or(_is_nan(x), _is_nan(y)), ca.broadcasting_add(x, y), out)
+
+
+def hypot(x: Any, y: Any) -> Any:
+    """hypot(x, y) of float32 Apple values without overflow (see the module doc)."""
+    ax, ay = ca.abs_(x), ca.abs_(y)
+    small, big = ca.broadcasting_minimum(ax, ay), ca.broadcasting_maximum(ax, ay)
+    r = ca.broadcasting_divide(small, big)
+    s = ca.sqrt(ca.broadcasting_add(_c(1), ca.broadcasting_mul(r, r)))
+    out = _where(_eq(big, _c(0)), big, ca.broadcasting_mul(big, s))
+    out = _where(ca.broadcasting_or(_is_nan(x), _is_nan(y)), ca.broadcasting_add(x, y), out)
+    inf = _c(np.inf)
+    return _where(ca.broadcasting_or(_eq(ax, inf), _eq(ay, inf)), inf, out)
+
+
+def _typed(ctx: ExportContext, op: Operation, value: float) -> Any:
+    return constant(np.asarray(value, ctx.apple_dtype(op.operands[0])))
+
+
+def _signbit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    return [_negative(xs[0], _typed(ctx, op, 0), _typed(ctx, op, 1))]
+
+
+def _copysign(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    x, y = xs
+    magnitude = ca.abs_(x)
+    negative = _negative(y, _typed(ctx, op, 0), _typed(ctx, op, 1))
+    return [_where(negative, ca.broadcasting_mul(magnitude, _typed(ctx, op, -1)), magnitude)]
+
+
+_INV_LN2, _INV_LN10 = 1 / np.log(2.0), 1 / np.log(10.0)
+_F16 = "float16 and narrower: in float32, rounded once"
+
+ELEMENTARY_MAPPINGS: dict[str, OpMapping] = {
+    "coreai.log1p": OpMapping(
+        _in_float32(log1p), f"u = 1 + x; x where u == 1, else log(u) * (x / (u - 1)) "
+        f"(<= 3.5 + 2L ulps; {_F16})"),
+    "coreai.expm1": OpMapping(
+        _in_float32(expm1), f"u = exp(x); x where u == 1, -1 where u - 1 == -1, else "
+        f"(u - 1) * (x / log(u)) (<= 2.5 + 2E + 2L ulps; {_F16})"),
+    "coreai.log2": OpMapping(_in_float32(_log_times(_INV_LN2)),
+                             f"log(x) * (1 / log 2) (<= 1.5 + 2L ulps; {_F16})"),
+    "coreai.log10": OpMapping(_in_float32(_log_times(_INV_LN10)),
+                              f"log(x) * (1 / log 10) (<= 1.5 + 2L ulps; {_F16})"),
+    "coreai.exp2": OpMapping(
+        _in_float32(exp2), f"exp((x - n) * log 2) * 2**a * 2**b, n = round(x) = a + b, "
+        f"2**k from a table (<= E + 0.7 ulps, + 0.5 subnormal; {_F16})"),
+    "coreai.broadcasting_atan2": OpMapping(
+        _in_float32(atan2), f"atan(min(|x|,|y|) / max(|x|,|y|)) with quadrant and signed-zero "
+        f"fixes (<= A + 4 ulps; {_F16})"),
+    "coreai.broadcasting_hypot": OpMapping(
+        _in_float32(hypot), f"max * sqrt(1 + (min / max)**2), no overflow (<= 2.75 ulps; "
+        f"{_F16})"),
+    "coreai.signbit": OpMapping(_signbit, "x < 0 or (x == 0 and 1 / x < 0) (a NaN counts "
+                                "as positive)"),
+    "coreai.broadcasting_copysign": OpMapping(
+        _copysign, "where(y < 0 or y is -0, -|x|, |x|) (a NaN y counts as positive)"),
+}
