@@ -32,12 +32,12 @@ as ``r / u`` ulps (``u = 2**-24``, the unit roundoff) and adding 0.5 for the las
   ``sqrt`` half of 2.5, ``sqrt`` rounds (1), the product (0.5): at most 2.75 ulps. No
   intermediate overflows or underflows; an infinite operand gives inf (even with a NaN).
 
-float16 (and any narrower float) is computed in float32 and rounded once: a float32 error
-of at most 5.2 float32 ulps is at most 5.2 * 2**-13 float16 ulps, so the float16 bound is
-0.5 + 8 * 2**-13 ulp (0.501): correct rounding except within a hair of a tie. ``copysign`` and ``signbit`` are exact
-except on a NaN sign, which no Core AI op reads: a NaN ``y`` (``x``) counts as positive.
-IEEE 754 leaves the sign of a NaN produced by arithmetic unspecified (x86 sets it, ARM does
-not), so only a NaN with a deliberately set sign bit differs.
+float16 (and any narrower float) is computed in float32 and rounded once: a float32 error of at most
+5.2 float32 ulps is at most 5.2 * 2**-13 float16 ulps, so the float16 bound is 0.5 + 8 * 2**-13 ulp
+(0.501): correct rounding except within a hair of a tie. ``copysign`` and ``signbit`` are exact
+except on a NaN sign, which no Core AI op reads: a NaN ``y`` (``x``) counts as positive. IEEE 754
+leaves the sign of a NaN produced by arithmetic unspecified (x86 sets it, ARM does not), so only a
+NaN with a deliberately set sign bit differs.
 """
 
 from __future__ import annotations
