@@ -9,6 +9,7 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 
 from types import ModuleType
 
+from coreai_core import _graph_decorator
 from coreai_core._opdef import OPS
 from coreai_core.dialects import (
     _complex,
@@ -16,7 +17,6 @@ from coreai_core.dialects import (
     _control,
     _elementwise,
     _fft,
-    _graphs,
     _linalg,
     _nn,
     _random,
@@ -28,7 +28,7 @@ from coreai_core.dialects import (
 # builders, so a new op is exported by its definition's module alone.
 _FAMILIES: tuple[ModuleType, ...] = (
     _control, _elementwise, _nn, _tensor, _compression, _random, _special, _complex, _fft,
-    _linalg, _graphs,
+    _linalg,
 )
 
 
@@ -46,5 +46,7 @@ def _exports(families: tuple[ModuleType, ...]) -> dict[str, object]:
     return found
 
 
-globals().update(_exports(_FAMILIES))
-__all__ = ["OPS", *_exports(_FAMILIES)]
+# the graph decorator (Apple's form of a composite built in a lowering) builds no op of its own
+_EXPORTED = (*_FAMILIES, _graph_decorator)
+globals().update(_exports(_EXPORTED))
+__all__ = ["OPS", *_exports(_EXPORTED)]

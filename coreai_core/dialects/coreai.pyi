@@ -20,12 +20,12 @@ from coreai_core._opdef import (
     RegionLike,
     ValueLike,
 )
+from coreai_core._graph_decorator import CompositeDeclaration as CompositeDeclaration
+from coreai_core._graph_decorator import graph as graph
 from coreai_core.dialects._control import output as output
 from coreai_core.dialects._control import yield_ as yield_
 from coreai_core.dialects._elementwise import broadcasting_bitwise_not as broadcasting_bitwise_not
 from coreai_core.dialects._elementwise import constant as constant
-from coreai_core.dialects._graphs import CompositeDeclaration as CompositeDeclaration
-from coreai_core.dialects._graphs import graph as graph
 from coreai_core.dialects._nn import conv2d as conv2d
 from coreai_core.dialects._nn import maxpool2d as maxpool2d
 from coreai_core.dialects._nn import sumpool2d as sumpool2d
