@@ -11,6 +11,8 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 from collections.abc import Sequence
 from typing import Literal
 
+from coreai_core._graph_decorator import CompositeDeclaration as CompositeDeclaration
+from coreai_core._graph_decorator import graph as graph
 from coreai_core._ir import Location, Value
 from coreai_core._opdef import OPS as OPS
 from coreai_core._opdef import (
@@ -20,8 +22,6 @@ from coreai_core._opdef import (
     RegionLike,
     ValueLike,
 )
-from coreai_core._graph_decorator import CompositeDeclaration as CompositeDeclaration
-from coreai_core._graph_decorator import graph as graph
 from coreai_core.dialects._control import output as output
 from coreai_core.dialects._control import yield_ as yield_
 from coreai_core.dialects._elementwise import broadcasting_bitwise_not as broadcasting_bitwise_not
