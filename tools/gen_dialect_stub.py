@@ -96,14 +96,21 @@ def render() -> str:
         "from collections.abc import Sequence",
         "from typing import Literal",
         "",
-        "from coreai_core._ir import Location, Value",
     ]
-    lines += [f"from coreai_core._opdef import {n} as {n}"
-              for n in reexports.pop("coreai_core._opdef", [])]
-    lines.append("from coreai_core._opdef import (\n" + "".join(
-        f"    {n},\n" for n in aliases) + ")")
+    opdef_names = reexports.pop("coreai_core._opdef", [])
+    # modules in isort's order (ruff checks the stub): private modules of coreai_core sort
+    # before coreai_core._ir and coreai_core._opdef by name
+    reexports.setdefault("coreai_core._ir", [])
+    reexports.setdefault("coreai_core._opdef", [])
     for module in sorted(reexports):
-        lines += [f"from {module} import {n} as {n}" for n in sorted(reexports[module])]
+        if module == "coreai_core._ir":
+            lines.append("from coreai_core._ir import Location, Value")
+        elif module == "coreai_core._opdef":
+            lines += [f"from coreai_core._opdef import {n} as {n}" for n in opdef_names]
+            lines.append("from coreai_core._opdef import (\n" + "".join(
+                f"    {n},\n" for n in aliases) + ")")
+        else:
+            lines += [f"from {module} import {n} as {n}" for n in sorted(reexports[module])]
     body = ", ".join(f'"{n}"' for n in coreai.__all__)
     lines += ["", "__all__ = [", *(f"    {line}" for line in textwrap.wrap(body, 95)), "]"]
     return "\n".join(lines) + text + "\n"
