@@ -15,7 +15,7 @@ from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
-from coreai_core.runtime._threads import BLAS_THREADS, BlasThreads, using_pool
+from coreai_core.runtime._threads import BLAS_THREADS, BlasThreads, available_cores, using_pool
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -101,10 +101,12 @@ class Runtime:
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
-    ``threads=n`` runs batched kernels (matmul stacks, convolution batches, the float64
-    blocks of GELU/SiLU/sigmoid) split over ``n`` threads, with results identical to one
-    thread; the default is 1. BLAS runs on one thread
-    during a run whatever ``n`` (the caller's setting is restored afterwards).
+    Large kernels (matrix products, convolutions, the float64 blocks of GELU/SiLU/sigmoid)
+    run in blocks fixed by the shapes, spread over ``threads`` threads (the calling thread
+    and a pool of ``threads - 1``): by default every core the process may use (its CPU
+    affinity and cgroup quota); ``threads=n`` caps it. Results are bit-identical whatever the
+    thread count. BLAS runs on one thread during a run (the caller's setting is restored
+    afterwards): the runtime's blocks are the only parallelism, with no oversubscription.
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; any edit of the program's IR makes them stale (``program.invalidate()``
     is needed only after writing into a weight's or attribute's array in place).
@@ -112,9 +114,12 @@ class Runtime:
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 compiled: bool = True, threads: int = 1) -> None:
-        if not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be a positive int, got {threads!r}")
+                 compiled: bool = True, threads: int | None = None) -> None:
+        if threads is None:
+            threads = available_cores()
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"Runtime(threads=...) must be a positive int or None (every "
+                             f"available core), got {threads!r}")
         self.kernels = KernelTable(parent=base)
         self.compiled = compiled
         self.threads = threads
@@ -201,7 +206,8 @@ class Runtime:
             return None
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="coreai")
+                # the calling thread runs blocks too: the pool adds threads - 1
+                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="coreai")
             return self._pool
 
     def explain_plan(self, program: ProgramData, entrypoint: str = "main") -> str:

@@ -143,9 +143,9 @@ def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None
             out[start:stop] = y
 
     n_blocks = -(-flat.size // BLOCK)
-    # work: ~16 multiply-adds' worth per element (an exp or a normal CDF in float64)
-    if _threads.parallel_rows(n_blocks, 16 * flat.size, blocks) is None:
-        blocks(0, n_blocks)
+    # work: ~4 passes per element (an exp or a normal CDF in float64)
+    work = 4 * _threads.PASS_COST * flat.size
+    _threads.parallel_chunks(_threads.fixed_bounds(n_blocks, work), blocks)
     return out.reshape(x.shape)
 
 
