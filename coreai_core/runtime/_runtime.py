@@ -15,7 +15,7 @@ from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
-from coreai_core.runtime._threads import BLAS_THREADS, BlasThreads, available_cores, using_pool
+from coreai_core.runtime._threads import BLAS, RunContext, available_cores
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -125,7 +125,6 @@ class Runtime:
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        self._blas = BlasThreads()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
         self._building = threading.local()
@@ -233,7 +232,7 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas):
+        with RunContext(self._pool or self._thread_pool(), self.threads):
             if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
                 return plan.run(inputs, state)
             with seeded(seed):
@@ -252,7 +251,7 @@ class Runtime:
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
+        with RunContext(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
@@ -272,7 +271,7 @@ class Runtime:
         _check_state_arg(state)
         timings: list[tuple[Operation, float]] = []
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
+        with RunContext(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, timings=timings)
         return outputs, timings
 
@@ -299,7 +298,7 @@ class Runtime:
         if len(converted) != len(operands):
             raise ValueError(f"{describe_op(op)} takes {len(operands)} operands, "
                              f"got {len(converted)}")
-        with np.errstate(all="ignore"), self._blas.limited(BLAS_THREADS):
+        with np.errstate(all="ignore"), BLAS:
             return [writable(a) for a in plan.run_arrays(converted)]
 
     def __repr__(self) -> str:

@@ -30,8 +30,8 @@ from typing import Any
 
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["BlasThreads", "active_pool", "available_cores", "fixed_bounds", "parallel_blocks",
-           "parallel_chunks", "using_pool"]
+__all__ = ["BLAS", "BlasThreads", "RunContext", "active_pool", "available_cores", "fixed_bounds",
+           "parallel_blocks", "parallel_chunks", "using_pool"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
@@ -83,69 +83,98 @@ def _cgroup_quota(root: Path) -> float | None:
 
 
 class BlasThreads:
-    """The BLAS libraries of the process, held at a thread count inside :meth:`limited` blocks.
+    """The BLAS libraries of the process, held at ``BLAS_THREADS`` while any run is under way.
 
     The libraries are found once, on first use (threadpoolctl's scan of the loaded shared
-    libraries takes milliseconds); a block then costs a few microseconds: it reads each
-    library's current count and sets only those that differ, restoring them on exit. The
-    count is process-wide: concurrent runs in several Python threads all want the same one.
+    libraries takes milliseconds). The thread count of a BLAS library is process-wide, so one
+    object (:data:`BLAS`) serves every runtime: the first run to start sets the count (only
+    where it differs) and the last one to end restores the caller's, so concurrent runs in
+    several Python threads never see each other's restore. For OpenBLAS on its own threads
+    (numpy's and scipy's wheels) the library's get/set functions are called directly (the
+    functions threadpoolctl calls, found by the same symbol names): through threadpoolctl's
+    generic methods a run paid ~8 us for it.
     """
 
     def __init__(self) -> None:
-        self._libraries: list[Any] | None = None
+        self._libraries: list[tuple[Callable[[], int], Callable[[int], Any]]] | None = None
         self._lock = threading.Lock()
+        self._holders = 0
+        self._saved: list[tuple[Callable[[int], Any], int]] = []
 
-    def _blas(self) -> list[Any]:
+    def _blas(self) -> list[tuple[Callable[[], int], Callable[[int], Any]]]:
         libraries = self._libraries
         if libraries is None:
             with self._lock:
                 if self._libraries is None:
-                    self._libraries = ThreadpoolController().select(
-                        user_api="blas").lib_controllers
+                    controllers = ThreadpoolController().select(user_api="blas").lib_controllers
+                    self._libraries = [_get_set(lib) for lib in controllers]
                 libraries = self._libraries
         return libraries
 
-    def limited(self, threads: int) -> _BlasLimit:
-        """A context manager: BLAS runs on ``threads`` threads inside the block, on the
-        caller's count again after it."""
-        return _BlasLimit(self._blas(), threads)
-
-
-class _BlasLimit:
-    """One ``with`` block of :meth:`BlasThreads.limited` (a class: a run pays its entry)."""
-
-    __slots__ = ("_changed", "_libraries", "_wanted")
-
-    def __init__(self, libraries: list[Any], wanted: int) -> None:
-        self._libraries, self._wanted = libraries, wanted
-        self._changed: list[tuple[Any, int]] = []
-
     def __enter__(self) -> None:
-        for lib in self._libraries:
-            current = lib.num_threads
-            if current != self._wanted:
-                lib.set_num_threads(self._wanted)
-                self._changed.append((lib, current))
+        libraries = self._blas()
+        with self._lock:
+            if self._holders == 0:
+                for get, set_ in libraries:
+                    current = get()
+                    if current != BLAS_THREADS:
+                        set_(BLAS_THREADS)
+                        self._saved.append((set_, current))
+            self._holders += 1
 
     def __exit__(self, *exc: object) -> None:
-        for lib, previous in self._changed:
-            lib.set_num_threads(previous)
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                for set_, previous in self._saved:
+                    set_(previous)
+                self._saved.clear()
+
+
+def _get_set(lib: Any) -> tuple[Callable[[], int], Callable[[int], Any]]:
+    """The thread-count getter and setter of a threadpoolctl library controller."""
+    dynlib = getattr(lib, "dynlib", None)
+    if (lib.internal_api == "openblas" and getattr(lib, "threading_layer", "") != "openmp"
+            and dynlib is not None):
+        for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+            get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_ = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                return get, set_
+    return (lambda: lib.num_threads), lib.set_num_threads
+
+
+# The process's BLAS thread count is one for all runtimes: one holder for all of them.
+BLAS = BlasThreads()
 
 
 @contextlib.contextmanager
-def using_pool(pool: ThreadPoolExecutor | None, threads: int,
-               blas: BlasThreads | None = None) -> Iterator[None]:
+def using_pool(pool: ThreadPoolExecutor | None, threads: int) -> Iterator[None]:
     """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block, with
-    ``blas`` (when given) held at ``BLAS_THREADS``."""
-    with blas.limited(BLAS_THREADS) if blas is not None else contextlib.nullcontext():
-        if pool is None or threads <= 1:
-            yield
-            return
-        token = _POOL.set((pool, threads))
-        try:
-            yield
-        finally:
-            _POOL.reset(token)
+    BLAS held at ``BLAS_THREADS``. (:class:`RunContext` is the same without a generator.)"""
+    with RunContext(pool, threads):
+        yield
+
+
+class RunContext:
+    """The context of one run: BLAS held at ``BLAS_THREADS`` and ``pool`` (``threads`` wide,
+    or None) the pool of the kernels run inside it. A class: a run pays only its entry."""
+
+    __slots__ = ("_active", "_token")
+
+    def __init__(self, pool: ThreadPoolExecutor | None, threads: int) -> None:
+        self._active = (pool, threads) if pool is not None and threads > 1 else None
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        BLAS.__enter__()
+        if self._active is not None:
+            self._token = _POOL.set(self._active)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _POOL.reset(self._token)
+        BLAS.__exit__()
 
 
 def active_pool() -> tuple[ThreadPoolExecutor, int] | None:

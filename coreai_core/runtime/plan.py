@@ -219,6 +219,9 @@ class Plan:
         self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
                                for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
+        self._static_state = [(k, t.element_type.numpy, tuple(t.shape))
+                              for k, t in self.state_types.items()
+                              ] if all(t.is_static for t in self.state_types.values()) else None
         # relations between the dims of inputs and state (derived dims), checked per run
         self.dim_checks = dim_checks([*self.input_types.values(), *self.state_types.values()])
         self.output_names = [k for k, _ in self._outputs]
@@ -437,9 +440,11 @@ class Plan:
                       program: ProgramData | None, dims: dict[str, tuple[int, str]],
                       record: dict[Value, np.ndarray] | None,
                       timings: list[tuple[Operation, float]] | None) -> dict[str, np.ndarray]:
-        known = program.state_names if program is not None else ()
-        state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
-                                  self.dim_checks)
+        state_arrays = self._exact_state(state_map)
+        if state_arrays is None:
+            known = program.state_names if program is not None else ()
+            state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
+                                      self.dim_checks)
         results = self._execute_with(arrays, state_arrays, record, timings)
         outputs = self._outputs_of(results)
         # the new state is the program's (or the state mapping's) own: a copy wherever it
@@ -488,6 +493,21 @@ class Plan:
         arrays = []
         for name, dtype, shape in self._static_inputs:
             a = inputs.get(name)
+            if a.__class__ is not _ndarray or a.dtype is not dtype or a.shape != shape:
+                return None
+            arrays.append(a)
+        return arrays
+
+    def _exact_state(self, state_map: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The state arrays when ``state_map`` holds exactly this graph's static state, each
+        an array of its exact type (the common case, checked cheaply; static types have no
+        dims to relate), else None: ``bind_state`` then converts or explains."""
+        static = self._static_state
+        if static is None or len(state_map) != len(static):
+            return None
+        arrays = []
+        for name, dtype, shape in static:
+            a = state_map.get(name)
             if a.__class__ is not _ndarray or a.dtype is not dtype or a.shape != shape:
                 return None
             arrays.append(a)
