@@ -17,12 +17,11 @@ between its threads, so a run's parallelism is the runtime's own pool.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["BLAS", "BlasThreads", "RunContext", "active_pool", "available_cores", "fixed_bounds",
-           "parallel_blocks", "parallel_chunks", "using_pool"]
+           "parallel_chunks"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
@@ -148,14 +147,6 @@ def _get_set(lib: Any) -> tuple[Callable[[], int], Callable[[int], Any]]:
 BLAS = BlasThreads()
 
 
-@contextlib.contextmanager
-def using_pool(pool: ThreadPoolExecutor | None, threads: int) -> Iterator[None]:
-    """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block, with
-    BLAS held at ``BLAS_THREADS``. (:class:`RunContext` is the same without a generator.)"""
-    with RunContext(pool, threads):
-        yield
-
-
 class RunContext:
     """The context of one run: BLAS held at ``BLAS_THREADS`` and ``pool`` (``threads`` wide,
     or None) the pool of the kernels run inside it. A class: a run pays only its entry."""
@@ -210,24 +201,3 @@ def parallel_chunks(bounds: list[int], fn: Callable[[int, int], Any]) -> list[An
     futures = [pool.submit(fn, a, b) for a, b in pairs[1:]]
     first = fn(*pairs[0])  # the calling thread takes a block too instead of only waiting
     return [first, *(f.result() for f in futures)]
-
-
-def parallel_blocks(count: int, work: int, fn: Callable[[int], Any]) -> bool:
-    """Run ``fn(i)`` for every ``i`` in ``range(count)``: spread over the run's pool when there
-    is one, several blocks and at least ``BLOCK_WORK`` of ``work``; in order on the calling
-    thread otherwise.
-
-    The blocks are the caller's, whatever the thread count, so a kernel whose blocks are
-    fixed computes the same bits on any number of threads. Returns whether the pool ran them.
-    """
-    active = _POOL.get()
-    if active is None or count < 2 or work < BLOCK_WORK:
-        for i in range(count):
-            fn(i)
-        return False
-    pool = active[0]
-    futures = [pool.submit(fn, i) for i in range(1, count)]
-    fn(0)
-    for future in futures:
-        future.result()
-    return True
