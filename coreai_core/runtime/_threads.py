@@ -27,10 +27,11 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["BLAS", "BlasThreads", "RunContext", "active_pool", "available_cores", "fixed_bounds",
-           "parallel_chunks"]
+           "in_row_blocks", "parallel_chunks"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
@@ -201,3 +202,21 @@ def parallel_chunks(bounds: list[int], fn: Callable[[int, int], Any]) -> list[An
     futures = [pool.submit(fn, a, b) for a, b in pairs[1:]]
     first = fn(*pairs[0])  # the calling thread takes a block too instead of only waiting
     return [first, *(f.result() for f in futures)]
+
+
+def in_row_blocks(x: np.ndarray, keep: int, passes: int,
+                  fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn(x)`` for a ``fn`` that treats every index of the leading ``keep`` axes alike and
+    independently (a reduction or softmax over later axes): run over fixed blocks of those
+    axes merged into rows (one axis, of size 1 when ``keep`` is 0), the results joined along
+    them. ``passes``: numpy passes over the data ``fn`` makes (for the size of the blocks).
+    Small inputs run as one call on all rows."""
+    rows = math.prod(x.shape[:keep])
+    flat = x.reshape(rows, *x.shape[keep:])  # fn always sees one leading axis of rows
+    work = passes * PASS_COST * x.size
+    if rows < 2 or work < 2 * BLOCK_WORK:
+        y = fn(flat)
+    else:
+        y = np.concatenate(parallel_chunks(fixed_bounds(rows, work),
+                                           lambda a, b: fn(flat[a:b])))
+    return y.reshape((*x.shape[:keep], *y.shape[1:]))

@@ -288,14 +288,17 @@ def test_conv_same_bits_on_any_thread_count(
 def test_elementwise_and_reductions_same_bits_on_any_thread_count(
         runtimes: dict[int, Runtime], shape: tuple[int, ...], axes: list[int] | None,
         seed: int) -> None:
-    """GELU (float64 blocks), a chain of elementwise ops and reductions of its result."""
+    """GELU (float64 blocks), a chain of elementwise ops, and reductions and softmax of its
+    result (fixed blocks of rows)."""
     x = np.random.default_rng(seed).uniform(-6, 6, shape).astype(np.float32)
     p = Program()
     with p.graph("main", inputs={"x": TensorType(x.shape, F32)}) as g:
         v = coreai.gelu(g["x"], approximate="none")
         v = coreai.broadcasting_add(coreai.broadcasting_mul(v, 0.5), coreai.tanh(g["x"]))
         g.outputs({"v": v, "sum": coreai.reduce_sum(v, axes=axes, keep_dims=False),
-                   "max": coreai.reduce_max(v, axes=axes, keep_dims=True)})
+                   "max": coreai.reduce_max(v, axes=axes, keep_dims=True),
+                   "mean": coreai.reduce_mean(v, axes=axes, keep_dims=False),
+                   "soft": coreai.softmax(v, axis=-1)})
     out = _same_on_every_thread_count(runtimes, p, {"x": x})
     wide = x.astype(np.float64)
     gelu = wide * 0.5 * (1 + scipy.special.erf(wide / np.sqrt(2)))
@@ -308,6 +311,15 @@ def test_elementwise_and_reductions_same_bits_on_any_thread_count(
     bound = count * 2.0**-24 * np.sum(np.abs(v), axis=ax)
     assert np.all(np.abs(out["sum"] - np.sum(v, axis=ax)) <= bound * (1 + 1e-6))
     np.testing.assert_array_equal(out["max"], np.max(out["v"], axis=ax, keepdims=True))
+    # the mean: the sum's bound, plus the division's rounding
+    mean_bound = bound / count + 2.0**-24 * np.abs(np.sum(v, axis=ax) / count)
+    assert np.all(np.abs(out["mean"] - np.sum(v, axis=ax) / count) <= mean_bound * (1 + 1e-6))
+    # softmax: exp(v - max) with v - max exact (Sterbenz) and exp within 1 ulp, a sum of n
+    # such terms within n ulps, a division within half an ulp: (n + 3) ulps relative
+    e = np.exp(v - v.max(axis=-1, keepdims=True))
+    want = e / e.sum(axis=-1, keepdims=True)
+    n = v.shape[-1]
+    np.testing.assert_allclose(out["soft"], want, rtol=(n + 3) * 2.0**-24, atol=0)
 
 
 def test_blas_on_one_thread_in_every_worker_and_restored_after() -> None:

@@ -290,9 +290,19 @@ def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
 
 @kernel("coreai.softmax")
 def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
-    """exp(x - max) / sum, along ``axis`` (float32 compute for half types)."""
+    """exp(x - max) / sum, along ``axis`` (float32 compute for half types); in fixed blocks
+    of the axes before ``axis`` on the run's pool."""
     if x.size == 0:
         return x.copy()
+    if x.ndim > 1:
+        axis %= x.ndim
+        # 6 passes: max, subtract, exp (costlier), sum, divide
+        return _threads.in_row_blocks(x, axis, 6,
+                                      lambda rows: _softmax(rows, axis=1))
+    return _softmax(x, axis=axis)
+
+
+def _softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     y = up(x)
     top = np.max(y, axis=axis, keepdims=True)
     e = np.subtract(y, top)  # a fresh array: the next steps write into it

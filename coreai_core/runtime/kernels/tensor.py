@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels.elementwise import F32, HALF, up
 
@@ -37,7 +38,25 @@ def _wide(dtype: np.dtype) -> np.dtype | None:
 
 # -- reductions ----------------------------------------------------------------------------------
 
+def _by_rows(reduce: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """A reduction run in fixed blocks of the axes before its first reduced one, on the run's
+    pool (each row's reduction is the same computation whatever the block)."""
+
+    def run(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
+        ax = None if axes is None else sorted(a % x.ndim for a in axes) if x.ndim else []
+        if not ax or x.ndim == 0:
+            return reduce(x, axes=axes, keep_dims=keep_dims)
+        keep = ax[0]
+        shifted = [a - keep + 1 for a in ax]
+        return _threads.in_row_blocks(
+            x, keep, 2, lambda rows: reduce(rows, axes=shifted, keep_dims=keep_dims))
+
+    run.__name__, run.__doc__ = reduce.__name__, reduce.__doc__
+    return run
+
+
 @kernel("coreai.reduce_sum")
+@_by_rows
 def reduce_sum(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Sum over axes; integers wrap to their dtype, half types accumulate in float32."""
     r = np.sum(up(x), axis=_axes(axes), keepdims=keep_dims, dtype=_wide(x.dtype))
@@ -52,6 +71,7 @@ def reduce_product(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.n
 
 
 @kernel("coreai.reduce_mean")
+@_by_rows
 def reduce_mean(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Mean over axes (NaN for an empty reduction, like torch)."""
     y = up(x)
@@ -62,12 +82,14 @@ def reduce_mean(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndar
 
 
 @kernel("coreai.reduce_max")
+@_by_rows
 def reduce_max(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Max over axes, NaN propagates."""
     return np.asarray(np.max(up(x), axis=_axes(axes), keepdims=keep_dims)).astype(x.dtype)
 
 
 @kernel("coreai.reduce_min")
+@_by_rows
 def reduce_min(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Min over axes, NaN propagates."""
     return np.asarray(np.min(up(x), axis=_axes(axes), keepdims=keep_dims)).astype(x.dtype)
