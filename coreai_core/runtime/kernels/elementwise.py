@@ -294,7 +294,7 @@ def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     of the axes before ``axis`` on the run's pool."""
     if x.size == 0:
         return x.copy()
-    if x.ndim > 1:
+    if x.ndim > 1 and x.size >= _threads.BLOCK_WORK // _threads.PASS_COST:
         axis %= x.ndim
         # 6 passes: max, subtract, exp (costlier), sum, divide
         return _threads.in_row_blocks(x, axis, 6,
