@@ -20,7 +20,6 @@ import scipy.special
 
 from coreai_core._dtypes import DType
 from coreai_core.runtime import _threads
-from coreai_core.runtime.kernels import _gelu
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("elementwise")
@@ -117,15 +116,14 @@ BLOCK = 8192
 
 
 def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None],
-                      passes: int = 4) -> np.ndarray:
+                      ) -> np.ndarray:
     """``fn`` computed in float64 over x block by block, rounded once to x's dtype.
 
     ``fn(y, scratch)`` turns ``y`` (a float64 copy of a block of x) into the result in place;
     ``scratch`` is a float64 block of the same size it may use. The same ufuncs on the same
     values as over the whole array: the result is identical, only the memory traffic drops.
     In a run with a thread pool (``Runtime(threads=n)``) the blocks are shared among the
-    threads, with the same result. ``passes``: the numpy passes ``fn`` is worth per element
-    (an exp or a normal CDF in float64: 4), for the size of the threads' blocks.
+    threads, with the same result.
     """
     if x.size <= BLOCK:  # one block: no loop to set up
         y = x.astype(F64)
@@ -145,7 +143,8 @@ def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None
             out[start:stop] = y
 
     n_blocks = -(-flat.size // BLOCK)
-    work = passes * _threads.PASS_COST * flat.size
+    # work: ~4 passes per element (an exp or a normal CDF in float64)
+    work = 4 * _threads.PASS_COST * flat.size
     _threads.parallel_chunks(_threads.fixed_bounds(n_blocks, work), blocks)
     return out.reshape(x.shape)
 
@@ -284,8 +283,6 @@ def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
         y = up(x)
         inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
         r = (0.5 * y * (1 + np.tanh(inner))).astype(x.dtype)
-    elif x.dtype == F32:  # see _gelu: correctly rounded, ndtr only as a fallback
-        r = in_float64_blocks(x, _gelu.gelu_float32_block, passes=40)
     else:
         r = in_float64_blocks(x, _gelu_in_place)
     return _at_minus_inf_zero(x, r)
