@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,6 +21,11 @@ KERNELS = KernelSet("tensor")
 kernel = KERNELS.register
 
 Ints = Sequence[int]
+# the reductions call ufunc.reduce (np.sum without its Python wrapper: a microsecond per call);
+# typed Any: numpy's stubs accept keepdims only as a literal
+_ADD: Any = np.add
+_MAXIMUM: Any = np.maximum
+_MINIMUM: Any = np.minimum
 
 
 def _axes(axes: Ints | None) -> tuple[int, ...] | None:
@@ -63,7 +68,7 @@ def _by_rows(reduce: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 @_by_rows
 def reduce_sum(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Sum over axes; integers wrap to their dtype, half types accumulate in float32."""
-    r = np.add.reduce(up(x), axis=_axes(axes), keepdims=keep_dims, dtype=_wide(x.dtype))
+    r = _ADD.reduce(up(x), axis=_axes(axes), keepdims=keep_dims, dtype=_wide(x.dtype))
     return np.asarray(r).astype(x.dtype, copy=False)
 
 
@@ -81,8 +86,7 @@ def reduce_mean(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndar
     y = up(x)
     ax = _axes(axes)
     count = y.size if ax is None else math.prod(y.shape[a] for a in ax)
-    # np.add.reduce is np.sum without its Python wrapper (a microsecond per call)
-    r = np.add.reduce(y, axis=ax, keepdims=keep_dims) / y.dtype.type(count)  # 0/0: NaN
+    r = _ADD.reduce(y, axis=ax, keepdims=keep_dims) / y.dtype.type(count)  # 0/0: NaN
     return np.asarray(r).astype(x.dtype, copy=False)
 
 
@@ -90,7 +94,7 @@ def reduce_mean(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndar
 @_by_rows
 def reduce_max(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Max over axes, NaN propagates."""
-    return np.asarray(np.maximum.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
+    return np.asarray(_MAXIMUM.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
                       ).astype(x.dtype)
 
 
@@ -98,7 +102,7 @@ def reduce_max(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarr
 @_by_rows
 def reduce_min(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Min over axes, NaN propagates."""
-    return np.asarray(np.minimum.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
+    return np.asarray(_MINIMUM.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
                       ).astype(x.dtype)
 
 
