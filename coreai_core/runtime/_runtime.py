@@ -232,7 +232,9 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
-        with RunContext(self._pool or self._thread_pool(), self.threads):
+        # a run of nothing but ufuncs never reaches BLAS: no thread count to hold
+        with RunContext(self._pool or self._thread_pool(), self.threads,
+                        not plan.calls_only_ufuncs):
             if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
                 return plan.run(inputs, state)
             with seeded(seed):

@@ -149,24 +149,29 @@ BLAS = BlasThreads()
 
 
 class RunContext:
-    """The context of one run: BLAS held at ``BLAS_THREADS`` and ``pool`` (``threads`` wide,
-    or None) the pool of the kernels run inside it. A class: a run pays only its entry."""
+    """The context of one run: BLAS held at ``BLAS_THREADS`` (unless ``blas`` is False: a run
+    that cannot call BLAS) and ``pool`` (``threads`` wide, or None) the pool of the kernels run
+    inside it. A class: a run pays only its entry."""
 
-    __slots__ = ("_active", "_token")
+    __slots__ = ("_active", "_blas", "_token")
 
-    def __init__(self, pool: ThreadPoolExecutor | None, threads: int) -> None:
+    def __init__(self, pool: ThreadPoolExecutor | None, threads: int,
+                 blas: bool = True) -> None:
         self._active = (pool, threads) if pool is not None and threads > 1 else None
+        self._blas = blas
         self._token: Any = None
 
     def __enter__(self) -> None:
-        BLAS.__enter__()
+        if self._blas:
+            BLAS.__enter__()
         if self._active is not None:
             self._token = _POOL.set(self._active)
 
     def __exit__(self, *exc: object) -> None:
         if self._token is not None:
             _POOL.reset(self._token)
-        BLAS.__exit__()
+        if self._blas:
+            BLAS.__exit__()
 
 
 def active_pool() -> tuple[ThreadPoolExecutor, int] | None:

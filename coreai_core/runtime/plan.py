@@ -189,6 +189,7 @@ class Plan:
         self.graph = graph
         self.compiled = compiled
         self._compiled: CompiledPlan | None = None
+        self._only_ufuncs: bool | None = None
         self._nested_plans: list[Plan] = []  # of regions, for explain()
         # weak: runtimes cache plans per program, and a cache must not keep its key alive
         self._program = None if program is None else weakref.ref(program)
@@ -540,6 +541,14 @@ class Plan:
     def stats(self) -> PlanStats:
         """Step count, direct ufunc calls, buffers reused and peak intermediate bytes."""
         return self.compile().stats
+
+    @property
+    def calls_only_ufuncs(self) -> bool:
+        """Whether a compiled run calls nothing but numpy ufuncs (every step a direct ufunc
+        call): such a run never reaches BLAS, so it need not hold BLAS's thread count."""
+        if self._only_ufuncs is None:
+            self._only_ufuncs = self.compiled and self.stats.direct_ufunc_calls == len(self._steps)
+        return self._only_ufuncs
 
     def explain(self, _seen: set[int] | None = None) -> str:
         """The generated source of this plan, its regions and its callees, with stats."""

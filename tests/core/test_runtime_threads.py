@@ -373,3 +373,30 @@ def test_zoo_models_same_bits_on_any_thread_count(runtimes: dict[int, Runtime],
     arrays = dict(zip(program.graphs["main"].inputs, (t.numpy() for t in inputs), strict=True))
     _same_on_every_thread_count(runtimes, program, arrays)
     assert verify(model, program, inputs, rtol=RTOL, atol=ATOL).passed
+
+
+def test_a_run_of_only_ufuncs_leaves_blas_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan whose every step is a direct ufunc call never reaches BLAS: its run skips the
+    BLAS thread count (a few microseconds per call); any other plan holds it."""
+    entered: list[bool] = []
+    real = _threads.BlasThreads.__enter__
+
+    def spy(self: _threads.BlasThreads) -> None:
+        entered.append(True)
+        real(self)
+
+    monkeypatch.setattr(_threads.BlasThreads, "__enter__", spy)
+    runtime = Runtime(threads=1)
+    chain = Program()
+    with chain.graph("main", inputs={"x": TensorType((4,), F32)}) as g:
+        g.outputs({"y": coreai.broadcasting_mul(coreai.tanh(g["x"]), 2.0)})
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    np.testing.assert_array_equal(runtime.run(chain, {"x": x})["y"],
+                                  np.tanh(x) * np.float32(2))
+    assert runtime.plan(chain).calls_only_ufuncs and entered == []
+    product = Program()
+    with product.graph("main", inputs={"a": TensorType((4, 4), F32)}) as g:
+        g.outputs({"y": coreai.tanh(coreai.batch_matmul(g["a"], g["a"]))})
+    a = np.eye(4, dtype=np.float32)
+    np.testing.assert_array_equal(runtime.run(product, {"a": a})["y"], np.tanh(a))
+    assert not runtime.plan(product).calls_only_ufuncs and entered == [True]
