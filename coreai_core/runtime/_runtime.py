@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -124,6 +125,7 @@ class Runtime:
         self.compiled = compiled
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0  # the process that made the pool: a forked child makes its own
         self._pool_lock = threading.Lock()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
@@ -203,10 +205,16 @@ class Runtime:
     def _thread_pool(self) -> ThreadPoolExecutor | None:
         if self.threads <= 1:
             return None
+        pool = self._pool
+        if pool is not None and self._pool_pid == os.getpid():
+            return pool
         with self._pool_lock:
-            if self._pool is None:
+            # a child forked after the pool started has the pool without its threads: work
+            # submitted there would wait forever, so the child makes a pool of its own
+            if self._pool is None or self._pool_pid != os.getpid():
                 # the calling thread runs blocks too: the pool adds threads - 1
                 self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="coreai")
+                self._pool_pid = os.getpid()
             return self._pool
 
     def explain_plan(self, program: ProgramData, entrypoint: str = "main") -> str:
@@ -233,7 +241,7 @@ class Runtime:
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
         # a run of nothing but ufuncs never reaches BLAS: no thread count to hold
-        with RunContext(self._pool or self._thread_pool(), self.threads,
+        with RunContext(self._thread_pool(), self.threads,
                         not plan.calls_only_ufuncs):
             if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
                 return plan.run(inputs, state)

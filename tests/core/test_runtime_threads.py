@@ -5,6 +5,7 @@ restored after."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import threading
@@ -400,3 +401,36 @@ def test_a_run_of_only_ufuncs_leaves_blas_alone(monkeypatch: pytest.MonkeyPatch)
     a = np.eye(4, dtype=np.float32)
     np.testing.assert_array_equal(runtime.run(product, {"a": a})["y"], np.tanh(a))
     assert not runtime.plan(product).calls_only_ufuncs and entered == [True]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+@pytest.mark.usefixtures("small_blocks")
+def test_a_forked_child_runs_on_a_pool_of_its_own() -> None:
+    """A child forked after the runtime's pool started has the pool object without its
+    threads; its runs must not wait on them forever (they would, reusing the pool)."""
+    runtime = Runtime(threads=2)
+    p = Program()
+    with p.graph("main", inputs={"a": TensorType((256, 256), F32)}) as g:
+        g.outputs({"y": coreai.batch_matmul(g["a"], g["a"])})  # 4 column blocks
+    a = np.random.default_rng(0).standard_normal((256, 256), np.float32)
+    parent = runtime.run(p, {"a": a})["y"]  # starts the pool's threads
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, send a digest (fits the pipe), exit without teardown
+        try:
+            os.write(write, hashlib.sha256(runtime.run(p, {"a": a})["y"].tobytes()).digest())
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's run hung on the parent's pool")
+    with os.fdopen(read, "rb") as f:
+        assert f.read() == hashlib.sha256(parent.tobytes()).digest()
