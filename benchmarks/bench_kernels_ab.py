@@ -111,8 +111,8 @@ def kernel_rows(old_module: ModuleType, repeat: int) -> list[list[Any]]:
 def model_rows(old_module: ModuleType, keys: list[str], repeat: int) -> list[list[Any]]:
     ops = [op for _, op, _, _ in _cases()]
     old_rt = Runtime({op: old_module.KERNELS.get(op) for op in dict.fromkeys(ops)},
-                     allow_override=True)
-    new_rt = Runtime()
+                     allow_override=True, threads=1)
+    new_rt = Runtime(threads=1)  # one thread each, like torch
     rows: list[list[Any]] = []
     for key in keys:
         label, model, inputs = built_model(key)

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table
 
+from coreai_core.runtime import Runtime
 from coreai_torch import TorchConverter, get_decomp_table
 from tests.models.zoo import all_models
 
@@ -50,9 +51,10 @@ def _measure(name: str, build, repeat: int) -> list:
     after = sum(len(g.ops) for g in program.graphs.values())
     feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
     state = {k: v.copy() for k, v in program.state.items()}
+    one_thread = Runtime(threads=1)
 
     def run():
-        return program.run(feeds, state=state)
+        return one_thread.run(program, feeds, state=state)  # like torch: one thread
 
     def eager():
         with torch.no_grad():

@@ -1,20 +1,25 @@
 """Real-size models: the numpy runtime against torch eager and onnxruntime, default environment.
 
 Each model is built from a ``transformers`` config (or ``torch.nn``: the LSTM and GRU) with
-random weights (nothing downloaded),
-exported, converted, optimized and run with ``program.run`` the way a user runs it: no
-``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` (the runtime sets BLAS threads itself). In the
-same process: torch eager with 1 thread, and onnxruntime with 1 thread on the same model
-exported with ``torch.onnx.export(..., dynamo=True)`` (a failed export is reported in its
-cell). Columns: export/convert/optimize seconds, run/eager/onnxruntime medians and the
-ratios, the weight bytes, the peak RSS while ``run()`` is timed and its growth over the RSS
-before (activations and temporaries; a lower bound, as heap memory freed earlier is reused;
-weights are shared with torch, not copied).
+random weights (nothing downloaded), exported, converted, optimized and run with
+``program.run`` the way a user runs it: no ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` (the
+runtime sets BLAS threads itself). In the same process, one after the other: the runtime on
+every available core (``program.run``, the default) and on one thread
+(``Runtime(threads=1)``); torch eager at its default thread count and at one thread; and
+onnxruntime at its default settings on the same model exported with
+``torch.onnx.export(..., dynamo=True)`` (a failed export is reported in its cell). Columns:
+export/convert/optimize seconds, the medians and the ratios of the default runtime to eager
+at its default threads and to onnxruntime (targets: <= 1.0 and <= 1.5), the weight bytes, the
+peak RSS while ``run()`` is timed and its growth over the RSS before (activations and
+temporaries; a lower bound, as heap memory freed earlier is reused; weights are shared with
+torch, not copied).
 
 Run: ``python benchmarks/bench_real_size.py [--models bert,vit,resnet50,mobilenet_v2,llama,
-llama_decode,lstm,gru] [--repeat 3]`` (onnxruntime and onnxscript: ``pip install -e '.[bench]'``).
-The Llamas have the 1.1B shape (4.4 GB of float32 weights; about 15 GB peak with
-onnxruntime's copy).
+llama_decode,lstm,gru] [--repeat 3] [--quick] [--no-ort]`` (onnxruntime and onnxscript:
+``pip install -e '.[bench]'``). The Llamas have the 1.1B shape (22 layers, 4.4 GB of float32
+weights; about 15 GB peak with onnxruntime's copy); ``--llama-layers 4`` keeps 4 of them.
+``--quick``: BERT, ResNet-50, MobileNetV2 and the 4-layer Llamas, 2 timed runs each, no
+onnxruntime (its export takes minutes): a smoke test of the numbers, not the final figures.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, print_table, reset_peak_rss, rss
 
 from coreai_core import Program
+from coreai_core.runtime import Runtime
 from coreai_torch import TorchConverter, get_decomp_table
 from tests.models.builders import HF
 
@@ -86,11 +92,17 @@ def mobilenet_v2() -> Built:
     return HF(model, "pooler_output", ("pixel_values",)), (_pixels(),)
 
 
+# Layers of the Llamas (``--llama-layers``): TinyLlama-1.1B has 22.
+LLAMA_LAYERS = {"layers": 22}
+
+
 def _llama_1b() -> torch.nn.Module:
-    """A transformers Llama of the TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4."""
+    """A transformers Llama of the TinyLlama-1.1B shape: 22 layers (or ``--llama-layers``),
+    hidden 2048, GQA 32/4."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632,
+                      num_hidden_layers=LLAMA_LAYERS["layers"],
                       num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
                       max_position_embeddings=2048, use_cache=False)
     return LlamaForCausalLM(cfg)
@@ -224,7 +236,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def _onnxruntime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
                  repeat: int) -> float | str:
-    """Median seconds of onnxruntime (1 thread) on the dynamo export, or why it failed."""
+    """Median seconds of onnxruntime (default settings) on the dynamo export, or why not."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -237,17 +249,16 @@ def _onnxruntime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
                                   verbose=False)
         except Exception as e:  # report the reason in the table instead of stopping
             return f"export failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
         return median_time(lambda: session.run(None, feeds), repeat=repeat)
 
 
 def _coreai(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
             repeat: int) -> tuple[list[float], np.ndarray]:
-    """Export, convert, optimize and run seconds, peak RSS while running and its growth
-    over the RSS before; and one run's output. The program is freed on return."""
+    """Export, convert, optimize seconds, run seconds on every core and on one thread, peak
+    RSS while running and its growth over the RSS before; and one run's output. The program
+    is freed on return."""
     ep, t_export = _timed(lambda: torch.export.export(model, inputs)
                           .run_decompositions(get_decomp_table()))
     program, t_convert = _timed(
@@ -260,42 +271,75 @@ def _coreai(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
     reset_peak_rss()
     t_run = median_time(lambda: program.run(feeds), repeat=repeat)
     peak = rss("VmHWM")
+    one_thread = Runtime(threads=1)
+    t_run1 = median_time(lambda: one_thread.run(program, feeds), repeat=repeat)
     output = next(iter(program.run(feeds).values()))
-    return [t_export, t_convert, t_optimize, t_run, peak / GB, (peak - before) / GB], output
+    return [t_export, t_convert, t_optimize, t_run, t_run1, peak / GB,
+            (peak - before) / GB], output
 
 
-def measure(key: str, repeat: int) -> list[Any]:
+def _eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], repeat: int,
+           threads: int) -> tuple[float, np.ndarray]:
+    """Median seconds of torch eager on ``threads`` threads, and its output."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            expected = model(*inputs).numpy()
+            return median_time(lambda: model(*inputs), repeat=repeat), expected
+    finally:
+        torch.set_num_threads(previous)
+
+
+def measure(key: str, repeat: int, ort: bool, torch_threads: int) -> list[Any]:
     """One table row for model ``key``."""
     label, model, inputs = built_model(key)
     weight_bytes = sum(p.numel() * p.element_size()
                        for p in [*model.parameters(), *model.buffers()])
-    (t_export, t_convert, t_optimize, t_run, peak, growth), got = _coreai(model, inputs, repeat)
+    (t_export, t_convert, t_optimize, t_run, t_run1, peak, growth), got = _coreai(
+        model, inputs, repeat)
     gc.collect()
-    with torch.inference_mode():
-        expected = model(*inputs).numpy()
-        t_eager = median_time(lambda: model(*inputs), repeat=repeat)
+    t_eager, expected = _eager(model, inputs, repeat, torch_threads)
+    t_eager1, _ = _eager(model, inputs, repeat, 1)
     err = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
-    t_ort = _onnxruntime(model, inputs, repeat)
+    t_ort = _onnxruntime(model, inputs, repeat) if ort else "skipped"
     ort_ratio = t_run / t_ort if isinstance(t_ort, float) else "-"
-    return [label, t_export, t_convert, t_optimize, t_run, t_eager, t_ort, t_run / t_eager,
-            ort_ratio, f"{err:.1e}", weight_bytes / GB, peak, growth]
+    return [label, t_export, t_convert, t_optimize, t_run, t_run1, t_eager, t_eager1, t_ort,
+            t_run / t_eager, t_run1 / t_eager1, ort_ratio, f"{err:.1e}", weight_bytes / GB,
+            peak, growth]
+
+
+QUICK = "bert,resnet50,mobilenet_v2,llama,llama_decode"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help=f"comma-separated, from {', '.join(MODELS)}")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per median")
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated, from {', '.join(MODELS)} (default: all; "
+                             f"with --quick: {QUICK})")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="timed runs per median (default 3; 2 with --quick)")
+    parser.add_argument("--llama-layers", type=int, default=None,
+                        help="decoder layers of the Llamas (default 22; 4 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer models, 4-layer Llamas, 2 runs, no onnxruntime")
+    parser.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
     args = parser.parse_args()
-    keys = model_keys(parser, args.models)
-    torch.set_num_threads(1)
+    keys = model_keys(parser, args.models or (QUICK if args.quick else ",".join(MODELS)))
+    repeat = args.repeat or (2 if args.quick else 3)
+    LLAMA_LAYERS["layers"] = args.llama_layers or (4 if args.quick else 22)
+    torch_threads = torch.get_num_threads()  # torch's default, before anything changes it
     rows = []
     for key in keys:
-        rows.append(measure(key, args.repeat))
+        rows.append(measure(key, repeat, not (args.no_ort or args.quick), torch_threads))
         print(f"{key}: done", file=sys.stderr, flush=True)
-    print_table(["model", "export s", "convert s", "optimize s", "run s", "eager s",
-                 "onnxruntime s", "run/eager", "run/ort", "max rel err", "weights GB",
-                 "run peak RSS GB", "run RSS growth GB"], rows)
+    cores = Runtime().threads
+    print(f"runtime: {cores} thread(s) by default; torch eager: {torch_threads} by default; "
+          f"Llama layers: {LLAMA_LAYERS['layers']}")
+    print_table(["model", "export s", "convert s", "optimize s", f"run s ({cores} thr)",
+                 "run s (1 thr)", f"eager s ({torch_threads} thr)", "eager s (1 thr)",
+                 "onnxruntime s (default)", "run/eager", "run/eager (1 thr each)", "run/ort",
+                 "max rel err", "weights GB", "run peak RSS GB", "run RSS growth GB"], rows)
 
 
 if __name__ == "__main__":

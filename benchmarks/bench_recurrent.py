@@ -69,8 +69,9 @@ def measure(name: str, build: Callable[[], Built], repeat: int) -> list[Any]:
     program.optimize()
     feeds = dict(zip(program.input_names, [t.numpy() for t in inputs], strict=True))
     runtimes = {"previous": Runtime({"coreai.batch_matmul": _previous_matmul,
-                                     "coreai.split": _split_call}, allow_override=True),
-                "now": Runtime()}
+                                     "coreai.split": _split_call}, allow_override=True,
+                                    threads=1),
+                "now": Runtime(threads=1)}  # one thread each, like torch
     with torch.inference_mode():
         expected = model(*inputs).numpy()
     err = max(float(np.max(np.abs(next(iter(rt.run(program, feeds).values())) - expected)))

@@ -27,6 +27,7 @@ from _common import median_time, print_table
 
 from coreai_core import Program, TensorType
 from coreai_core.dialects import coreai
+from coreai_core.runtime import Runtime
 
 
 @dataclass
@@ -143,10 +144,11 @@ def run(cases: list[Case]) -> list[list[Any]]:
     """Time every case; returns the table rows."""
     torch.set_num_threads(1)
     rows = []
+    one_thread = Runtime(threads=1)  # one thread each, like torch
     for case in cases:
         program, inputs = case.build()
         tensors = {k: torch.from_numpy(v) for k, v in inputs.items()}
-        ours = median_time(lambda p=program, i=inputs: p.run(i), repeat=case.repeat)
+        ours = median_time(lambda p=program, i=inputs: one_thread.run(p, i), repeat=case.repeat)
         with torch.inference_mode():
             theirs = median_time(lambda c=case, t=tensors: c.torch_fn(t), repeat=case.repeat)
         rows.append([case.name, ours * 1e3, theirs * 1e3, ours / theirs,

@@ -258,7 +258,7 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
             if target is None:
                 allocate(out)
             else:
-                call_args = [*call_args, f"out=v{target}"]
+                call_args = [*call_args, f"v{target}"]  # positional out: cheaper to parse
                 buffer_of[out] = buffer_of[target]
                 holders[buffer_of[out]] += 1
                 if target in ins:

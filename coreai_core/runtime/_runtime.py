@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -15,7 +16,7 @@ from coreai_core._ir import Graph, Operation, ProgramData, Value
 from coreai_core.runtime._inputs import writable
 from coreai_core.runtime._rng import Seed, seeded
 from coreai_core.runtime._table import DEFAULT_TABLE, KernelTable
-from coreai_core.runtime._threads import BLAS_THREADS, BlasThreads, using_pool
+from coreai_core.runtime._threads import BLAS, RunContext, available_cores
 from coreai_core.runtime.kernels._registry import Kernel
 from coreai_core.runtime.plan import Plan, Problems, describe_op
 
@@ -101,10 +102,12 @@ class Runtime:
     ``allow_override``); ``base=None`` makes a runtime with only its own kernels.
     Plans run as generated Python functions (see :meth:`explain_plan`); ``compiled=False``
     interprets them step by step instead (for debugging; both give identical results).
-    ``threads=n`` runs batched kernels (matmul stacks, convolution batches, the float64
-    blocks of GELU/SiLU/sigmoid) split over ``n`` threads, with results identical to one
-    thread; the default is 1. BLAS runs on one thread
-    during a run whatever ``n`` (the caller's setting is restored afterwards).
+    Large kernels (matrix products, convolutions, the float64 blocks of GELU/SiLU/sigmoid)
+    run in blocks fixed by the shapes, spread over ``threads`` threads (the calling thread
+    and a pool of ``threads - 1``): by default every core the process may use (its CPU
+    affinity and cgroup quota); ``threads=n`` caps it. Results are bit-identical whatever the
+    thread count. BLAS runs on one thread during a run (the caller's setting is restored
+    afterwards): the runtime's blocks are the only parallelism, with no oversubscription.
     Plans are built once per (program, entrypoint) and cached in the runtime, without keeping
     the program alive; any edit of the program's IR makes them stale (``program.invalidate()``
     is needed only after writing into a weight's or attribute's array in place).
@@ -112,15 +115,18 @@ class Runtime:
 
     def __init__(self, kernels: Mapping[str, Kernel] | None = None, *,
                  allow_override: bool = False, base: KernelTable | None = DEFAULT_TABLE,
-                 compiled: bool = True, threads: int = 1) -> None:
-        if not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be a positive int, got {threads!r}")
+                 compiled: bool = True, threads: int | None = None) -> None:
+        if threads is None:
+            threads = available_cores()
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"Runtime(threads=...) must be a positive int or None (every "
+                             f"available core), got {threads!r}")
         self.kernels = KernelTable(parent=base)
         self.compiled = compiled
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0  # the process that made the pool: a forked child makes its own
         self._pool_lock = threading.Lock()
-        self._blas = BlasThreads()
         self._token = next(_TOKENS)
         self._plans = _PlanCache()
         self._building = threading.local()
@@ -199,9 +205,16 @@ class Runtime:
     def _thread_pool(self) -> ThreadPoolExecutor | None:
         if self.threads <= 1:
             return None
+        pool = self._pool
+        if pool is not None and self._pool_pid == os.getpid():
+            return pool
         with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="coreai")
+            # a child forked after the pool started has the pool without its threads: work
+            # submitted there would wait forever, so the child makes a pool of its own
+            if self._pool is None or self._pool_pid != os.getpid():
+                # the calling thread runs blocks too: the pool adds threads - 1
+                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="coreai")
+                self._pool_pid = os.getpid()
             return self._pool
 
     def explain_plan(self, program: ProgramData, entrypoint: str = "main") -> str:
@@ -227,7 +240,9 @@ class Runtime:
         """
         _check_state_arg(state)
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas):
+        # a run of nothing but ufuncs never reaches BLAS: no thread count to hold
+        with RunContext(self._thread_pool(), self.threads,
+                        not plan.calls_only_ufuncs):
             if seed is None:  # random ops draw fresh entropy (or an enclosing seeded block's)
                 return plan.run(inputs, state)
             with seeded(seed):
@@ -246,7 +261,7 @@ class Runtime:
         _check_state_arg(state)
         record: dict[Value, np.ndarray] = {}
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
+        with RunContext(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, record=record)
         return outputs, record
 
@@ -266,7 +281,7 @@ class Runtime:
         _check_state_arg(state)
         timings: list[tuple[Operation, float]] = []
         plan = self.plan(program, entrypoint)
-        with using_pool(self._thread_pool(), self.threads, self._blas), seeded(seed):
+        with RunContext(self._thread_pool(), self.threads), seeded(seed):
             outputs = plan.run(inputs, state, timings=timings)
         return outputs, timings
 
@@ -293,7 +308,7 @@ class Runtime:
         if len(converted) != len(operands):
             raise ValueError(f"{describe_op(op)} takes {len(operands)} operands, "
                              f"got {len(converted)}")
-        with np.errstate(all="ignore"), self._blas.limited(BLAS_THREADS):
+        with np.errstate(all="ignore"), BLAS:
             return [writable(a) for a in plan.run_arrays(converted)]
 
     def __repr__(self) -> str:

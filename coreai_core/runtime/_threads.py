@@ -1,159 +1,227 @@
-"""The threads of a running ``Runtime(threads=n)``: its pool and its BLAS thread limit.
+"""The threads of a running ``Runtime``: its pool, its BLAS thread limit and its fixed blocks.
 
-Batched kernels (matmul over a stack, convolution over a batch) split their leading axis
-into one chunk per thread. Each chunk runs exactly the computation the whole call would run
-for those rows (numpy releases the GIL), so the result is bit-identical to one thread. A
-kernel with fixed blocks of its own (a stack times one weight: row blocks) hands them to
-:func:`parallel_blocks`, which runs the same blocks on any number of threads.
+A kernel that spreads work over threads cuts it into blocks whose boundaries depend on the
+shapes only (:func:`fixed_bounds`), never on the thread count; every block runs on one
+thread with BLAS on one thread, and writes its own part of the result (or returns a partial
+result the caller combines in block order). One thread runs the same blocks in order, so
+results are bit-identical on any number of threads: parallelism changes who computes a
+block, never what a block computes.
 
 During a run the BLAS libraries numpy and scipy call (OpenBLAS, MKL, ...) run on one thread
 (``BLAS_THREADS``), set with ``threadpoolctl`` and restored afterwards. Their own default (one
 thread per core) contends with torch's and the runtime's threads: it made real-size models
 13-53x slower on a busy 2-core machine. And threaded BLAS does not give the same bits: OpenBLAS
 splits the sum of a long matrix-vector product (numpy's path for a matmul with a unit dim)
-between its threads, so a run's parallelism is the runtime's own pool, whose chunks are
-independent rows.
+between its threads, so a run's parallelism is the runtime's own pool.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
+import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["BlasThreads", "active_pool", "parallel_blocks", "parallel_rows", "using_pool"]
+__all__ = ["BLAS", "BlasThreads", "RunContext", "active_pool", "available_cores", "fixed_bounds",
+           "in_row_blocks", "parallel_chunks"]
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
-# Below this many multiply-adds a batched kernel runs on the calling thread: splitting
-# costs more than it saves.
-MIN_PARALLEL_WORK = 1 << 20
+# Multiply-adds (or equivalent) of one block: ~1-3 ms on one core, so a block's Python and
+# pool hand-off (~20 us) stays under 2%; work below it runs as one block.
+BLOCK_WORK = 1 << 22
+# One numpy pass over one element (a ufunc with out=, memory-bound) costs about this many of
+# BLAS's multiply-adds: the work of elementwise blocks is counted in passes times this.
+PASS_COST = 8
+# At most this many blocks per kernel call: enough to balance 16 threads, few enough that the
+# hand-offs stay cheap.
+MAX_BLOCKS = 64
 # BLAS threads during a run: more would change the bits of long matrix-vector products.
 BLAS_THREADS = 1
 
 
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota
+    (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``); at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota(Path("/sys/fs/cgroup"))
+    if quota is not None:
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """The CPU quota of the cgroup under ``root`` in cores, or None when unlimited/unknown."""
+    try:
+        v2 = root / "cpu.max"
+        if v2.is_file():
+            quota, _, period = v2.read_text().partition(" ")
+            if quota.strip() == "max":
+                return None
+            return int(quota) / int(period or "100000")
+        v1 = root / "cpu" / "cpu.cfs_quota_us"
+        if not v1.is_file():
+            v1 = root / "cpu,cpuacct" / "cpu.cfs_quota_us"
+        if v1.is_file():
+            quota_us = int(v1.read_text())
+            period_us = int((v1.parent / "cpu.cfs_period_us").read_text())
+            return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 class BlasThreads:
-    """The BLAS libraries of the process, held at a thread count inside :meth:`limited` blocks.
+    """The BLAS libraries of the process, held at ``BLAS_THREADS`` while any run is under way.
 
     The libraries are found once, on first use (threadpoolctl's scan of the loaded shared
-    libraries takes milliseconds); a block then costs a few microseconds: it reads each
-    library's current count and sets only those that differ, restoring them on exit. The
-    count is process-wide: concurrent runs in several Python threads all want the same one.
+    libraries takes milliseconds). The thread count of a BLAS library is process-wide, so one
+    object (:data:`BLAS`) serves every runtime: the first run to start sets the count (only
+    where it differs) and the last one to end restores the caller's, so concurrent runs in
+    several Python threads never see each other's restore. For OpenBLAS on its own threads
+    (numpy's and scipy's wheels) the library's get/set functions are called directly (the
+    functions threadpoolctl calls, found by the same symbol names): through threadpoolctl's
+    generic methods a run paid ~8 us for it.
     """
 
     def __init__(self) -> None:
-        self._libraries: list[Any] | None = None
+        self._libraries: list[tuple[Callable[[], int], Callable[[int], Any]]] | None = None
         self._lock = threading.Lock()
+        self._holders = 0
+        self._saved: list[tuple[Callable[[int], Any], int]] = []
 
-    def _blas(self) -> list[Any]:
-        with self._lock:
-            if self._libraries is None:
-                self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-            return self._libraries
-
-    def limited(self, threads: int) -> _BlasLimit:
-        """A context manager: BLAS runs on ``threads`` threads inside the block, on the
-        caller's count again after it."""
-        return _BlasLimit(self._blas(), threads)
-
-
-class _BlasLimit:
-    """One ``with`` block of :meth:`BlasThreads.limited` (a class: a run pays its entry)."""
-
-    __slots__ = ("_changed", "_libraries", "_wanted")
-
-    def __init__(self, libraries: list[Any], wanted: int) -> None:
-        self._libraries, self._wanted = libraries, wanted
-        self._changed: list[tuple[Any, int]] = []
+    def _blas(self) -> list[tuple[Callable[[], int], Callable[[int], Any]]]:
+        libraries = self._libraries
+        if libraries is None:
+            with self._lock:
+                if self._libraries is None:
+                    controllers = ThreadpoolController().select(user_api="blas").lib_controllers
+                    self._libraries = [_get_set(lib) for lib in controllers]
+                libraries = self._libraries
+        return libraries
 
     def __enter__(self) -> None:
-        for lib in self._libraries:
-            current = lib.num_threads
-            if current != self._wanted:
-                lib.set_num_threads(self._wanted)
-                self._changed.append((lib, current))
+        libraries = self._blas()
+        with self._lock:
+            if self._holders == 0:
+                for get, set_ in libraries:
+                    current = get()
+                    if current != BLAS_THREADS:
+                        set_(BLAS_THREADS)
+                        self._saved.append((set_, current))
+            self._holders += 1
 
     def __exit__(self, *exc: object) -> None:
-        for lib, previous in self._changed:
-            lib.set_num_threads(previous)
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                for set_, previous in self._saved:
+                    set_(previous)
+                self._saved.clear()
 
 
-@contextlib.contextmanager
-def using_pool(pool: ThreadPoolExecutor | None, threads: int,
-               blas: BlasThreads | None = None) -> Iterator[None]:
-    """Make ``pool`` (``threads`` wide) the pool of the kernels run inside the block, with
-    ``blas`` (when given) held at ``BLAS_THREADS``."""
-    with blas.limited(BLAS_THREADS) if blas is not None else contextlib.nullcontext():
-        if pool is None or threads <= 1:
-            yield
-            return
-        token = _POOL.set((pool, threads))
-        try:
-            yield
-        finally:
-            _POOL.reset(token)
+def _get_set(lib: Any) -> tuple[Callable[[], int], Callable[[int], Any]]:
+    """The thread-count getter and setter of a threadpoolctl library controller."""
+    dynlib = getattr(lib, "dynlib", None)
+    if (lib.internal_api == "openblas" and getattr(lib, "threading_layer", "") != "openmp"
+            and dynlib is not None):
+        for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+            get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_ = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                return get, set_
+    return (lambda: lib.num_threads), lib.set_num_threads
+
+
+# The process's BLAS thread count is one for all runtimes: one holder for all of them.
+BLAS = BlasThreads()
+
+
+class RunContext:
+    """The context of one run: BLAS held at ``BLAS_THREADS`` (unless ``blas`` is False: a run
+    that cannot call BLAS) and ``pool`` (``threads`` wide, or None) the pool of the kernels run
+    inside it. A class: a run pays only its entry."""
+
+    __slots__ = ("_active", "_blas", "_token")
+
+    def __init__(self, pool: ThreadPoolExecutor | None, threads: int,
+                 blas: bool = True) -> None:
+        self._active = (pool, threads) if pool is not None and threads > 1 else None
+        self._blas = blas
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        if self._blas:
+            BLAS.__enter__()
+        if self._active is not None:
+            self._token = _POOL.set(self._active)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _POOL.reset(self._token)
+        if self._blas:
+            BLAS.__exit__()
 
 
 def active_pool() -> tuple[ThreadPoolExecutor, int] | None:
-    """The pool of the current run and its width, or None (one thread)."""
+    """The pool of the current run and its width, or None (one thread, or inside a block:
+    the pool's threads do not see it, so a block never waits on the pool it runs on)."""
     return _POOL.get()
 
 
-def parallel_rows(rows: int, work: int, fn: Callable[[int, int], Any]) -> list[Any] | None:
-    """Run ``fn(start, stop)`` over chunks of ``range(rows)`` on the run's pool.
+def fixed_bounds(count: int, work: int, quantum: int = 1) -> list[int]:
+    """Boundaries ``[0, ..., count]`` of blocks of ``range(count)`` for ``work`` in total.
 
-    Returns the chunk results in order, or None when there is no pool, one row, or too
-    little ``work`` (then the caller computes everything itself).
+    A function of its arguments only (the shapes), never of the thread count: about
+    ``work / BLOCK_WORK`` blocks (at most ``MAX_BLOCKS``, at most one per ``quantum`` items),
+    of equal size rounded up to a multiple of ``quantum``, the last one shorter.
     """
+    if count <= 0:
+        return [0, max(count, 0)]
+    blocks = min(MAX_BLOCKS, max(1, work // BLOCK_WORK), max(1, count // quantum))
+    size = -(-count // blocks)
+    size = -(-size // quantum) * quantum
+    return [*range(0, count, size), count]
+
+
+def parallel_chunks(bounds: list[int], fn: Callable[[int, int], Any]) -> list[Any]:
+    """``[fn(a, b) for a, b in consecutive bounds]``, the calls spread over the run's pool
+    when there is one and several chunks, in order on the calling thread otherwise. The
+    results come back in chunk order either way."""
+    pairs = list(itertools.pairwise(bounds))
     active = _POOL.get()
-    if active is None or rows < 2 or work < MIN_PARALLEL_WORK:
-        return None
-    pool, threads = active
-    n = min(threads, rows)
-    bounds = [round(i * rows / n) for i in range(n + 1)]
-    futures = [pool.submit(fn, a, b) for a, b in itertools.pairwise(bounds) if b > a]
-    return [f.result() for f in futures]
+    if active is None or len(pairs) < 2:
+        return [fn(a, b) for a, b in pairs]
+    pool = active[0]
+    futures = [pool.submit(fn, a, b) for a, b in pairs[1:]]
+    first = fn(*pairs[0])  # the calling thread takes a block too instead of only waiting
+    return [first, *(f.result() for f in futures)]
 
 
-def parallel_blocks(count: int, work: int, fn: Callable[[int], Any]) -> bool:
-    """Run ``fn(i)`` for every ``i`` in ``range(count)``: spread over the run's pool when there
-    is one, several blocks and enough ``work``; in order on the calling thread otherwise.
-
-    The blocks are the caller's, whatever the thread count, so a kernel whose blocks are
-    fixed computes the same bits on any number of threads. Returns whether the pool ran them.
-    """
-    active = _POOL.get()
-    if active is None or count < 2 or work < MIN_PARALLEL_WORK:
-        for i in range(count):
-            fn(i)
-        return False
-    pool, _ = active
-    for future in [pool.submit(fn, i) for i in range(count)]:
-        future.result()
-    return True
-
-
-def matmul_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
-    """``np.matmul`` of a stack split over its leading axis on the pool, or None."""
-    if lhs.ndim < 3 or not (rhs.ndim == 2 or (rhs.ndim == lhs.ndim
-                                               and rhs.shape[0] == lhs.shape[0])):
-        return None
-    shape = (*np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2]), lhs.shape[-2],
-             rhs.shape[-1])
-    if shape[0] != lhs.shape[0]:
-        return None
-    out = np.empty(shape, np.result_type(lhs, rhs))
-    work = math.prod(shape) * lhs.shape[-1]
-
-    def chunk(a: int, b: int) -> None:
-        np.matmul(lhs[a:b], rhs if rhs.ndim == 2 else rhs[a:b], out=out[a:b])
-
-    return out if parallel_rows(shape[0], work, chunk) is not None else None
+def in_row_blocks(x: np.ndarray, keep: int, passes: int,
+                  fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn(x)`` for a ``fn`` that treats every index of the leading ``keep`` axes alike and
+    independently (a reduction or softmax over later axes): run over fixed blocks of those
+    axes merged into rows (one axis, of size 1 when ``keep`` is 0), the results joined along
+    them. ``passes``: numpy passes over the data ``fn`` makes (for the size of the blocks).
+    Small inputs run as one call on all rows."""
+    rows = math.prod(x.shape[:keep])
+    flat = x.reshape(rows, *x.shape[keep:])  # fn always sees one leading axis of rows
+    work = passes * PASS_COST * x.size
+    if rows < 2 or work < 2 * BLOCK_WORK:
+        y = fn(flat)
+    else:
+        y = np.concatenate(parallel_chunks(fixed_bounds(rows, work),
+                                           lambda a, b: fn(flat[a:b])))
+    return y.reshape((*x.shape[:keep], *y.shape[1:]))

@@ -189,6 +189,7 @@ class Plan:
         self.graph = graph
         self.compiled = compiled
         self._compiled: CompiledPlan | None = None
+        self._only_ufuncs: bool | None = None
         self._nested_plans: list[Plan] = []  # of regions, for explain()
         # weak: runtimes cache plans per program, and a cache must not keep its key alive
         self._program = None if program is None else weakref.ref(program)
@@ -219,6 +220,9 @@ class Plan:
         self._static_inputs = [(k, t.element_type.numpy, tuple(t.shape))
                                for k, t in self.input_types.items()] if static else []
         self.state_types = {k: v.type for k, v in graph.state_inputs.items()}
+        self._static_state = [(k, t.element_type.numpy, tuple(t.shape))
+                              for k, t in self.state_types.items()
+                              ] if all(t.is_static for t in self.state_types.values()) else None
         # relations between the dims of inputs and state (derived dims), checked per run
         self.dim_checks = dim_checks([*self.input_types.values(), *self.state_types.values()])
         self.output_names = [k for k, _ in self._outputs]
@@ -437,9 +441,11 @@ class Plan:
                       program: ProgramData | None, dims: dict[str, tuple[int, str]],
                       record: dict[Value, np.ndarray] | None,
                       timings: list[tuple[Operation, float]] | None) -> dict[str, np.ndarray]:
-        known = program.state_names if program is not None else ()
-        state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
-                                  self.dim_checks)
+        state_arrays = self._exact_state(state_map)
+        if state_arrays is None:
+            known = program.state_names if program is not None else ()
+            state_arrays = bind_state(self.graph.name, self.state_types, state_map, known, dims,
+                                      self.dim_checks)
         results = self._execute_with(arrays, state_arrays, record, timings)
         outputs = self._outputs_of(results)
         # the new state is the program's (or the state mapping's) own: a copy wherever it
@@ -493,6 +499,21 @@ class Plan:
             arrays.append(a)
         return arrays
 
+    def _exact_state(self, state_map: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The state arrays when ``state_map`` holds exactly this graph's static state, each
+        an array of its exact type (the common case, checked cheaply; static types have no
+        dims to relate), else None: ``bind_state`` then converts or explains."""
+        static = self._static_state
+        if static is None or len(state_map) != len(static):
+            return None
+        arrays = []
+        for name, dtype, shape in static:
+            a = state_map.get(name)
+            if a.__class__ is not _ndarray or a.dtype is not dtype or a.shape != shape:
+                return None
+            arrays.append(a)
+        return arrays
+
     def run_arrays(self, arrays: Sequence[np.ndarray],
                    captured: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
         """Run on positional input arrays without validation; returns outputs in order."""
@@ -520,6 +541,14 @@ class Plan:
     def stats(self) -> PlanStats:
         """Step count, direct ufunc calls, buffers reused and peak intermediate bytes."""
         return self.compile().stats
+
+    @property
+    def calls_only_ufuncs(self) -> bool:
+        """Whether a compiled run calls nothing but numpy ufuncs (every step a direct ufunc
+        call): such a run never reaches BLAS, so it need not hold BLAS's thread count."""
+        if self._only_ufuncs is None:
+            self._only_ufuncs = self.compiled and self.stats.direct_ufunc_calls == len(self._steps)
+        return self._only_ufuncs
 
     def explain(self, _seen: set[int] | None = None) -> str:
         """The generated source of this plan, its regions and its callees, with stats."""

@@ -179,26 +179,27 @@ def test_a_prepared_conv_given_another_shape_plans_that_shape() -> None:
 ])
 def test_results_identical_whatever_the_threads(c: dict[str, Any], chunk: int | None,
                                                 batch: int) -> None:
-    """Depthwise (both layouts) and chunked im2col spread a batch, or the blocks or chunks
-    of one sample, over the pool with identical bits."""
+    """Depthwise (both layouts) and chunked im2col cut their work into the same blocks on any
+    number of threads; with several, the blocks run on the pool with identical bits."""
     c = {**c, "batch": batch}
     x, w, b = arrays(c, 5, np.float32)
-    splits: list[int] = []
+    calls: list[tuple[tuple[int, ...], bool]] = []
 
-    def spy(rows: int, work: int, fn: Any) -> Any:
-        parts = real(rows, work, fn)
-        if parts is not None:
-            splits.append(rows)
-        return parts
+    def spy(bounds: list[int], fn: Any) -> Any:
+        calls.append((tuple(bounds), _threads.active_pool() is not None))
+        return real(bounds, fn)
 
-    real = _threads.parallel_rows
+    real = _threads.parallel_chunks
     with mock.patch.object(_conv, "_CHUNK_BYTES", chunk or _conv._CHUNK_BYTES), \
-            mock.patch.object(_threads, "parallel_rows", spy):
+            mock.patch.object(_threads, "BLOCK_WORK", 1 << 12), \
+            mock.patch.object(_threads, "parallel_chunks", spy):
         program = conv_program(c, x, w, b)
         one = Runtime(threads=1).run(program, {"x": x})["y"]
-        assert splits == []
+        serial, calls[:] = list(calls), []
         two = Runtime(threads=2).run(program, {"x": x})["y"]
-        assert len(splits) == 1 and (batch == 1 or splits == [batch])
+    assert [bounds for bounds, _ in calls] == [bounds for bounds, _ in serial]
+    assert not any(pooled for _, pooled in serial)
+    assert any(pooled and len(bounds) > 2 for bounds, pooled in calls)
     assert one.tobytes() == two.tobytes()
     check(one, torch_conv(x, w, b, c), *TOL[np.dtype(np.float32)])
 

@@ -83,13 +83,13 @@ def _weight_program(rows: int, weight: np.ndarray) -> Program:
 
 @given(rows=st.sampled_from([1, 2, 47, 600]), seed=seeds)
 def test_stacked_rows_same_bits_on_any_thread_count(rows: int, seed: int) -> None:
-    """The row blocks are fixed: one thread and a pool of two give the same bits."""
+    """The row blocks are fixed: one thread and two threads give the same bits."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, 1, 64), np.float32)
     weight = rng.standard_normal((300, 64), np.float32).T
     p = _weight_program(rows, weight)
     with (mock.patch.object(_matmul, "MATMUL_ROW_BLOCK", 47),
-          mock.patch.object(_threads, "MIN_PARALLEL_WORK", 0)):
+          mock.patch.object(_threads, "BLOCK_WORK", 1)):
         one = Runtime().run(p, {"x": x})["y"]
         two = Runtime(threads=2).run(p, {"x": x})["y"]
     assert one.tobytes() == two.tobytes()

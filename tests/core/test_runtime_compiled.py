@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -71,7 +73,9 @@ def test_an_elementwise_chain_runs_in_place_and_reports_its_peak():
     assert plan.stats.in_place == 39  # the first result is a new array, the rest reuse it
     assert plan.stats.peak_intermediate_bytes == 3 * 5 * 4
     text = rt.explain_plan(p)
-    assert "def plan_main(" in text and "out=" in text and "peak intermediate bytes 60" in text
+    assert "def plan_main(" in text and "peak intermediate bytes 60" in text
+    # in place: the ufunc's output (its last positional argument) is one of its operands
+    assert re.search(r"= \w+\((v\d+)(, \w+)*, \1\)", text)
     assert p.explain_plan() == Runtime().explain_plan(p)  # the default runtime's plan
 
 
@@ -218,7 +222,7 @@ def test_threads_split_batched_kernels_with_identical_bits(batch, monkeypatch):
     from coreai_core.runtime import _threads
     from coreai_core.runtime.kernels import _matmul
 
-    monkeypatch.setattr(_threads, "MIN_PARALLEL_WORK", 0)  # split even these small kernels
+    monkeypatch.setattr(_threads, "BLOCK_WORK", 1 << 10)  # split even these small kernels
     # row blocks of the shared-weight matmul that straddle its stacked matrices
     monkeypatch.setattr(_matmul, "MATMUL_ROW_BLOCK", 48)
     p = _batched_program(batch)
@@ -226,30 +230,24 @@ def test_threads_split_batched_kernels_with_identical_bits(batch, monkeypatch):
     inputs = {"x": rng.standard_normal((batch, 6, 20, 20), np.float32),
               "a": rng.standard_normal((batch, 64, 96), np.float32),
               "b": rng.standard_normal((batch, 96, 30), np.float32)}
-    split = []
+    calls = []
+    real = _threads.parallel_chunks
 
-    def spy(name):
-        real = getattr(_threads, name)
+    def spy(bounds, fn):
+        calls.append((tuple(bounds), _threads.active_pool() is not None))
+        return real(bounds, fn)
 
-        def call(*args):
-            result = real(*args)
-            split.append((name, result not in (None, False)))
-            return result
-
-        monkeypatch.setattr(_threads, name, call)
-
-    spy("parallel_rows")
-    spy("parallel_blocks")
-    one = Runtime().run(p, inputs)
-    # no pool: the convolution asked, the shared-weight matmul ran its blocks in order
-    assert sorted(split) == [("parallel_blocks", False), ("parallel_rows", False)]
-    split.clear()
+    monkeypatch.setattr(_threads, "parallel_chunks", spy)
+    one = Runtime(threads=1).run(p, inputs)
+    serial = list(calls)
+    calls.clear()
     three = Runtime(threads=3).run(p, inputs)
     assert all(_same_bits(one[k], three[k]) for k in one)
-    # the convolution and the stack "s" split over the batch, "m" (64 * batch rows) in
-    # 48-row blocks
-    assert sorted(split) == sorted([("parallel_rows", batch > 1), ("parallel_blocks", True),
-                                    ("parallel_rows", batch > 1)])
+    # the same blocks, on the pool with 3 threads: the convolution's, "m"'s (64 * batch rows
+    # in 48-row blocks) and, from 2 matrices on, the stack "s"'s
+    assert [b for b, _ in calls] == [b for b, _ in serial]
+    assert len(calls) == (3 if batch > 1 else 2)
+    assert all(pooled for _, pooled in calls), calls
     np.testing.assert_allclose(one["m"], inputs["a"].astype(np.float64) @ p.weights["m"],
                                rtol=1e-4, atol=1e-4)
 

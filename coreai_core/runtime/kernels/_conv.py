@@ -22,8 +22,10 @@ The methods, picked by shape:
   ``_DEPTHWISE_BLOCK_BYTES``. numpy has no fused multiply-add, so each tap is two passes:
   per-tap BLAS (im2col + matrix-vector products, or shifted matmuls) measured slower.
 
-Each sample's result depends only on its own shape: chunking and blocking are fixed per
-sample, so a batch split over threads gives bit-identical results.
+Every method cuts its work into blocks fixed by the shapes (pointwise: blocks of pixels;
+im2col: its chunks, or blocks of output channels when there is one chunk; depthwise: its
+blocks of samples and channels) and runs them on the run's thread pool when there is one, so
+the result is bit-identical on any number of threads.
 """
 
 from __future__ import annotations
@@ -42,9 +44,8 @@ from coreai_core.runtime.kernels._windows import Ints
 __all__ = ["ConvPlan", "conv_plan"]
 
 Shape = tuple[int, ...]
-# run(x, w, bias, split): split=True lets the method spread its chunks or blocks over the
-# run's thread pool (only when the caller does not already run on it)
-ConvRun = Callable[[np.ndarray, np.ndarray, np.ndarray | None, bool], np.ndarray]
+# run(x, w, bias) -> [N, O, *out]
+ConvRun = Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]
 
 # Bytes of the windows copy per sample above which im2col runs in chunks of output rows (or
 # the weight's bytes, if larger).
@@ -56,6 +57,10 @@ _DEPTHWISE_BLOCK_BYTES = 1 << 18
 # Depthwise planes with output rows (at phase width) at least this long run channel by channel;
 # smaller ones run channels last, where a row holds every channel of a block.
 _PLANAR_MIN_ROW = 1024
+# Blocks of a pointwise convolution's pixels and of an im2col's output channels come in
+# multiples of these (whole SIMD panels of the BLAS kernel).
+_PIXEL_QUANTUM = 64
+_CHANNEL_QUANTUM = 16
 
 
 def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None) -> np.ndarray:
@@ -70,18 +75,16 @@ def _padded(x: np.ndarray, shape: Shape, inner: tuple[slice, ...] | None) -> np.
 @dataclass(frozen=True, eq=False)
 class ConvPlan:
     """One convolution's shape-only decisions; ``plan(x, w, bias)`` runs it on arrays in the
-    accumulation dtype and returns [N, O, *out] (bias added; possibly a view). With ``split``
-    its chunks or blocks (independent, each computed the same way) run on the pool of a
-    ``Runtime(threads=n)`` run: pass it only from outside the pool."""
+    accumulation dtype and returns [N, O, *out] (bias added; possibly a view). Its blocks
+    run on the pool of the current run, if any."""
 
     sample: Shape  # [C, *S] of one sample
     weight_shape: Shape
     method: str  # "pointwise", "im2col" or "depthwise"
     run: ConvRun
 
-    def __call__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
-                 split: bool = False) -> np.ndarray:
-        return self.run(x, w, bias, split)
+    def __call__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        return self.run(x, w, bias)
 
 
 def conv_plan(sample: Sequence[int], weight: Sequence[int], dtype: np.dtype,
@@ -118,15 +121,26 @@ def _add_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 
 def _pointwise(c: int, size: Shape, s: Shape, out: Shape, g: int, og: int,
                ) -> ConvRun:
-    """1x1 kernel without padding: [g, Og, Cg] @ [N, g, Cg, pixels] (strides subsample)."""
+    """1x1 kernel without padding: [g, Og, Cg] @ [N, g, Cg, pixels] (strides subsample), in
+    fixed blocks of pixels when large."""
     pick = None if all(v == 1 for v in s) else _windows.trailing(
         slice(0, (o - 1) * st + 1, st) for o, st in zip(out, s, strict=True))
     cg, npix = c // g, math.prod(out)
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         n = x.shape[0]
-        xs = x if pick is None else x[pick]
-        y = np.matmul(w.reshape(g, og, cg), xs.reshape(n, g, cg, npix))
+        xs = (x if pick is None else x[pick]).reshape(n, g, cg, npix)
+        w3 = w.reshape(g, og, cg)
+        work = n * g * og * cg * npix
+        if work < 2 * _threads.BLOCK_WORK:
+            y = np.matmul(w3, xs)
+        else:
+            y = np.empty((n, g, og, npix), np.result_type(x, w))
+
+            def block(a: int, b: int) -> None:
+                np.matmul(w3, xs[..., a:b], out=y[..., a:b])
+
+            _threads.parallel_chunks(_threads.fixed_bounds(npix, work, _PIXEL_QUANTUM), block)
         return _add_bias(y.reshape(n, g * og, *out), bias)
 
     return run
@@ -154,15 +168,25 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
     chunks = [(a, min(a + rows, out[0])) for a in range(0, out[0], rows)]
     row_axis = 2 + n  # the first output axis of the windows view
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         nb = x.shape[0]
         xp = _padded(x, padded, inner)
         view = np.ndarray((nb, c, *k, *out), xp.dtype, xp, 0, (c * plane * itemsize, *tail))
         w2 = w.reshape(g, og, cg * kk)
-        if len(chunks) == 1:
+        work = nb * g * og * npix * cg * kk
+        if len(chunks) == 1 and work < 2 * _threads.BLOCK_WORK:
             y = np.matmul(w2, view.reshape(nb, g, cg * kk, npix))
             return _add_bias(y.reshape(nb, g * og, *out), bias)
         y = np.empty((nb, g, og, npix), xp.dtype)
+        if len(chunks) == 1:  # one windows copy, then blocks of output channels
+            cols = view.reshape(nb, g, cg * kk, npix)
+
+            def channels(a: int, b: int) -> None:
+                np.matmul(w2[:, a:b], cols, out=y[:, :, a:b])
+
+            _threads.parallel_chunks(_threads.fixed_bounds(og, work, _CHANNEL_QUANTUM),
+                                     channels)
+            return _add_bias(y.reshape(nb, g * og, *out), bias)
 
         def some(i: int, j: int) -> None:
             for a, b in chunks[i:j]:
@@ -170,9 +194,7 @@ def _im2col(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shape, out: Sh
                 np.matmul(w2, part.reshape(nb, g, cg * kk, (b - a) * rest),
                           out=y[..., a * rest:b * rest])
 
-        work = nb * g * og * npix * cg * kk
-        if not split or _threads.parallel_rows(len(chunks), work, some) is None:
-            some(0, len(chunks))
+        _threads.parallel_chunks(_threads.fixed_bounds(len(chunks), work), some)
         return _add_bias(y.reshape(nb, g * og, *out), bias)
 
     return run
@@ -201,12 +223,11 @@ def _blocks(nb: int, cc: int, og: int, channel_bytes: int) -> tuple[int, int]:
 
 
 def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, og: int,
-               out: Shape, sb: int, cb: int, split: bool,
+               out: Shape, sb: int, cb: int,
                block: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray],
                ) -> np.ndarray:
     """[N, cc, *out] computed by ``block`` over blocks of ``sb`` samples and ``cb`` channels
-    (each input channel repeated for its ``og`` outputs); with ``split``, blocks run on the
-    run's pool."""
+    (each input channel repeated for its ``og`` outputs), the blocks on the run's pool."""
     nb = x.shape[0]
     y = np.empty((nb, cc, *out), x.dtype)
     blocks = [(a, c0) for a in range(0, nb, sb) for c0 in range(0, cc, cb)]
@@ -219,9 +240,9 @@ def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, o
                 xb = np.repeat(xb, og, axis=1)
             y[a:a + sb, c0:c1] = block(xb, w[c0:c1], None if bias is None else bias[c0:c1])
 
-    work = y.size * math.prod(w.shape[2:])
-    if not split or _threads.parallel_rows(len(blocks), work, some) is None:
-        some(0, len(blocks))
+    # two numpy passes (multiply, add) per tap and output element
+    work = 2 * _threads.PASS_COST * y.size * math.prod(w.shape[2:])
+    _threads.parallel_chunks(_threads.fixed_bounds(len(blocks), work), some)
     return y
 
 
@@ -275,9 +296,9 @@ def _depthwise_planar(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p: Shap
             np.add(y, bias[:, None], out=y)
         return y.reshape(nb, cbb, out[0], *grid[1:])[crop]
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         sb, cb = _blocks(x.shape[0], cc, og, length * itemsize)
-        return _in_blocks(x, w, bias, cc, og, out, sb, cb, split, block)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
 
     return run
 
@@ -342,9 +363,9 @@ def _depthwise_interleaved(c: int, size: Shape, k: Shape, s: Shape, d: Shape, p:
             np.add(y, np.tile(bias, out_rows[-1]), out=y)
         return np.moveaxis(y.reshape(nb, *out, cbb), -1, 1)
 
-    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, split: bool) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         sb, cb = _blocks(x.shape[0], cc, og, math.prod(out) * itemsize)
-        return _in_blocks(x, w, bias, cc, og, out, sb, cb, split, block)
+        return _in_blocks(x, w, bias, cc, og, out, sb, cb, block)
 
     return run
 

@@ -143,9 +143,9 @@ def in_float64_blocks(x: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], None
             out[start:stop] = y
 
     n_blocks = -(-flat.size // BLOCK)
-    # work: ~16 multiply-adds' worth per element (an exp or a normal CDF in float64)
-    if _threads.parallel_rows(n_blocks, 16 * flat.size, blocks) is None:
-        blocks(0, n_blocks)
+    # work: ~4 passes per element (an exp or a normal CDF in float64)
+    work = 4 * _threads.PASS_COST * flat.size
+    _threads.parallel_chunks(_threads.fixed_bounds(n_blocks, work), blocks)
     return out.reshape(x.shape)
 
 
@@ -290,9 +290,19 @@ def gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
 
 @kernel("coreai.softmax")
 def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
-    """exp(x - max) / sum, along ``axis`` (float32 compute for half types)."""
+    """exp(x - max) / sum, along ``axis`` (float32 compute for half types); in fixed blocks
+    of the axes before ``axis`` on the run's pool."""
     if x.size == 0:
         return x.copy()
+    if x.ndim > 1 and x.size >= _threads.BLOCK_WORK // _threads.PASS_COST:
+        axis %= x.ndim
+        # 6 passes: max, subtract, exp (costlier), sum, divide
+        return _threads.in_row_blocks(x, axis, 6,
+                                      lambda rows: _softmax(rows, axis=1))
+    return _softmax(x, axis=axis)
+
+
+def _softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     y = up(x)
     top = np.max(y, axis=axis, keepdims=True)
     e = np.subtract(y, top)  # a fresh array: the next steps write into it

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels import _conv, _resize, _windows
-from coreai_core.runtime.kernels._matmul import shared_rhs_matmul, shares_rhs
+from coreai_core.runtime.kernels._matmul import shared_rhs_matmul, shares_rhs, stacked_matmul
 from coreai_core.runtime.kernels._registry import KernelSet, prepared_by
 from coreai_core.runtime.kernels._windows import acc_dtype
 
@@ -35,11 +34,7 @@ def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
         if shares_rhs(lhs, rhs):
             return shared_rhs_matmul(lhs, rhs)
-        if _threads.active_pool() is not None:
-            y = _threads.matmul_rows(lhs, rhs)
-            if y is not None:
-                return y
-        return np.matmul(lhs, rhs)
+        return stacked_matmul(lhs, rhs)
     return np.asarray(np.matmul(_acc(lhs), _acc(rhs))).astype(lhs.dtype, copy=False)
 
 
@@ -51,12 +46,8 @@ def _run_conv(plan: _conv.ConvPlan, x: np.ndarray, weight: np.ndarray,
               bias: np.ndarray | None) -> np.ndarray:
     xa, wa = _acc(x), _acc(weight)
     ba = None if bias is None else _acc(bias)
-    # Samples are independent: with a thread pool each chunk of the batch runs the same code;
-    # a batch too small to split may split its own chunks (a plan's chunks are independent).
-    parts = _threads.parallel_rows(x.shape[0], x.size * weight[0].size,
-                                   lambda a, b: plan(xa[a:b], wa, ba))
-    y = np.concatenate(parts) if parts is not None else plan(xa, wa, ba, split=True)
-    return np.ascontiguousarray(y, dtype=x.dtype)
+    # the plan cuts its work in blocks fixed by the shapes and spreads them over the run's pool
+    return np.ascontiguousarray(plan(xa, wa, ba), dtype=x.dtype)
 
 
 def _prepare_conv(types: Sequence[Any], *, strides: Ints | None = None,

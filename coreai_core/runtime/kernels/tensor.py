@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
 from coreai_core.runtime.kernels.elementwise import F32, HALF, up
 
@@ -20,6 +21,11 @@ KERNELS = KernelSet("tensor")
 kernel = KERNELS.register
 
 Ints = Sequence[int]
+# the reductions call ufunc.reduce (np.sum without its Python wrapper: a microsecond per call);
+# typed Any: numpy's stubs accept keepdims only as a literal
+_ADD: Any = np.add
+_MAXIMUM: Any = np.maximum
+_MINIMUM: Any = np.minimum
 
 
 def _axes(axes: Ints | None) -> tuple[int, ...] | None:
@@ -37,10 +43,32 @@ def _wide(dtype: np.dtype) -> np.dtype | None:
 
 # -- reductions ----------------------------------------------------------------------------------
 
+# Elements below which a reduction runs as one call (two passes under one block of work).
+_MIN_SPLIT_SIZE = _threads.BLOCK_WORK // _threads.PASS_COST
+
+
+def _by_rows(reduce: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """A reduction run in fixed blocks of the axes before its first reduced one, on the run's
+    pool (each row's reduction is the same computation whatever the block)."""
+
+    def run(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
+        if x.size < _MIN_SPLIT_SIZE or not axes or x.ndim == 0:
+            return reduce(x, axes=axes, keep_dims=keep_dims)
+        ax = sorted(a % x.ndim for a in axes)
+        keep = ax[0]
+        shifted = [a - keep + 1 for a in ax]
+        return _threads.in_row_blocks(
+            x, keep, 2, lambda rows: reduce(rows, axes=shifted, keep_dims=keep_dims))
+
+    run.__name__, run.__doc__ = reduce.__name__, reduce.__doc__
+    return run
+
+
 @kernel("coreai.reduce_sum")
+@_by_rows
 def reduce_sum(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Sum over axes; integers wrap to their dtype, half types accumulate in float32."""
-    r = np.sum(up(x), axis=_axes(axes), keepdims=keep_dims, dtype=_wide(x.dtype))
+    r = _ADD.reduce(up(x), axis=_axes(axes), keepdims=keep_dims, dtype=_wide(x.dtype))
     return np.asarray(r).astype(x.dtype, copy=False)
 
 
@@ -52,25 +80,30 @@ def reduce_product(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.n
 
 
 @kernel("coreai.reduce_mean")
+@_by_rows
 def reduce_mean(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Mean over axes (NaN for an empty reduction, like torch)."""
     y = up(x)
     ax = _axes(axes)
     count = y.size if ax is None else math.prod(y.shape[a] for a in ax)
-    r = np.sum(y, axis=ax, keepdims=keep_dims) / y.dtype.type(count)  # 0/0: NaN, no warning
+    r = _ADD.reduce(y, axis=ax, keepdims=keep_dims) / y.dtype.type(count)  # 0/0: NaN
     return np.asarray(r).astype(x.dtype, copy=False)
 
 
 @kernel("coreai.reduce_max")
+@_by_rows
 def reduce_max(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Max over axes, NaN propagates."""
-    return np.asarray(np.max(up(x), axis=_axes(axes), keepdims=keep_dims)).astype(x.dtype)
+    return np.asarray(_MAXIMUM.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
+                      ).astype(x.dtype)
 
 
 @kernel("coreai.reduce_min")
+@_by_rows
 def reduce_min(x: np.ndarray, *, axes: Ints | None, keep_dims: bool) -> np.ndarray:
     """Min over axes, NaN propagates."""
-    return np.asarray(np.min(up(x), axis=_axes(axes), keepdims=keep_dims)).astype(x.dtype)
+    return np.asarray(_MINIMUM.reduce(up(x), axis=_axes(axes), keepdims=keep_dims)
+                      ).astype(x.dtype)
 
 
 @kernel("coreai.all")
