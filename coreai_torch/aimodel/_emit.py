@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext
 
 __all__ = ["i32", "reshape_to_result", "scalar", "slice_axis", "take", "u32"]

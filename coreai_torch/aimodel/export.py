@@ -23,11 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, overload
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._composites import CompositeFunctions
 from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (

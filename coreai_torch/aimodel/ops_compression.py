@@ -33,12 +33,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation, Value
 from coreai_core.packing import pack_bits, unpack_bits
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._constants import apple_constant, packed_index_constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused, exported_dtype
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, scalar, slice_axis, take, u32
 

@@ -1,0 +1,317 @@
+"""An ``.aimodel`` loaded once on Apple's bundled Core AI interpreter, run step after step.
+
+Apple's runtime is asynchronous: an asset is loaded inside an ``async with`` block and its
+functions are awaited. :class:`LoadedAimodel` keeps that block open on an event loop of its own
+(a worker thread), so plain synchronous calls reuse the loaded model, also from code that runs
+inside an event loop (a notebook). The interpreter announces every function it loads on the
+process's stderr (from native code, below Python's ``sys.stderr``); those announcements are
+dropped and anything else it writes is passed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import numpy as np
+
+from coreai_core import Dim, DType, RuntimeInputError, TensorType
+from coreai_core.runtime import input_type_problems, to_array
+from coreai_torch.aimodel._apple import NDArray, ca
+from coreai_torch.aimodel._context import NARROWED
+
+__all__ = ["LoadedAimodel", "load_aimodel", "narrow_input", "run_aimodel"]
+
+T = TypeVar("T")
+
+# The line Apple's interpreter writes to stderr for each function it loads.
+_LOAD_ANNOUNCEMENT = re.compile(rb"^ODIE \[[^\]]*\]: Loading function '[^']*'\r?$")
+# fd 2 is the process's: one redirection at a time
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_load_announcements() -> Iterator[None]:
+    """Runs the block with file descriptor 2 captured, then writes what was captured back
+    to stderr without the interpreter's load announcements."""
+    with _STDERR_LOCK, tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().splitlines(keepends=True)
+                    if not _LOAD_ANNOUNCEMENT.match(line.rstrip(b"\n"))]
+            if kept:
+                sys.stderr.write(b"".join(kept).decode(errors="replace"))
+
+
+def narrow_input(name: str, array: np.ndarray, kind: str = "input") -> np.ndarray:
+    """``array`` as the .aimodel takes it: int64 -> int32 (values must fit), float64 -> float32
+    (finite values must not overflow).
+
+    ``kind`` (``"input"`` or ``"state"``) names what ``array`` is in the error message.
+    """
+    dtype = DType.of(array.dtype)
+    if dtype not in NARROWED:
+        return _contiguous(array)
+    if dtype is DType.int64 and array.size:
+        info = np.iinfo(np.int32)
+        if array.min() < info.min or array.max() > info.max:
+            raise ValueError(f"{kind} {name!r}: int64 values in [{array.min()}, {array.max()}] "
+                             f"do not fit the .aimodel's int32 {kind}")
+    if dtype is DType.float64 and array.size:
+        finite = array[np.isfinite(array)]
+        if finite.size and np.abs(finite).max() > np.finfo(np.float32).max:
+            raise ValueError(f"{kind} {name!r}: float64 values up to {np.abs(finite).max():g} "
+                             f"overflow the .aimodel's float32 {kind}")
+    return _contiguous(array.astype(NARROWED[dtype].numpy))
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    # not np.ascontiguousarray: it turns a 0-d array into a 1-d one
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
+def _declared(describe: Callable[[str], Any], names: list[str]) -> dict[str, TensorType]:
+    """The types an Apple function descriptor declares for ``names`` (a dynamic dimension,
+    reported by Apple as ``None`` or a negative size, becomes a symbol of its own: Apple's
+    runtime checks how dynamic dimensions relate)."""
+    out = {}
+    for n in names:
+        d = describe(n)
+        shape = [Dim(f"{n}[{axis}]") if s is None or s < 0 else int(s)
+                 for axis, s in enumerate(d.shape)]
+        out[n] = TensorType(tuple(shape), d.dtype)
+    return out
+
+
+def _bind(kind: str, types: Mapping[str, TensorType], given: Mapping[str, np.ndarray],
+          others: Callable[[], set[str]]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The narrowed arrays for ``types`` and every problem with ``given`` (names, narrowing,
+    element types, shapes). ``others()`` gives names that are not this function's but are
+    accepted (the state of the asset's other functions)."""
+    problems = []
+    unknown = [n for n in given if n not in types]
+    accepted = others() if unknown else set()
+    for n in unknown:
+        if n not in accepted:
+            close = difflib.get_close_matches(n, list(types), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(f"unknown {kind} {n!r}{hint} (expected {list(types)})")
+    arrays: dict[str, np.ndarray] = {}
+    dims: dict[str, tuple[int, str]] = {}
+    for n, t in types.items():
+        if n not in given:
+            problems.append(f"missing {kind} {n!r} ({t})")
+            continue
+        try:
+            a = narrow_input(n, given[n], kind)
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        problems += input_type_problems(f"{kind} {n}", a, t, dims)
+        arrays[n] = a
+    return arrays, problems
+
+
+class LoadedAimodel:
+    """An ``.aimodel`` loaded on Apple's interpreter (see :func:`load_aimodel`).
+
+    A context manager: leaving the ``with`` block (or :meth:`close`) releases the model.
+    ``state`` is the state it holds for calls without ``state=`` (like ``Program.state``).
+    """
+
+    def __init__(self, path: Path, state: Mapping[str, Any] | None = None) -> None:
+        self.path = path
+        self._initial = {k: to_array(v).copy() for k, v in (state or {}).items()}
+        self.state: dict[str, np.ndarray] = {k: v.copy() for k, v in self._initial.items()}
+        self._functions: dict[str, Any] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name=f"aimodel {path.name}")
+        self._thread.start()
+        self._executable: Any = None
+        self._model: Any = None
+        try:
+            with _without_load_announcements():
+                self._model = self._await(self._open())
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.function_names: list[str] = list(self._model.function_names)
+
+    async def _open(self) -> Any:
+        self._executable = ca.AIModelAsset.load(self.path).executable(
+            specialization_options=None)
+        return await self._executable.__aenter__()
+
+    def _await(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._model is None
+
+    def close(self) -> None:
+        """Release the loaded model (idempotent)."""
+        if self._model is None:
+            return
+        self._model = None
+        self._functions.clear()
+        try:
+            self._await(self._executable.__aexit__(None, None, None))
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> LoadedAimodel:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        status = "closed" if self.closed else f"functions={self.function_names}"
+        return f"<LoadedAimodel {str(self.path)!r} {status}>"
+
+    def reset_state(self) -> None:
+        """Restore the held state to the values given to :func:`load_aimodel`."""
+        self.state = {k: v.copy() for k, v in self._initial.items()}
+
+    def _function(self, entrypoint: str) -> Any:
+        if self._model is None:
+            raise ValueError(f"{self.path} was closed; load it again with load_aimodel")
+        fn = self._functions.get(entrypoint)
+        if fn is None:
+            if entrypoint not in self.function_names:
+                raise KeyError(f"{self.path} has no function {entrypoint!r}; it has "
+                               f"{self.function_names}")
+            with _without_load_announcements():
+                fn = self._functions[entrypoint] = self._model.load_function(entrypoint)
+        return fn
+
+    def input_names(self, entrypoint: str = "main") -> list[str]:
+        """The inputs of ``entrypoint``, in order."""
+        return list(self._function(entrypoint).desc.input_names)
+
+    def output_names(self, entrypoint: str = "main") -> list[str]:
+        """The outputs of ``entrypoint``, in order."""
+        return list(self._function(entrypoint).desc.output_names)
+
+    def state_names(self, entrypoint: str = "main") -> list[str]:
+        """The state of ``entrypoint``."""
+        return list(self._function(entrypoint).desc.state_names)
+
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any], entrypoint: str = "main",
+            state: MutableMapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Run ``entrypoint`` once; returns output name -> array, in the function's output order.
+
+        ``inputs`` maps input names to arrays (or lists them in input order); int64/float64
+        arrays are narrowed as on export. State works like ``Program.run``: without
+        ``state`` the asset's held :attr:`state` is read and updated; with ``state`` (a
+        mutable mapping from state names to arrays) that mapping is read and, after a
+        successful call, updated in place. Either way successive calls (of one function, or
+        of several sharing state names, e.g. ``prefill`` then ``decode``) continue from it.
+        Each new array keeps the dtype its entry had (int64 state runs as int32 and is
+        widened back). Names of other functions' state are accepted and left alone. Bad
+        inputs or state raise one :class:`~coreai_core.RuntimeInputError` listing every
+        problem, before anything runs.
+        """
+        if state is not None and not isinstance(state, MutableMapping):
+            raise TypeError("state must be a mutable mapping (it is updated with the new "
+                            f"state), got {type(state).__name__}")
+        fn = self._function(entrypoint)
+        desc = fn.desc
+        if not isinstance(inputs, Mapping):
+            if len(inputs) != len(desc.input_names):
+                raise RuntimeInputError(f"got {len(inputs)} inputs, function {entrypoint!r} "
+                                        f"of {self.path} takes {list(desc.input_names)}")
+            inputs = dict(zip(desc.input_names, inputs, strict=True))
+        held = self.state if state is None else state
+        given = {k: to_array(v) for k, v in held.items()}
+
+        def others() -> set[str]:
+            return {k for name in self.function_names if name != entrypoint
+                    for k in self._function(name).desc.state_names}
+
+        feeds, problems = _bind("input", _declared(desc.input_descriptor, desc.input_names),
+                                {k: to_array(v) for k, v in inputs.items()}, set)
+        buffers, state_problems = _bind("state", _declared(desc.state_descriptor,
+                                                           desc.state_names), given, others)
+        problems += state_problems
+        if desc.state_names and state is None and not self.state:
+            problems.append(f"function {entrypoint!r} has state {list(desc.state_names)}: pass "
+                            "state={name: array} (e.g. a copy of program.state), or load the "
+                            "asset with load_aimodel(path, state=program.state) to hold it")
+        if problems:
+            raise RuntimeInputError(f"bad inputs for function {entrypoint!r} of {self.path} "
+                                    "(nothing was run):\n  " + "\n  ".join(problems))
+        outputs, new_state = self._await(self._call(fn, feeds, buffers))
+        for k, a in new_state.items():
+            held[k] = a.astype(given[k].dtype, copy=False)
+        return outputs
+
+    async def _call(self, fn: Any, feeds: dict[str, np.ndarray],
+                    state: dict[str, np.ndarray],
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        buffers = {k: NDArray(a) for k, a in state.items()}  # Apple updates these in place
+        out = await fn(inputs={k: NDArray(a) for k, a in feeds.items()}, state=buffers)
+        arrays = {}
+        for name in fn.desc.output_names:
+            value = out[name]
+            if not isinstance(value, NDArray):
+                raise TypeError(f"{self.path}: output {name!r} is an image, not a tensor")
+            arrays[name] = np.array(value.numpy())  # a copy: the model's buffers are reused
+        return arrays, {k: np.array(b.numpy()) for k, b in buffers.items()}
+
+
+def load_aimodel(path: str | os.PathLike[str], *,
+                 state: Mapping[str, Any] | None = None) -> LoadedAimodel:
+    """Load the ``.aimodel`` at ``path`` on Apple's interpreter once, to run it many times.
+
+    ``state`` (e.g. ``program.state``) is copied as the state the asset holds for calls of
+    :meth:`LoadedAimodel.run` without ``state=``. Use it as a context manager::
+
+        with load_aimodel("decoder.aimodel", state=program.state) as asset:
+            for token in tokens:
+                logits = asset.run({"x": token})["logits"]
+    """
+    target = Path(path)
+    if not ca.AIModelAsset.is_valid(target):
+        raise FileNotFoundError(f"{target} is not an .aimodel asset (write one with "
+                                "export_aimodel)")
+    return LoadedAimodel(target, state)
+
+
+def run_aimodel(path: str | os.PathLike[str], inputs: Mapping[str, Any], *,
+                entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
+                ) -> dict[str, np.ndarray]:
+    """Load the ``.aimodel`` at ``path``, run ``entrypoint`` once and release it.
+
+    ``inputs`` and ``state`` are :meth:`LoadedAimodel.run`'s, except that a function with
+    state needs ``state=`` here (it is updated in place). To run many steps, load the asset
+    once with :func:`load_aimodel`: loading takes most of the time of a small model's call.
+    """
+    with load_aimodel(path) as asset:
+        return asset.run(inputs, entrypoint=entrypoint, state=state)
