@@ -18,7 +18,8 @@ __all__ = ["APPLE_DTYPES", "NARROWED", "Emit", "ExportContext", "OpMapping", "Re
 
 # Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
 APPLE_DTYPES: dict[DType, Any] = {
-    DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
+    DType.float32: np.float32, DType.float16: np.float16, DType.bfloat16: DType.bfloat16.numpy.type,
+    DType.int32: np.int32,
     DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
     DType.uint8: np.uint8, DType.bool: np.bool_,
     # compressed weights and quantized tensors (4-bit constants are stored packed)
