@@ -32,6 +32,7 @@ from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
     ExportContext,
     Refused,
+    apple_shape,
     narrow_constant,
 )
 from coreai_torch.aimodel._state import declare_stateful_graph
@@ -66,10 +67,9 @@ def _where(op: Operation, graph: Graph) -> str:
 
 
 def _apple_type(t: TensorType, name: str | None = None) -> Any:
-    shape = t.static_shape
-    if shape is None:
-        raise Refused(f"dynamic shape {t}: this slice exports static shapes only")
-    return ca.TensorType(shape, ExportContext.apple_dtype(t), name=name)
+    """Core AI's type for ``t``: a dynamic dimension is Core AI's ``?`` (its bounds go into
+    the asset's metadata)."""
+    return ca.TensorType(apple_shape(t), ExportContext.apple_dtype(t), name=name)
 
 
 def _check_interface(graph: Graph, refusals: _Refusals) -> None:
@@ -107,7 +107,10 @@ def _check_results(op: Operation, emitted: list[Any]) -> None:
         raise Refused(f"exporter bug: {len(emitted)} results for {len(op.results)}")
     for ours, theirs in zip(op.results, emitted, strict=True):
         want = _apple_type(ours.type)
-        if tuple(theirs.type.shape) != want.shape or str(theirs.type.dtype) != str(want.dtype):
+        # a size either side leaves dynamic is known only at run time: not a mismatch
+        apart = len(theirs.type.shape) != len(want.shape) or any(
+            a >= 0 and b >= 0 and a != b for a, b in zip(theirs.type.shape, want.shape))
+        if apart or str(theirs.type.dtype) != str(want.dtype):
             raise Refused(f"exporter bug: Core AI produced {theirs.type}, expected {want} "
                           "(please report)")
 

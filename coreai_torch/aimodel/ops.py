@@ -19,7 +19,7 @@ import numpy as np
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
-from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
+from coreai_torch.aimodel._emit import i32, reshape_to_result, runtime_size, scalar, take, u32
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
@@ -193,12 +193,32 @@ def _argmin(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 # -- shapes and indexing -------------------------------------------------------------------------
 
+def _target_shape(op: Operation, xs: Sequence[Any]) -> Any:
+    """The result's shape: a constant when static, else the op's shape operand."""
+    shape = op.results[0].type.static_shape
+    return i32(shape) if shape is not None else xs[1]
+
+
 def _reshape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.reshape(xs[0], i32(ctx.result_shape(op)))]
+    return [ca.reshape(xs[0], _target_shape(op, xs))]
+
+
+def _expand_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
+    rank = op.results[0].type.rank
+    return [ca.expand_dims(xs[0], i32(sorted(a % rank for a in op.attributes["axes"])))]
+
+
+def _shrink_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
+    rank = op.operands[0].type.rank
+    return [ca.shrink_dims(xs[0], i32(sorted(a % rank for a in op.attributes["axes"])))]
 
 
 def _broadcast_to(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.broadcast_to(xs[0], i32(ctx.result_shape(op)))]
+    return [ca.broadcast_to(xs[0], _target_shape(op, xs))]
 
 
 def _transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -231,6 +251,9 @@ def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
 
 
 def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.operands[0].type.static_shape is None or not all(
+            v.owner is not None and v.owner.name == "coreai.constant" for v in op.operands[1:]):
+        return [_dynamic_slice(ctx, op, xs)]
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
     ranges: dict[int, tuple[int, int, int]] = {}
@@ -244,6 +267,50 @@ def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
             picked = range(last - picked.start, last - picked.stop, -stride)
         ranges[a] = (picked.start, max(picked.start, picked.stop), picked.step)
     return [_full_slice(ctx, x, shape, ranges)]
+
+
+def _bound(index: Any, size: Any) -> Any:
+    """A slice bound as Python's ``slice(...).indices`` gives it for a positive step: a
+    negative ``index`` counts from the end, then it is clamped to [0, size] (all 1-element
+    int32 values)."""
+    zero = constant(i32([0]))
+    wrapped = ca.broadcasting_where(ca.greater(zero, index), ca.add(index, size), index)
+    return ca.minimum(ca.maximum(wrapped, zero), size)
+
+
+def _dynamic_slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> Any:
+    """A slice whose input shape or bounds are known at run time only: the bounds are
+    normalised at run time (positive strides only)."""
+    x, rank = xs[0], op.operands[0].type.rank
+    axes = [a % rank for a in op.attributes["axes"]]
+    strides = list(op.attributes["strides"])
+    if any(s <= 0 for s in strides):
+        raise Refused("a negative slice stride on a dynamic shape or with bounds computed at "
+                      "run time (the reversed axis needs its size at export time)")
+
+    def bound(operand: int, i: int) -> Any:
+        value = op.operands[operand]
+        if value.owner is not None and value.owner.name == "coreai.constant":
+            # sizes fit int32, so clipping keeps the slice (INT64_MAX means "to the end")
+            known = ctx.constant_ints(value)[i]
+            return constant(i32([min(max(known, -(2**31)), 2**31 - 1)]))
+        return ca.slice_(xs[operand], i32([i]), i32([i + 1]), i32([1]))
+
+    begin, end, step = [], [], []
+    for axis in range(rank):
+        size = runtime_size(x, axis)
+        if axis in axes:
+            i = axes.index(axis)
+            b = _bound(bound(1, i), size)
+            e = _bound(bound(2, i), size)
+            begin.append(b)
+            end.append(ca.maximum(e, b))
+            step.append(strides[i])
+        else:
+            begin.append(constant(i32([0])))
+            end.append(size)
+            step.append(1)
+    return ca.slice_(x, ca.concat(np.int32(0), begin), ca.concat(np.int32(0), end), i32(step))
 
 
 def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -307,8 +374,8 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats); of ~x "
                                "(integers, bool)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
-    "coreai.expand_dims": OpMapping(_reshape, "reshape"),
-    "coreai.shrink_dims": OpMapping(_reshape, "reshape"),
+    "coreai.expand_dims": OpMapping(_expand_dims, "reshape (expand_dims if dynamic)"),
+    "coreai.shrink_dims": OpMapping(_shrink_dims, "reshape (shrink_dims if dynamic)"),
     "coreai.broadcast_to": OpMapping(_broadcast_to, "broadcast_to"),
     "coreai.transpose": OpMapping(_transpose, "transpose"),
     "coreai.concat": OpMapping(_concat, "concat"),
