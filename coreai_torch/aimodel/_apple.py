@@ -15,7 +15,9 @@ the exporter is tested with; ``pyproject.toml`` bounds the ``coreai-core`` requi
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import warnings
+from pathlib import Path
 from typing import Any
 
 from coreai_torch.errors import MissingExtraError
@@ -40,7 +42,7 @@ from coreai.runtime import NDArray
 __all__ = [
     "TESTED_VERSIONS", "NDArray", "RawConstantOp", "ca", "constant", "from_raw",
     "installed_version", "raw_control_flow", "raw_coreai", "raw_elements_attr", "raw_ir",
-    "to_raw",
+    "read_custom_metadata", "to_raw", "write_custom_metadata",
 ]
 
 # coreai-core releases the exporter and the interpreter runs are tested with
@@ -53,6 +55,22 @@ def installed_version() -> str:
         return importlib.metadata.version("coreai-core")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+def write_custom_metadata(path: Path, key: str, value: Any) -> None:
+    """Store ``value`` (JSON data) under ``key`` in the asset's ``metadata.json``.
+
+    It is stored as JSON text: coreai-core 1.0.0b3 reads a stored number 1 back as ``True``.
+    """
+    text = json.dumps(value)
+    ca.AIModelAsset.load(path).update_metadata(lambda m: m.set_custom(key, text))
+
+
+def read_custom_metadata(path: Path, key: str) -> Any:
+    """What :func:`write_custom_metadata` stored under ``key`` (None if nothing)."""
+    # the stub calls it custom_metadata; 1.0.0b3 has creator_defined_metadata
+    found = ca.AIModelAsset.load(path).metadata.creator_defined_metadata.get(key)
+    return None if found is None else json.loads(found)
 
 
 def to_raw(value: Any) -> Any:

@@ -26,7 +26,7 @@ from typing import Annotated, Any, overload
 import numpy as np
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
-from coreai_torch.aimodel._apple import ca, constant
+from coreai_torch.aimodel._apple import ca, constant, write_custom_metadata
 from coreai_torch.aimodel._composites import CompositeFunctions
 from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
@@ -35,6 +35,8 @@ from coreai_torch.aimodel._context import (
     apple_shape,
     narrow_constant,
 )
+from coreai_torch.aimodel._dims import KEY as DIMS_KEY
+from coreai_torch.aimodel._dims import dims_metadata
 from coreai_torch.aimodel._state import declare_stateful_graph
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
@@ -225,6 +227,17 @@ def _declare_graph(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Non
         lambda args: _emit_graph(ctx, graph, args, refusals))
 
 
+def _entrypoints(program: Program, entrypoints: Sequence[str] | None) -> list[str]:
+    # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
+    names = ([n for n, g in program.graphs.items() if g.composite is None]
+             if entrypoints is None else list(entrypoints))
+    unknown = [n for n in names if n not in program.graphs]
+    if unknown:
+        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
+                                 f"{list(program.graphs)}")
+    return names
+
+
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
@@ -234,13 +247,7 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
     ``_composites.py``).
     Raises :class:`UnexportableOpsError` listing every op that cannot be exported exactly.
     """
-    # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
-    names = ([n for n, g in program.graphs.items() if g.composite is None]
-             if entrypoints is None else list(entrypoints))
-    unknown = [n for n in names if n not in program.graphs]
-    if unknown:
-        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
-                                 f"{list(program.graphs)}")
+    names = _entrypoints(program, entrypoints)
     graphs = [program.graphs[n] for n in names]
     refusals = _Refusals()
     for graph in graphs:
@@ -290,6 +297,8 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
     count, a location and the reason, and nothing is written. int64 and float64 tensors become
     int32 and float32 (constants are checked to fit; inputs and state must fit at run time).
+    A dynamic dimension becomes Core AI's dynamic dimension; its name and bounds are kept in
+    the asset's metadata and checked by :func:`load_aimodel`'s ``run``.
     The asset is staged next to ``path`` and renamed into place, so ``path`` never holds a
     partial asset; an existing ``.aimodel`` there is replaced, any other existing file is left
     alone and an error raised. Returns the path written.
@@ -306,6 +315,9 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     try:
         staged = scratch / target.name
         ca.AIProgram(module).save_asset(staged)
+        dims = dims_metadata([program.graphs[n] for n in _entrypoints(program, entrypoints)])
+        if dims:
+            write_custom_metadata(staged, DIMS_KEY, dims)
         _replace_atomically(staged, target, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

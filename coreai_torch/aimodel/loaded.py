@@ -27,8 +27,10 @@ import numpy as np
 
 from coreai_core import Dim, DType, RuntimeInputError, TensorType
 from coreai_core.runtime import input_type_problems, to_array
-from coreai_torch.aimodel._apple import NDArray, ca
+from coreai_torch.aimodel._apple import NDArray, ca, read_custom_metadata
 from coreai_torch.aimodel._context import NARROWED
+from coreai_torch.aimodel._dims import KEY as DIMS_KEY
+from coreai_torch.aimodel._dims import declared_shapes
 
 __all__ = ["LoadedAimodel", "load_aimodel", "narrow_input", "run_aimodel"]
 
@@ -88,16 +90,19 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else array.copy(order="C")
 
 
-def _declared(describe: Callable[[str], Any], names: list[str]) -> dict[str, TensorType]:
-    """The types an Apple function descriptor declares for ``names`` (a dynamic dimension,
-    reported by Apple as ``None`` or a negative size, becomes a symbol of its own: Apple's
-    runtime checks how dynamic dimensions relate)."""
+def _declared(describe: Callable[[str], Any], names: list[str],
+              recorded: Mapping[str, tuple[int | Dim, ...]]) -> dict[str, TensorType]:
+    """The types an Apple function descriptor declares for ``names``, with the dynamic
+    dimensions' names and bounds the exporter ``recorded`` (see ``_dims.py``); a dynamic
+    dimension without a record (Apple reports a negative size) is a symbol of its own."""
     out = {}
     for n in names:
         d = describe(n)
-        shape = [Dim(f"{n}[{axis}]") if s is None or s < 0 else int(s)
-                 for axis, s in enumerate(d.shape)]
-        out[n] = TensorType(tuple(shape), d.dtype)
+        shape = recorded.get(n)
+        if shape is None or len(shape) != len(d.shape):
+            shape = tuple(Dim(f"{n}[{axis}]") if s is None or s < 0 else int(s)
+                          for axis, s in enumerate(d.shape))
+        out[n] = TensorType(shape, d.dtype)
     return out
 
 
@@ -155,6 +160,7 @@ class LoadedAimodel:
             self._stop_loop()
             raise
         self.function_names: list[str] = list(self._model.function_names)
+        self._dims = read_custom_metadata(path, DIMS_KEY) or {}
 
     async def _open(self) -> Any:
         self._executable = ca.AIModelAsset.load(self.path).executable(
@@ -255,10 +261,14 @@ class LoadedAimodel:
             return {k for name in self.function_names if name != entrypoint
                     for k in self._function(name).desc.state_names}
 
-        feeds, problems = _bind("input", _declared(desc.input_descriptor, desc.input_names),
-                                {k: to_array(v) for k, v in inputs.items()}, set)
-        buffers, state_problems = _bind("state", _declared(desc.state_descriptor,
-                                                           desc.state_names), given, others)
+        feeds, problems = _bind(
+            "input", _declared(desc.input_descriptor, desc.input_names,
+                               declared_shapes(self._dims, entrypoint, "input")),
+            {k: to_array(v) for k, v in inputs.items()}, set)
+        buffers, state_problems = _bind(
+            "state", _declared(desc.state_descriptor, desc.state_names,
+                               declared_shapes(self._dims, entrypoint, "state")),
+            given, others)
         problems += state_problems
         if desc.state_names and state is None and not self.state:
             problems.append(f"function {entrypoint!r} has state {list(desc.state_names)}: pass "
