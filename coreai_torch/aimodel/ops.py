@@ -314,11 +314,23 @@ def _dynamic_slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> Any:
 
 
 def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    shape = ctx.static_shape(op.operands[0])
-    axis = op.attributes["axis"] % len(shape)
+    x, t = xs[0], op.operands[0].type
+    axis = op.attributes["axis"] % t.rank
+    if t.static_shape is not None:
+        out, start = [], 0
+        for size in op.attributes["split_sizes"]:
+            out.append(_full_slice(ctx, x, t.static_shape, {axis: (start, start + size, 1)}))
+            start += size
+        return out
+    if not isinstance(t.shape[axis], int):
+        raise Refused(f"a split along dynamic axis {axis} (its parts' sizes are static)")
+    # the other axes whole: their sizes as constants, or read at run time when dynamic
+    ends = [runtime_size(x, a) for a in range(t.rank)]
     out, start = [], 0
     for size in op.attributes["split_sizes"]:
-        out.append(_full_slice(ctx, xs[0], shape, {axis: (start, start + size, 1)}))
+        begin = i32([start if a == axis else 0 for a in range(t.rank)])
+        end = [constant(i32([start + size])) if a == axis else e for a, e in enumerate(ends)]
+        out.append(ca.slice_(x, begin, ca.concat(np.int32(0), end), i32([1] * t.rank)))
         start += size
     return out
 
