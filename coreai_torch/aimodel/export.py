@@ -37,6 +37,7 @@ from coreai_torch.aimodel._context import (
 )
 from coreai_torch.aimodel._dims import KEY as DIMS_KEY
 from coreai_torch.aimodel._dims import dims_metadata
+from coreai_torch.aimodel._emit import dims, i32
 from coreai_torch.aimodel._state import declare_stateful_graph
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
@@ -167,7 +168,17 @@ def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
         _apple_type(v.type)
     emitted = mapping.emit(ctx, op, values.operands(op.operands))
     _check_results(op, emitted)
-    return emitted
+    return [_refined(a, ours) for a, ours in zip(emitted, op.results, strict=True)]
+
+
+def _refined(apple: Any, ours: Value) -> Any:
+    """``apple`` with the static sizes ``ours`` knows and Core AI's inference lost (a slice
+    with bounds computed at run time is dynamic on every axis): a reshape to our shape, when
+    at most one of its sizes is dynamic (the reshape's -1)."""
+    want = apple_shape(ours)
+    if dims(apple) == want or sum(d < 0 for d in want) > 1:
+        return apple
+    return ca.reshape(apple, i32(want))
 
 
 def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals: _Refusals,
