@@ -1,16 +1,20 @@
 """An ``.aimodel`` loaded once on Apple's bundled Core AI interpreter, run step after step.
 
 Apple's runtime is asynchronous: an asset is loaded inside an ``async with`` block and its
-functions are awaited. :class:`LoadedAimodel` keeps that block open on an event loop of its own
-(a worker thread), so plain synchronous calls reuse the loaded model, also from code that runs
-inside an event loop (a notebook). The interpreter announces every function it loads on the
-process's stderr (from native code, below Python's ``sys.stderr``); those announcements are
-dropped and anything else it writes is passed on.
+functions are awaited. :class:`LoadedAimodel` keeps that block open on an event loop of its
+own, run in the calling thread (Apple's runtime driven from another thread aborts the process
+at exit now and then), so plain synchronous calls reuse the loaded model; inside a running
+event loop (a notebook) a call runs that loop on a worker thread. A call at other input
+sizes than the last loads the asset afresh (coreai-core 1.0.0b3 aborts the process now and
+then when a loaded model runs at several sizes). The interpreter announces every function it
+loads on the process's stderr (from native code, below Python's ``sys.stderr``); those
+announcements are dropped and anything else it writes is passed on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import difflib
 import os
@@ -23,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import attrs
 import numpy as np
 
 from coreai_core import Dim, DType, RuntimeInputError, TensorType
@@ -135,6 +140,18 @@ def _bind(kind: str, types: Mapping[str, TensorType], given: Mapping[str, np.nda
     return arrays, problems
 
 
+@attrs.define
+class _Function:
+    """A loaded function and its signature (read once); ``shapes``: the input shapes of its
+    last call."""
+
+    call: Any
+    inputs: dict[str, TensorType]
+    outputs: list[str]
+    state: dict[str, TensorType]
+    shapes: tuple[tuple[int, ...], ...] | None = None
+
+
 class LoadedAimodel:
     """An ``.aimodel`` loaded on Apple's interpreter (see :func:`load_aimodel`).
 
@@ -146,11 +163,10 @@ class LoadedAimodel:
         self.path = path
         self._initial = {k: to_array(v).copy() for k, v in (state or {}).items()}
         self.state: dict[str, np.ndarray] = {k: v.copy() for k, v in self._initial.items()}
-        self._functions: dict[str, Any] = {}
+        self._functions: dict[str, _Function] = {}
+        self._dims = read_custom_metadata(path, DIMS_KEY) or {}
+        self.function_names: list[str] = []
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"aimodel {path.name}")
-        self._thread.start()
         self._executable: Any = None
         self._model: Any = None
         try:
@@ -159,20 +175,25 @@ class LoadedAimodel:
         except BaseException:
             self._stop_loop()
             raise
-        self.function_names: list[str] = list(self._model.function_names)
-        self._dims = read_custom_metadata(path, DIMS_KEY) or {}
 
     async def _open(self) -> Any:
         self._executable = ca.AIModelAsset.load(self.path).executable(
             specialization_options=None)
-        return await self._executable.__aenter__()
+        model = await self._executable.__aenter__()
+        self.function_names = list(model.function_names)
+        return model
 
     def _await(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        """Runs ``coro`` on the asset's own event loop, in this thread; inside a running
+        loop (a notebook) on a worker thread (the asset's loop runs one call at a time)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._loop.run_until_complete(coro)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(self._loop.run_until_complete, coro).result()
 
     def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
         self._loop.close()
 
     @property
@@ -183,12 +204,19 @@ class LoadedAimodel:
         """Release the loaded model (idempotent)."""
         if self._model is None:
             return
-        self._model = None
-        self._functions.clear()
         try:
-            self._await(self._executable.__aexit__(None, None, None))
+            self._await(self._release())
         finally:
             self._stop_loop()
+
+    async def _release(self) -> None:
+        # in the order Apple's own ``async with`` block has: the model is released while its
+        # functions are alive, then they go
+        executable, functions = self._executable, list(self._functions.values())
+        self._model, self._executable = None, None
+        self._functions.clear()
+        await executable.__aexit__(None, None, None)
+        del functions
 
     def __enter__(self) -> LoadedAimodel:
         return self
@@ -205,7 +233,7 @@ class LoadedAimodel:
         """Restore the held state to the values given to :func:`load_aimodel`."""
         self.state = {k: v.copy() for k, v in self._initial.items()}
 
-    def _function(self, entrypoint: str) -> Any:
+    def _function(self, entrypoint: str) -> _Function:
         if self._model is None:
             raise ValueError(f"{self.path} was closed; load it again with load_aimodel")
         fn = self._functions.get(entrypoint)
@@ -214,20 +242,36 @@ class LoadedAimodel:
                 raise KeyError(f"{self.path} has no function {entrypoint!r}; it has "
                                f"{self.function_names}")
             with _without_load_announcements():
-                fn = self._functions[entrypoint] = self._model.load_function(entrypoint)
+                fn = self._functions[entrypoint] = self._await(self._load(entrypoint))
         return fn
+
+    async def _load(self, entrypoint: str) -> _Function:
+        call = self._model.load_function(entrypoint)
+        desc = call.desc
+        return _Function(
+            call,
+            _declared(desc.input_descriptor, list(desc.input_names),
+                      declared_shapes(self._dims, entrypoint, "input")),
+            list(desc.output_names),
+            _declared(desc.state_descriptor, list(desc.state_names),
+                      declared_shapes(self._dims, entrypoint, "state")))
+
+    def _reopen(self) -> None:
+        self._await(self._release())
+        with _without_load_announcements():
+            self._model = self._await(self._open())
 
     def input_names(self, entrypoint: str = "main") -> list[str]:
         """The inputs of ``entrypoint``, in order."""
-        return list(self._function(entrypoint).desc.input_names)
+        return list(self._function(entrypoint).inputs)
 
     def output_names(self, entrypoint: str = "main") -> list[str]:
         """The outputs of ``entrypoint``, in order."""
-        return list(self._function(entrypoint).desc.output_names)
+        return list(self._function(entrypoint).outputs)
 
     def state_names(self, entrypoint: str = "main") -> list[str]:
         """The state of ``entrypoint``."""
-        return list(self._function(entrypoint).desc.state_names)
+        return list(self._function(entrypoint).state)
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any], entrypoint: str = "main",
             state: MutableMapping[str, Any] | None = None) -> dict[str, np.ndarray]:
@@ -248,47 +292,49 @@ class LoadedAimodel:
             raise TypeError("state must be a mutable mapping (it is updated with the new "
                             f"state), got {type(state).__name__}")
         fn = self._function(entrypoint)
-        desc = fn.desc
         if not isinstance(inputs, Mapping):
-            if len(inputs) != len(desc.input_names):
+            if len(inputs) != len(fn.inputs):
                 raise RuntimeInputError(f"got {len(inputs)} inputs, function {entrypoint!r} "
-                                        f"of {self.path} takes {list(desc.input_names)}")
-            inputs = dict(zip(desc.input_names, inputs, strict=True))
+                                        f"of {self.path} takes {list(fn.inputs)}")
+            inputs = dict(zip(fn.inputs, inputs, strict=True))
         held = self.state if state is None else state
         given = {k: to_array(v) for k, v in held.items()}
 
         def others() -> set[str]:
             return {k for name in self.function_names if name != entrypoint
-                    for k in self._function(name).desc.state_names}
+                    for k in self._function(name).state}
 
-        feeds, problems = _bind(
-            "input", _declared(desc.input_descriptor, desc.input_names,
-                               declared_shapes(self._dims, entrypoint, "input")),
-            {k: to_array(v) for k, v in inputs.items()}, set)
-        buffers, state_problems = _bind(
-            "state", _declared(desc.state_descriptor, desc.state_names,
-                               declared_shapes(self._dims, entrypoint, "state")),
-            given, others)
+        feeds, problems = _bind("input", fn.inputs, {k: to_array(v) for k, v in inputs.items()},
+                                set)
+        buffers, state_problems = _bind("state", fn.state, given, others)
         problems += state_problems
-        if desc.state_names and state is None and not self.state:
-            problems.append(f"function {entrypoint!r} has state {list(desc.state_names)}: pass "
+        if fn.state and state is None and not self.state:
+            problems.append(f"function {entrypoint!r} has state {list(fn.state)}: pass "
                             "state={name: array} (e.g. a copy of program.state), or load the "
                             "asset with load_aimodel(path, state=program.state) to hold it")
         if problems:
             raise RuntimeInputError(f"bad inputs for function {entrypoint!r} of {self.path} "
                                     "(nothing was run):\n  " + "\n  ".join(problems))
+        shapes = tuple(a.shape for a in feeds.values())
+        if fn.shapes is not None and shapes != fn.shapes:
+            # coreai-core 1.0.0b3 aborts the process now and then when one loaded model runs
+            # a function at other input sizes: the asset is loaded afresh for each new size
+            # (steps at one size reuse it)
+            self._reopen()
+            fn = self._function(entrypoint)
+        fn.shapes = shapes
         outputs, new_state = self._await(self._call(fn, feeds, buffers))
         for k, a in new_state.items():
             held[k] = a.astype(given[k].dtype, copy=False)
         return outputs
 
-    async def _call(self, fn: Any, feeds: dict[str, np.ndarray],
+    async def _call(self, fn: _Function, feeds: dict[str, np.ndarray],
                     state: dict[str, np.ndarray],
                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         buffers = {k: NDArray(a) for k, a in state.items()}  # Apple updates these in place
-        out = await fn(inputs={k: NDArray(a) for k, a in feeds.items()}, state=buffers)
+        out = await fn.call(inputs={k: NDArray(a) for k, a in feeds.items()}, state=buffers)
         arrays = {}
-        for name in fn.desc.output_names:
+        for name in fn.outputs:
             value = out[name]
             if not isinstance(value, NDArray):
                 raise TypeError(f"{self.path}: output {name!r} is an image, not a tensor")

@@ -18,8 +18,16 @@ import numpy as np
 
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused, apple_shape
-from coreai_torch.aimodel._emit import i32, reshape_to_result, runtime_size, scalar, take, u32
+from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._emit import (
+    dims,
+    i32,
+    reshape_to_result,
+    runtime_size,
+    scalar,
+    take,
+    u32,
+)
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.aimodel.ops_control import CONTROL_MAPPINGS
@@ -199,33 +207,25 @@ def _target_shape(op: Operation, xs: Sequence[Any]) -> Any:
     return i32(shape) if shape is not None else xs[1]
 
 
-def _one_unknown(op: Operation) -> Any:
-    """The result's shape with -1 for its one dynamic size (a reshape infers it and keeps
-    the static sizes), or None when it has several."""
-    shape = apple_shape(op.results[0])
-    return i32(shape) if sum(d < 0 for d in shape) <= 1 else None
-
-
 def _reshape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    shape = _one_unknown(op)
-    return [ca.reshape(xs[0], xs[1] if shape is None else shape)]
+    return [ca.reshape(xs[0], _target_shape(op, xs))]
 
 
 def _expand_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    shape = _one_unknown(op)
-    if shape is not None:
-        return [ca.reshape(xs[0], shape)]
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
     rank = op.results[0].type.rank
     return [ca.expand_dims(xs[0], i32(sorted(a % rank for a in op.attributes["axes"])))]
 
 
 def _shrink_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    shape = _one_unknown(op)
-    if shape is not None:
-        return [ca.reshape(xs[0], shape)]
-    # Core AI's shrink_dims needs the removed sizes static: reshape to the kept sizes instead
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
     rank = op.operands[0].type.rank
     removed = {a % rank for a in op.attributes["axes"]}
+    if all(dims(xs[0])[a] == 1 for a in removed):
+        return [ca.shrink_dims(xs[0], i32(sorted(removed)))]
+    # Core AI's shrink_dims needs the removed sizes static: reshape to the kept sizes instead
     kept = [runtime_size(xs[0], a) for a in range(rank) if a not in removed]
     return [ca.reshape(xs[0], ca.concat(np.int32(0), kept))]
 

@@ -32,7 +32,7 @@ SIZES = [1, 2, 7, 47]
 
 
 def _convert(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
-             dynamic_shapes: tuple[object, ...]) -> Program:
+             dynamic_shapes: tuple[object, ...] | None) -> Program:
     with torch.no_grad():
         ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
     program = TorchConverter().add_exported_program(
@@ -168,7 +168,7 @@ def test_funnel_exports_and_matches_torch(tmp_path: Path) -> None:
     from coreai_torch.aimodel import verify_aimodel
 
     model, inputs = CORPUS["encoder/funnel"]()
-    program = _convert(model, inputs, (None, None))
+    program = _convert(model, inputs, None)
     path = export_aimodel(program, tmp_path / "funnel.aimodel")
     report = verify_aimodel(model, path, inputs, program=program, rtol=TORCH_RTOL,
                             atol=TORCH_ATOL)
