@@ -399,15 +399,18 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats); of ~x "
                                "(integers, bool)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
-    "coreai.expand_dims": OpMapping(_expand_dims, "reshape (expand_dims if dynamic)"),
-    "coreai.shrink_dims": OpMapping(_shrink_dims, "reshape (shrink_dims if dynamic)"),
+    "coreai.expand_dims": OpMapping(_expand_dims, "reshape (static), else expand_dims"),
+    "coreai.shrink_dims": OpMapping(_shrink_dims, "reshape (static), else shrink_dims or a "
+                                                  "reshape to get_shape sizes"),
     "coreai.broadcast_to": OpMapping(_broadcast_to, "broadcast_to"),
     "coreai.transpose": OpMapping(_transpose, "transpose"),
     "coreai.concat": OpMapping(_concat, "concat"),
     "coreai.tile": OpMapping(_tile, "tile"),
     "coreai.slice": OpMapping(_slice, "slice_ (constant bounds; a negative stride reverses "
-                              "the axis by gather_nd first)"),
-    "coreai.split": OpMapping(_split, "slice_ per piece"),
+                              "the axis by gather_nd first; run-time bounds or sizes: "
+                              "normalised at run time, positive strides)"),
+    "coreai.split": OpMapping(_split, "slice_ per piece (dynamic: other axes' sizes by "
+                                      "get_shape)"),
     "coreai.gather": OpMapping(_gather, "transpose + gather_nd + transpose"),
     "coreai.gather_nd": OpMapping(_gather_nd, "gather_nd"),
     "coreai.gather_along_axis": OpMapping(_gather_along_axis, "gather_along_axis"),

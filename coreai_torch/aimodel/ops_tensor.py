@@ -299,8 +299,9 @@ TENSOR_MAPPINGS: dict[str, OpMapping] = {
     "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
                             "amounts; circular: slice_ + concat"),
     "coreai.reverse": OpMapping(_reverse, "gather_nd of n-1 ... 0 per axis"),
-    "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes)"),
-    "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values)"),
+    "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes), else get_shape"),
+    "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values), "
+                                      "else range_ (integers)"),
     "coreai.sort": OpMapping(_sort, "argsort (stable) + gather_along_axis; descending floats: "
                              "a second stable argsort puts NaN first"),
     "coreai.argsort": OpMapping(_argsort, "argsort (stable), NaN handled as for sort"),
