@@ -68,8 +68,9 @@ def write_custom_metadata(path: Path, key: str, value: Any) -> None:
 
 def read_custom_metadata(path: Path, key: str) -> Any:
     """What :func:`write_custom_metadata` stored under ``key`` (None if nothing)."""
+    metadata: Any = ca.AIModelAsset.load(path).metadata
     # the stub calls it custom_metadata; 1.0.0b3 has creator_defined_metadata
-    found = ca.AIModelAsset.load(path).metadata.creator_defined_metadata.get(key)
+    found = metadata.creator_defined_metadata.get(key)
     return None if found is None else json.loads(found)
 
 

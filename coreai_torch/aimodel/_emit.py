@@ -69,7 +69,7 @@ def runtime_shape(x: Any) -> Any:
     shape = dims(x)
     if -1 not in shape:
         return constant(i32(shape))
-    found = ca.get_shape(x)
+    found: Any = ca.get_shape(x)
     return found if str(found.type.dtype) == "int32" else ca.cast(found, np.int32)
 
 

@@ -309,7 +309,9 @@ def _dynamic_slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> Any:
             return constant(i32([min(max(known, -(2**31)), 2**31 - 1)]))
         return ca.slice_(xs[operand], i32([i]), i32([i + 1]), i32([1]))
 
-    begin, end, step = [], [], []
+    begin: list[Any] = []
+    end: list[Any] = []
+    step: list[int] = []
     for axis in range(rank):
         size = runtime_size(x, axis)
         if axis in axes:
@@ -338,7 +340,7 @@ def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     if not isinstance(t.shape[axis], int):
         raise Refused(f"a split along dynamic axis {axis} (its parts' sizes are static)")
     # the other axes whole: their sizes as constants, or read at run time when dynamic
-    ends = [runtime_size(x, a) for a in range(t.rank)]
+    ends: list[Any] = [runtime_size(x, a) for a in range(t.rank)]
     out, start = [], 0
     for size in op.attributes["split_sizes"]:
         begin = i32([start if a == axis else 0 for a in range(t.rank)])
