@@ -105,7 +105,7 @@ def _declared(describe: Callable[[str], Any], names: list[str],
         d = describe(n)
         shape = recorded.get(n)
         if shape is None or len(shape) != len(d.shape):
-            shape = tuple(Dim(f"{n}[{axis}]") if s is None or s < 0 else int(s)
+            shape = tuple(Dim(f"{n} axis {axis}") if s is None or s < 0 else int(s)
                           for axis, s in enumerate(d.shape))
         out[n] = TensorType(shape, d.dtype)
     return out

@@ -5,6 +5,7 @@ needs static sizes is refused by name with the reason."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from coreai_core import Program, RuntimeInputError, TensorType
 from coreai_core.dialects import coreai
 from coreai_torch import TorchConverter, get_decomp_table
 from coreai_torch.aimodel import export_aimodel, load_aimodel
+from coreai_torch.aimodel._dims import KEY as DIMS_KEY
 from coreai_torch.errors import UnexportableOpsError
 from coreai_torch.verify import compare
 from tests.models.corpus import CORPUS
@@ -123,6 +125,20 @@ def test_bounds_and_names_are_checked_before_running(tied: tuple[Program, Path])
             asset.run({"x": np.zeros((9, 3), np.float32), "w": np.zeros(9, np.float32)})
         with pytest.raises(RuntimeInputError, match=r"'input w'.*n"):
             asset.run({"x": np.zeros((4, 3), np.float32), "w": np.zeros(5, np.float32)})
+
+
+def test_an_asset_without_the_record_still_runs(tmp_path: Path) -> None:
+    """An asset whose metadata lost the dims' record (written by another tool, say) runs;
+    each dynamic size is then a symbol of its own."""
+    program = _tied_program()
+    path = export_aimodel(program, tmp_path / "bare.aimodel")
+    metadata = json.loads((path / "metadata.json").read_text())
+    metadata.get("creatorDefinedMetadata", {}).pop(DIMS_KEY)
+    (path / "metadata.json").write_text(json.dumps(metadata))
+    feed = {"x": np.ones((4, 3), np.float32), "w": np.arange(4, dtype=np.float32)}
+    with load_aimodel(path) as asset:
+        assert [str(d) for d in asset._function("main").inputs["x"].shape][1] == "3"
+        _check("y", asset.run(feed)["y"], program.run(feed)["y"], RTOL, ATOL)
 
 
 def test_static_size_reading_mappings_are_refused_by_name(tmp_path: Path) -> None:
