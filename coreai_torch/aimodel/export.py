@@ -91,6 +91,9 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
                              "converting", here)
             try:
                 _apple_type(value.type)
+                if kind == "state" and value.type.static_shape is None:
+                    raise Refused(f"dynamic shape {value.type}: state is exported with static "
+                                  "shapes only (its buffer keeps one size from call to call)")
             except Refused as e:
                 refusals.add(kind, f"{name!r}: {e.reason}", here)
 
