@@ -55,14 +55,14 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Apple re-exports coreai.authoring.MetalParameter; it comes with the coreai extra
     if name == "MetalParameter":
-        try:
-            from coreai.authoring import MetalParameter
-        except ImportError as e:
-            from coreai_torch.errors import MissingExtraError
+        from coreai_torch.errors import MissingExtraError
 
+        try:
+            from coreai_torch.aimodel._apple import ca
+        except MissingExtraError as e:
             raise MissingExtraError("coreai_torch.MetalParameter is Apple's "
                                     "coreai.authoring.MetalParameter: pip install "
                                     "'coreai-torch[coreai]' (Metal kernels also need macOS)"
                                     ) from e
-        return MetalParameter
+        return ca.MetalParameter
     raise AttributeError(f"module 'coreai_torch' has no attribute {name!r}")

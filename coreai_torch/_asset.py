@@ -24,8 +24,8 @@ def save_aimodel_asset(program: Any, path: Path, *,
             f"program.save_asset({str(path)!r}) writes an .aimodel with Apple's Core AI "
             "package (coreai-core), which is not installed: pip install "
             "'coreai-torch[coreai]'") from e
-    from coreai.authoring import AIModelAsset
+    from coreai_torch.aimodel._apple import ca
 
     if not isinstance(program, Program):
         raise TypeError(f"save_asset writes a coreai_core.Program, got {type(program).__name__}")
-    return AIModelAsset.load(export_aimodel(program, path, entrypoints=entrypoints))
+    return ca.AIModelAsset.load(export_aimodel(program, path, entrypoints=entrypoints))

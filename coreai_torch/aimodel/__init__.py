@@ -2,29 +2,20 @@
 
 Needs Apple's ``coreai-core`` package (``pip install 'coreai-torch[coreai]'``); importing this
 package without it raises :class:`~coreai_torch.errors.MissingExtraError` saying so. Nothing
-else in coreai_torch or coreai_core imports it. See docs/coreai-interop.md.
+else in coreai_torch or coreai_core imports it, and within this package only ``_apple.py``
+does. See docs/coreai-interop.md.
 """
 
 from __future__ import annotations
 
-from coreai_torch.errors import MissingExtraError
-
-try:
-    import coreai.authoring  # noqa: F401
-except ImportError as e:
-    raise MissingExtraError(
-        "exporting to .aimodel needs Apple's Core AI Python package (coreai-core), which is "
-        "not installed: pip install 'coreai-torch[coreai]'") from e
-
+# the adapter first: without Apple's package it raises MissingExtraError saying how to install
+from coreai_torch.aimodel import _apple  # noqa: F401  (isort: skip)
 from coreai_torch.aimodel.export import build_module, export_aimodel
+from coreai_torch.aimodel.loaded import LoadedAimodel, load_aimodel, run_aimodel
 from coreai_torch.aimodel.ops import MAPPINGS, mapping_table_markdown
-from coreai_torch.aimodel.verify import (
-    AimodelVerifyReport,
-    run_aimodel,
-    verify_aimodel,
-)
+from coreai_torch.aimodel.verify import AimodelVerifyReport, verify_aimodel
 
 __all__ = [
-    "MAPPINGS", "AimodelVerifyReport", "build_module", "export_aimodel",
-    "mapping_table_markdown", "run_aimodel", "verify_aimodel",
+    "MAPPINGS", "AimodelVerifyReport", "LoadedAimodel", "build_module", "export_aimodel",
+    "load_aimodel", "mapping_table_markdown", "run_aimodel", "verify_aimodel",
 ]

@@ -23,11 +23,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import coreai.authoring as ca
-from coreai._compiler import ir as apple_ir
-from coreai._compiler.dialects import coreai as apple_raw
-
 from coreai_core import Composite, Graph, Value
+from coreai_torch.aimodel._apple import ca, from_raw, to_raw
+from coreai_torch.aimodel._apple import raw_coreai as apple_raw
+from coreai_torch.aimodel._apple import raw_ir as apple_ir
 from coreai_torch.aimodel._context import ExportContext, Refused
 
 __all__ = ["APPLE_COMPOSITE_NAMES", "CompositeFunctions", "declaration_attribute",
@@ -100,7 +99,7 @@ def unmapped_reason(graph: Graph) -> str | None:
 
 def _raw_type(value: Value) -> Any:
     apple = ca.TensorType(ExportContext.static_shape(value), ExportContext.apple_dtype(value))
-    return apple._to_mlir()  # the facade-to-raw seam (see the module doc)
+    return to_raw(apple)  # the facade-to-raw seam (see the module doc)
 
 
 def _declaration(graph: Graph) -> tuple[Any, list[Any], list[Any]]:
@@ -139,8 +138,8 @@ class CompositeFunctions:
             function = self._declare(graph)
         if function is None:
             return self.emit(graph, args)
-        results = function(*[a._to_mlir() for a in args])  # emits coreai.invoke
-        return [ca.Value._from_mlir(r) for r in results]
+        results = function(*[to_raw(a) for a in args])  # emits coreai.invoke
+        return [from_raw(r) for r in results]
 
     def _declare(self, graph: Graph) -> Any:
         try:
@@ -161,6 +160,6 @@ class CompositeFunctions:
             ip=apple_ir.InsertionPoint.at_block_begin(self.module._body))
         self.declared[graph.name] = function  # before the body: a call back to it is invoked
         with function.block:
-            params = [ca.Value._from_mlir(a) for a in function.arguments]
-            apple_raw.OutputOp([o._to_mlir() for o in self.emit(graph, params)])
+            params = [from_raw(a) for a in function.arguments]
+            apple_raw.OutputOp([to_raw(o) for o in self.emit(graph, params)])
         return function

@@ -18,39 +18,39 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from coreai._compiler._mlir_libs._coreaiIR._bindings.mlir.dialects.coreai import (
-    create_elements_attr,
-)
-from coreai._compiler.dialects._coreai_ops_gen import ConstantOp
-from coreai._compiler.ir import Float4E2M1FNType, IntegerType, Location, RankedTensorType
-from coreai.authoring.constant import constant
-from coreai.authoring.operation import Value as AppleValue
 
 from coreai_core import DType
 from coreai_core.packing import pack_nibbles
+from coreai_torch.aimodel._apple import (
+    RawConstantOp,
+    constant,
+    from_raw,
+    raw_elements_attr,
+    raw_ir,
+)
 
 __all__ = ["apple_constant", "packed_constant", "packed_index_constant"]
 
 # Our 4-bit element types and the Core AI element type of each (built in the active context).
 _FOUR_BIT: dict[DType, Any] = {
-    DType.int4: lambda: IntegerType.get_signed(4),
-    DType.uint4: lambda: IntegerType.get_unsigned(4),
-    DType.float4_e2m1fn: Float4E2M1FNType.get,
+    DType.int4: lambda: raw_ir.IntegerType.get_signed(4),
+    DType.uint4: lambda: raw_ir.IntegerType.get_unsigned(4),
+    DType.float4_e2m1fn: raw_ir.Float4E2M1FNType.get,
 }
 
 
 def packed_constant(stream: np.ndarray, shape: Sequence[int], element_type: Any) -> Any:
     """A Core AI constant of ``shape`` whose elements of the sub-byte ``element_type`` (an
     MLIR type) are the packed little-endian bit ``stream`` (uint8)."""
-    tensor_type = RankedTensorType.get(list(shape), element_type)
-    attr = create_elements_attr(Location.unknown(), tensor_type,
+    tensor_type = raw_ir.RankedTensorType.get(list(shape), element_type)
+    attr = raw_elements_attr(raw_ir.Location.unknown(), tensor_type,
                                 np.ascontiguousarray(stream, dtype=np.uint8))
-    return AppleValue._from_mlir(ConstantOp(value=attr).result)
+    return from_raw(RawConstantOp(value=attr).result)
 
 
 def packed_index_constant(stream: np.ndarray, shape: Sequence[int], nbits: int) -> Any:
     """A constant of unsigned ``nbits``-bit integers (``ui{nbits}``) held by ``stream``."""
-    return packed_constant(stream, shape, IntegerType.get_unsigned(nbits))
+    return packed_constant(stream, shape, raw_ir.IntegerType.get_unsigned(nbits))
 
 
 def apple_constant(array: np.ndarray) -> Any:

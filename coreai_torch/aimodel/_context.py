@@ -14,11 +14,12 @@ import numpy as np
 from coreai_core import DType, Graph, Operation, Program, TensorType, Value, WeightRef
 
 __all__ = ["APPLE_DTYPES", "NARROWED", "Emit", "ExportContext", "OpMapping", "Refused",
-           "narrow_constant"]
+           "apple_shape", "narrow_constant"]
 
 # Element types an .aimodel holds, as the numpy dtypes Apple's builders accept.
 APPLE_DTYPES: dict[DType, Any] = {
-    DType.float32: np.float32, DType.float16: np.float16, DType.int32: np.int32,
+    DType.float32: np.float32, DType.float16: np.float16, DType.bfloat16: DType.bfloat16.numpy.type,
+    DType.int32: np.int32,
     DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
     DType.uint8: np.uint8, DType.bool: np.bool_,
     # inside graphs only (export.py refuses complex inputs and outputs): ops_complex.py
@@ -30,6 +31,12 @@ APPLE_DTYPES: dict[DType, Any] = {
 # 64-bit types become 32-bit ones: Apple's runtime has no 64-bit tensors in practice.
 NARROWED: dict[DType, DType] = {DType.int64: DType.int32, DType.float64: DType.float32,
                                 DType.complex128: DType.complex64}
+
+
+def apple_shape(t: TensorType | Value) -> tuple[int, ...]:
+    """``t``'s shape as Core AI builders take it: -1 for a dynamic dimension (``?``)."""
+    typ = t.type if isinstance(t, Value) else t
+    return tuple(d if isinstance(d, int) else -1 for d in typ.shape)
 
 
 class Refused(Exception):
@@ -102,9 +109,12 @@ class ExportContext:
 
     @staticmethod
     def static_shape(value: Value) -> tuple[int, ...]:
+        """``value``'s shape, or :class:`Refused` for a dynamic one (the mapping reads
+        sizes at export time)."""
         shape = value.type.static_shape
         if shape is None:
-            raise Refused(f"dynamic shape {value.type}: this slice exports static shapes only")
+            raise Refused(f"its mapping needs static shapes (it reads sizes at export time), "
+                          f"got {value.type}: export with static shapes")
         return shape
 
     def result_shape(self, op: Operation, index: int = 0) -> tuple[int, ...]:

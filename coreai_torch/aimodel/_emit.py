@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation
-from coreai_torch.aimodel._context import ExportContext
+from coreai_torch.aimodel._apple import ca, constant
+from coreai_torch.aimodel._context import ExportContext, apple_shape
 
-__all__ = ["i32", "reshape_to_result", "scalar", "slice_axis", "take", "u32"]
+__all__ = ["dims", "i32", "reshape_to_result", "runtime_shape", "runtime_size", "scalar",
+           "slice_axis", "take", "u32"]
 
 
 def i32(values: Any) -> np.ndarray:
@@ -28,8 +28,9 @@ def scalar(ctx: ExportContext, op: Operation, value: float, operand: int = 0) ->
 
 
 def reshape_to_result(ctx: ExportContext, op: Operation, x: Any, index: int = 0) -> Any:
-    shape = ctx.result_shape(op, index)
-    return x if tuple(x.type.shape) == shape else ca.reshape(x, i32(shape))
+    if dims(x) == apple_shape(op.results[index]):
+        return x
+    return ca.reshape(x, i32(ctx.result_shape(op, index)))
 
 
 def take(x: Any, indices: Any, axis: int) -> Any:
@@ -41,7 +42,7 @@ def take(x: Any, indices: Any, axis: int) -> Any:
     n_idx = len(indices.type.shape)
     if axis:
         x = ca.transpose(x, u32([axis, *[a for a in range(rank) if a != axis]]))
-    taken = ca.gather_nd(x, ca.reshape(indices, i32([*indices.type.shape, 1])))
+    taken = ca.gather_nd(x, ca.expand_dims(indices, i32([n_idx])))
     if axis:
         # taken: [*indices dims, *x[:axis], *x[axis+1:]] -> [*x[:axis], *indices, *x[axis+1:]]
         order = [*range(n_idx, n_idx + axis), *range(n_idx), *range(n_idx + axis, rank - 1 + n_idx)]
@@ -55,3 +56,26 @@ def slice_axis(x: Any, axis: int, start: int, stop: int) -> Any:
     begin, end = [0] * len(shape), list(shape)
     begin[axis], end[axis] = start, stop
     return ca.slice_(x, i32(begin), i32(end), i32([1] * len(shape)))
+
+
+def dims(x: Any) -> tuple[int, ...]:
+    """An Apple value's shape with -1 for a dynamic size (Apple's builders report those as
+    MLIR's dynamic marker, a large negative number)."""
+    return tuple(d if d >= 0 else -1 for d in x.type.shape)
+
+
+def runtime_shape(x: Any) -> Any:
+    """``x``'s shape as a 1-d int32 Apple value: constant when static, else ``get_shape``."""
+    shape = dims(x)
+    if -1 not in shape:
+        return constant(i32(shape))
+    found: Any = ca.get_shape(x)
+    return found if str(found.type.dtype) == "int32" else ca.cast(found, np.int32)
+
+
+def runtime_size(x: Any, axis: int) -> Any:
+    """The size of ``x`` along ``axis`` as a 1-element int32 Apple value."""
+    size = dims(x)[axis]
+    if size >= 0:
+        return constant(i32([size]))
+    return ca.slice_(runtime_shape(x), i32([axis]), i32([axis + 1]), i32([1]))

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import coreai.authoring as ca
-from coreai._compiler.dialects import coreai as apple_raw
+from coreai_torch.aimodel._apple import ca, from_raw, to_raw
+from coreai_torch.aimodel._apple import raw_coreai as apple_raw
 
 __all__ = ["StatefulBody", "declare_stateful_graph"]
 
@@ -53,7 +53,7 @@ def declare_stateful_graph(name: str, inputs: Mapping[str, ca.TensorType],
     is written after its read (state ``body`` does not update is only read).
     """
     def raw_type(t: Any) -> Any:
-        return t._to_mlir()  # the facade-to-raw seam (see the module doc)
+        return to_raw(t)  # the facade-to-raw seam (see the module doc)
 
     graph = apple_raw.GraphOp(
         name,
@@ -73,10 +73,10 @@ def declare_stateful_graph(name: str, inputs: Mapping[str, ca.TensorType],
             value, token = read
             reads.append(value)
             tokens.append(token)  # orders later accesses of this handle after the read
-        facade = [ca.Value._from_mlir(v) for v in [*args[:len(inputs)], *reads]]
+        facade = [from_raw(v) for v in [*args[:len(inputs)], *reads]]
         outs, new_state = body(facade)
         for i, k in enumerate(state):
             if k in new_state:
-                tokens[i] = apple_raw.write_handle(handles[i], new_state[k]._to_mlir(),
+                tokens[i] = apple_raw.write_handle(handles[i], to_raw(new_state[k]),
                                                    tokens[i])
-        apple_raw.OutputOp([o._to_mlir() for o in outs] + tokens)
+        apple_raw.OutputOp([to_raw(o) for o in outs] + tokens)

@@ -23,18 +23,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, overload
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
+from coreai_torch.aimodel._apple import ca, constant, write_custom_metadata
 from coreai_torch.aimodel._composites import CompositeFunctions
 from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
     ExportContext,
     Refused,
+    apple_shape,
     narrow_constant,
 )
+from coreai_torch.aimodel._dims import KEY as DIMS_KEY
+from coreai_torch.aimodel._dims import dims_metadata
+from coreai_torch.aimodel._emit import dims, i32
 from coreai_torch.aimodel._state import declare_stateful_graph
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
@@ -67,10 +70,9 @@ def _where(op: Operation, graph: Graph) -> str:
 
 
 def _apple_type(t: TensorType, name: str | None = None) -> Any:
-    shape = t.static_shape
-    if shape is None:
-        raise Refused(f"dynamic shape {t}: this slice exports static shapes only")
-    return ca.TensorType(shape, ExportContext.apple_dtype(t), name=name)
+    """Core AI's type for ``t``: a dynamic dimension is Core AI's ``?`` (its bounds go into
+    the asset's metadata)."""
+    return ca.TensorType(apple_shape(t), ExportContext.apple_dtype(t), name=name)
 
 
 def _check_interface(graph: Graph, refusals: _Refusals) -> None:
@@ -89,6 +91,9 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
                              "converting", here)
             try:
                 _apple_type(value.type)
+                if kind == "state" and value.type.static_shape is None:
+                    raise Refused(f"dynamic shape {value.type}: state is exported with static "
+                                  "shapes only (its buffer keeps one size from call to call)")
             except Refused as e:
                 refusals.add(kind, f"{name!r}: {e.reason}", here)
             if value.type.element_type.is_complex:
@@ -111,7 +116,10 @@ def _check_results(op: Operation, emitted: list[Any]) -> None:
         raise Refused(f"exporter bug: {len(emitted)} results for {len(op.results)}")
     for ours, theirs in zip(op.results, emitted, strict=True):
         want = _apple_type(ours.type)
-        if tuple(theirs.type.shape) != want.shape or str(theirs.type.dtype) != str(want.dtype):
+        # a size either side leaves dynamic is known only at run time: not a mismatch
+        apart = len(theirs.type.shape) != len(want.shape) or any(
+            a >= 0 and b >= 0 and a != b for a, b in zip(theirs.type.shape, want.shape))
+        if apart or str(theirs.type.dtype) != str(want.dtype):
             raise Refused(f"exporter bug: Core AI produced {theirs.type}, expected {want} "
                           "(please report)")
 
@@ -166,7 +174,17 @@ def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
         _apple_type(v.type)
     emitted = mapping.emit(ctx, op, values.operands(op.operands))
     _check_results(op, emitted)
-    return emitted
+    return [_refined(a, ours) for a, ours in zip(emitted, op.results, strict=True)]
+
+
+def _refined(apple: Any, ours: Value) -> Any:
+    """``apple`` with the static sizes ``ours`` knows and Core AI's inference lost (a slice
+    with bounds computed at run time is dynamic on every axis): a reshape to our shape, when
+    at most one of its sizes is dynamic (the reshape's -1)."""
+    want = apple_shape(ours)
+    if dims(apple) == want or sum(d < 0 for d in want) > 1:
+        return apple
+    return ca.reshape(apple, i32(want))
 
 
 def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals: _Refusals,
@@ -226,6 +244,17 @@ def _declare_graph(ctx: ExportContext, graph: Graph, refusals: _Refusals) -> Non
         lambda args: _emit_graph(ctx, graph, args, refusals))
 
 
+def _entrypoints(program: Program, entrypoints: Sequence[str] | None) -> list[str]:
+    # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
+    names = ([n for n, g in program.graphs.items() if g.composite is None]
+             if entrypoints is None else list(entrypoints))
+    unknown = [n for n in names if n not in program.graphs]
+    if unknown:
+        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
+                                 f"{list(program.graphs)}")
+    return names
+
+
 def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> Any:
     """The Apple ``coreai.authoring.Module`` of ``program`` (nothing is written).
 
@@ -236,13 +265,7 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
     Raises :class:`~coreai_torch.errors.UnexportableOpsError` listing every op that cannot be
     exported exactly.
     """
-    # a composite is declared where it is first invoked (see _composites.py), not an entrypoint
-    names = ([n for n, g in program.graphs.items() if g.composite is None]
-             if entrypoints is None else list(entrypoints))
-    unknown = [n for n in names if n not in program.graphs]
-    if unknown:
-        raise AimodelExportError(f"program has no entrypoint(s) {unknown}; it has "
-                                 f"{list(program.graphs)}")
+    names = _entrypoints(program, entrypoints)
     graphs = [program.graphs[n] for n in names]
     refusals = _Refusals()
     for graph in graphs:
@@ -292,6 +315,8 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     :class:`~coreai_torch.errors.UnexportableOpsError` lists every op that does not, with a
     count, a location and the reason, and nothing is written. int64 and float64 tensors become
     int32 and float32 (constants are checked to fit; inputs and state must fit at run time).
+    A dynamic dimension becomes Core AI's dynamic dimension; its name and bounds are kept in
+    the asset's metadata and checked by :func:`load_aimodel`'s ``run``.
     The asset is staged next to ``path`` and renamed into place, so ``path`` never holds a
     partial asset; an existing ``.aimodel`` there is replaced, any other existing file is left
     alone and an error raised. Returns the path written.
@@ -308,6 +333,9 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     try:
         staged = scratch / target.name
         ca.AIProgram(module).save_asset(staged)
+        dims = dims_metadata([program.graphs[n] for n in _entrypoints(program, entrypoints)])
+        if dims:
+            write_custom_metadata(staged, DIMS_KEY, dims)
         _replace_atomically(staged, target, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

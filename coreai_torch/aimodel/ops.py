@@ -14,13 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping, Refused
-from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, take, u32
+from coreai_torch.aimodel._emit import (
+    dims,
+    i32,
+    reshape_to_result,
+    runtime_size,
+    scalar,
+    take,
+    u32,
+)
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops_complex import COMPLEX_MAPPINGS
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
@@ -196,12 +203,37 @@ def _argmin(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 # -- shapes and indexing -------------------------------------------------------------------------
 
+def _target_shape(op: Operation, xs: Sequence[Any]) -> Any:
+    """The result's shape: a constant when static, else the op's shape operand."""
+    shape = op.results[0].type.static_shape
+    return i32(shape) if shape is not None else xs[1]
+
+
 def _reshape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.reshape(xs[0], i32(ctx.result_shape(op)))]
+    return [ca.reshape(xs[0], _target_shape(op, xs))]
+
+
+def _expand_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
+    rank = op.results[0].type.rank
+    return [ca.expand_dims(xs[0], i32(sorted(a % rank for a in op.attributes["axes"])))]
+
+
+def _shrink_dims(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.results[0].type.static_shape is not None:
+        return _reshape(ctx, op, xs)
+    rank = op.operands[0].type.rank
+    removed = {a % rank for a in op.attributes["axes"]}
+    if all(dims(xs[0])[a] == 1 for a in removed):
+        return [ca.shrink_dims(xs[0], i32(sorted(removed)))]
+    # Core AI's shrink_dims needs the removed sizes static: reshape to the kept sizes instead
+    kept = [runtime_size(xs[0], a) for a in range(rank) if a not in removed]
+    return [ca.reshape(xs[0], ca.concat(np.int32(0), kept))]
 
 
 def _broadcast_to(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.broadcast_to(xs[0], i32(ctx.result_shape(op)))]
+    return [ca.broadcast_to(xs[0], _target_shape(op, xs))]
 
 
 def _transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -234,6 +266,9 @@ def _full_slice(ctx: ExportContext, x: Any, shape: tuple[int, ...],
 
 
 def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.operands[0].type.static_shape is None or not all(
+            v.owner is not None and v.owner.name == "coreai.constant" for v in op.operands[1:]):
+        return [_dynamic_slice(ctx, op, xs)]
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[1]), ctx.constant_ints(op.operands[2])
     ranges: dict[int, tuple[int, int, int]] = {}
@@ -249,12 +284,70 @@ def _slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [_full_slice(ctx, x, shape, ranges)]
 
 
+def _bound(index: Any, size: Any) -> Any:
+    """A slice bound as Python's ``slice(...).indices`` gives it for a positive step: a
+    negative ``index`` counts from the end, then it is clamped to [0, size] (all 1-element
+    int32 values)."""
+    zero = constant(i32([0]))
+    wrapped = ca.broadcasting_where(ca.greater(zero, index), ca.add(index, size), index)
+    return ca.minimum(ca.maximum(wrapped, zero), size)
+
+
+def _dynamic_slice(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> Any:
+    """A slice whose input shape or bounds are known at run time only: the bounds are
+    normalised at run time (positive strides only)."""
+    x, rank = xs[0], op.operands[0].type.rank
+    axes = [a % rank for a in op.attributes["axes"]]
+    strides = list(op.attributes["strides"])
+    if any(s <= 0 for s in strides):
+        raise Refused("a negative slice stride on a dynamic shape or with bounds computed at "
+                      "run time (the reversed axis needs its size at export time)")
+
+    def bound(operand: int, i: int) -> Any:
+        value = op.operands[operand]
+        if value.owner is not None and value.owner.name == "coreai.constant":
+            # sizes fit int32, so clipping keeps the slice (INT64_MAX means "to the end")
+            known = ctx.constant_ints(value)[i]
+            return constant(i32([min(max(known, -(2**31)), 2**31 - 1)]))
+        return ca.slice_(xs[operand], i32([i]), i32([i + 1]), i32([1]))
+
+    begin: list[Any] = []
+    end: list[Any] = []
+    step: list[int] = []
+    for axis in range(rank):
+        size = runtime_size(x, axis)
+        if axis in axes:
+            i = axes.index(axis)
+            b = _bound(bound(1, i), size)
+            e = _bound(bound(2, i), size)
+            begin.append(b)
+            end.append(ca.maximum(e, b))
+            step.append(strides[i])
+        else:
+            begin.append(constant(i32([0])))
+            end.append(size)
+            step.append(1)
+    return ca.slice_(x, ca.concat(np.int32(0), begin), ca.concat(np.int32(0), end), i32(step))
+
+
 def _split(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    shape = ctx.static_shape(op.operands[0])
-    axis = op.attributes["axis"] % len(shape)
+    x, t = xs[0], op.operands[0].type
+    axis = op.attributes["axis"] % t.rank
+    if t.static_shape is not None:
+        out, start = [], 0
+        for size in op.attributes["split_sizes"]:
+            out.append(_full_slice(ctx, x, t.static_shape, {axis: (start, start + size, 1)}))
+            start += size
+        return out
+    if not isinstance(t.shape[axis], int):
+        raise Refused(f"a split along dynamic axis {axis} (its parts' sizes are static)")
+    # the other axes whole: their sizes as constants, or read at run time when dynamic
+    ends: list[Any] = [runtime_size(x, a) for a in range(t.rank)]
     out, start = [], 0
     for size in op.attributes["split_sizes"]:
-        out.append(_full_slice(ctx, xs[0], shape, {axis: (start, start + size, 1)}))
+        begin = i32([start if a == axis else 0 for a in range(t.rank)])
+        end = [constant(i32([start + size])) if a == axis else e for a, e in enumerate(ends)]
+        out.append(ca.slice_(x, begin, ca.concat(np.int32(0), end), i32([1] * t.rank)))
         start += size
     return out
 
@@ -310,15 +403,18 @@ MAPPINGS: dict[str, OpMapping] = {
     "coreai.argmin": OpMapping(_argmin, "argmax of x * -1, as argmax (floats); of ~x "
                                "(integers, bool)"),
     "coreai.reshape": OpMapping(_reshape, "reshape"),
-    "coreai.expand_dims": OpMapping(_reshape, "reshape"),
-    "coreai.shrink_dims": OpMapping(_reshape, "reshape"),
+    "coreai.expand_dims": OpMapping(_expand_dims, "reshape (static), else expand_dims"),
+    "coreai.shrink_dims": OpMapping(_shrink_dims, "reshape (static), else shrink_dims or a "
+                                                  "reshape to get_shape sizes"),
     "coreai.broadcast_to": OpMapping(_broadcast_to, "broadcast_to"),
     "coreai.transpose": OpMapping(_transpose, "transpose"),
     "coreai.concat": OpMapping(_concat, "concat"),
     "coreai.tile": OpMapping(_tile, "tile"),
     "coreai.slice": OpMapping(_slice, "slice_ (constant bounds; a negative stride reverses "
-                              "the axis by gather_nd first)"),
-    "coreai.split": OpMapping(_split, "slice_ per piece"),
+                              "the axis by gather_nd first; run-time bounds or sizes: "
+                              "normalised at run time, positive strides)"),
+    "coreai.split": OpMapping(_split, "slice_ per piece (dynamic: other axes' sizes by "
+                                      "get_shape)"),
     "coreai.gather": OpMapping(_gather, "transpose + gather_nd + transpose"),
     "coreai.gather_nd": OpMapping(_gather_nd, "gather_nd"),
     "coreai.gather_along_axis": OpMapping(_gather_along_axis, "gather_along_axis"),

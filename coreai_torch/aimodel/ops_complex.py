@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, slice_axis, u32
 

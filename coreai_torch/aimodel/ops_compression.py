@@ -33,12 +33,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import DType, Operation, Value
 from coreai_core.packing import pack_bits, unpack_bits
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._constants import apple_constant, packed_index_constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused, exported_dtype
 
@@ -50,7 +49,8 @@ _LUT_BITS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 6, 7: 8, 8: 8}
 _QUANTIZED = frozenset({DType.int4, DType.uint4, DType.int8, DType.uint8, DType.float4_e2m1fn,
                         DType.float8_e4m3fn, DType.float8_e5m2})
 # Of the scale types ours allows, the one Core AI's blockwise_shift_scale takes for float4
-# data (it also takes bfloat16, which is not exported yet, and float8 scales, which ours lacks).
+# data directly (it also takes bfloat16, whose float4 form goes the exact float32 way here,
+# and float8 scales, which ours lacks).
 _FLOAT4_SCALES = frozenset({DType.float16})
 
 

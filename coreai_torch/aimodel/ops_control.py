@@ -15,11 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import coreai._compiler.dialects.coreai.control_flow_ops as apple_cf
-import coreai.authoring as ca
-from coreai._compiler.ir import Value as MLIRValue
-
 from coreai_core import Operation
+from coreai_torch.aimodel._apple import ca, from_raw, raw_ir, to_raw
+from coreai_torch.aimodel._apple import raw_control_flow as apple_cf
 from coreai_torch.aimodel._context import ExportContext, OpMapping
 from coreai_torch.aimodel._emit import i32
 
@@ -27,13 +25,13 @@ __all__ = ["CONTROL_MAPPINGS"]
 
 
 def _raw(value: Any) -> Any:
-    return value._to_mlir()  # the facade-to-raw seam (see the module doc)
+    return to_raw(value)  # the facade-to-raw seam (see the module doc)
 
 
 def _facade(results: Any) -> list[Any]:
     """The facade values of raw values (a raw op's single result comes back bare)."""
-    items = [results] if isinstance(results, MLIRValue) else list(results)
-    return [ca.Value._from_mlir(r) for r in items]
+    items = [results] if isinstance(results, raw_ir.Value) else list(results)
+    return [from_raw(r) for r in items]
 
 
 def _flag(value: Any) -> Any:

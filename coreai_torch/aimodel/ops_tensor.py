@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
-from coreai_torch.aimodel._emit import i32, scalar, slice_axis, take, u32
+from coreai_torch.aimodel._emit import i32, runtime_shape, scalar, slice_axis, take, u32
 
 __all__ = ["TENSOR_MAPPINGS"]
 
@@ -58,10 +57,15 @@ def _reverse(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _get_shape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [constant(i32(ctx.static_shape(op.operands[0])))]
+    return [runtime_shape(xs[0])]
 
 
 def _range(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    if op.results[0].type.static_shape is None:
+        if not op.results[0].type.element_type.is_int:
+            raise Refused("a float range of a length known at run time only (Core AI's range "
+                          "accumulates otherwise than start + i * step)")
+        return [ca.range_(xs[0], xs[1], xs[2])]
     start, step = (ctx.constant_array(op.operands[i]).item() for i in (0, 2))
     n = ctx.result_shape(op)[0]
     dtype = ctx.apple_dtype(op.results[0])
@@ -295,8 +299,9 @@ TENSOR_MAPPINGS: dict[str, OpMapping] = {
     "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
                             "amounts; circular: slice_ + concat"),
     "coreai.reverse": OpMapping(_reverse, "gather_nd of n-1 ... 0 per axis"),
-    "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes)"),
-    "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values)"),
+    "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes), else get_shape"),
+    "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values), "
+                                      "else range_ (integers)"),
     "coreai.sort": OpMapping(_sort, "argsort (stable) + gather_along_axis; descending floats: "
                              "a second stable argsort puts NaN first"),
     "coreai.argsort": OpMapping(_argsort, "argsort (stable), NaN handled as for sort"),

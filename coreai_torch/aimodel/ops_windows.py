@@ -13,11 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-import coreai.authoring as ca
 import numpy as np
-from coreai.authoring.constant import constant
 
 from coreai_core import Operation
+from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, u32
 

@@ -151,6 +151,9 @@ CASES: dict[str, Callable[[], tuple[Callable[..., Any], list[np.ndarray]]]] = {
     "blockwise_float8_e4m3fn_float16_scale_offset": lambda: _blockwise(
         ml_dtypes.float8_e4m3fn, np.float16, True),  # adapted, one rounding to float16
     "blockwise_uint8_float16_scale": lambda: _blockwise(np.uint8, np.float16, True),
+    "blockwise_int8_bfloat16_scale": lambda: _blockwise(np.int8, ml_dtypes.bfloat16, True),
+    "blockwise_float4_bfloat16_scale": lambda: _blockwise(ml_dtypes.float4_e2m1fn,
+                                                          ml_dtypes.bfloat16, False),
     "blockwise_float4_float32_scale": lambda: _blockwise(ml_dtypes.float4_e2m1fn, np.float32,
                                                          True),  # adapted: unit f16 scale
     "blockwise_float4_float16_scale": lambda: _blockwise(ml_dtypes.float4_e2m1fn, np.float16,

@@ -14,7 +14,7 @@ import pytest
 from coreai_core import Composite, Program, TensorType
 from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel, run_aimodel
-from coreai_torch.aimodel.verify import narrow_input
+from coreai_torch.aimodel.loaded import narrow_input
 from coreai_torch.errors import UnexportableOpsError
 from tests.interop.helpers import check_matches_runtime
 from tests.interop.test_aimodel_export import program_of, t

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from coreai_torch.aimodel import MAPPINGS, export_aimodel
+from coreai_core import TensorType
+from coreai_torch.aimodel import MAPPINGS, export_aimodel, load_aimodel
+from coreai_torch.aimodel.loaded import narrow_input
 from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
 from coreai_torch.errors import UnexportableOpsError
+from coreai_torch.verify import compare
 from tests.core.op_samples import SAMPLES, build_sample
-from tests.interop.helpers import check_matches_runtime
+from tests.interop.helpers import ATOL, RTOL, check_matches_runtime
 
 # Samples with a feature the exporter refuses, and the reason it gives (tested below).
 REFUSED = {
@@ -57,11 +61,28 @@ def test_complex_interface_sample_refused_by_name(op_name: str, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
+def _at(t: TensorType, size: int) -> tuple[int, ...]:
+    """``t``'s shape with every dynamic dimension ``size`` (moved into its bounds)."""
+    return tuple(d if isinstance(d, int) else
+                 min(max(size, d.min or 0), size if d.max is None else d.max) for d in t.shape)
+
+
 @pytest.mark.parametrize("op_name", DYNAMIC)
-def test_dynamic_sample_refused_at_its_input(op_name: str, tmp_path: Path) -> None:
-    with pytest.raises(UnexportableOpsError, match="dynamic shape"):
-        export_aimodel(build_sample(op_name), tmp_path / "op.aimodel")
-    assert list(tmp_path.iterdir()) == []
+def test_dynamic_sample_runs_at_several_sizes_from_one_asset(op_name: str,
+                                                             tmp_path: Path) -> None:
+    program = build_sample(op_name)
+    path = export_aimodel(program, tmp_path / "op.aimodel")
+    rng = np.random.default_rng(0)
+    with load_aimodel(path) as asset:
+        for size in (1, 5):
+            inputs = {n: rng.standard_normal(_at(v.type, size)).astype(v.type.element_type.numpy)
+                      for n, v in program.graphs["main"].inputs.items()}
+            got, want = asset.run(inputs), program.run(inputs)
+            assert list(got) == list(want)
+            for name in want:
+                err = compare(name, narrow_input(name, got[name]),
+                              narrow_input(name, want[name]), RTOL, ATOL)
+                assert err.passed, f"size {size}: {err}"
 
 
 def test_every_mapping_is_run_on_apples_interpreter() -> None:

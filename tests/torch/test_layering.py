@@ -59,3 +59,33 @@ def test_no_import_cycle_not_even_for_type_checking() -> None:
     """No two modules of coreai_torch import each other, directly or through others,
     ``TYPE_CHECKING`` imports included (the check itself is tested in tests/core)."""
     assert import_cycles(TORCH_PACKAGE) == []
+
+
+def _imports_apples_package(dotted: str) -> bool:
+    return dotted == "coreai" or dotted.startswith("coreai.")
+
+
+def test_only_the_adapter_imports_apples_package() -> None:
+    """Apple's ``coreai`` package (its versioned facade and its unversioned raw layer) is
+    reached through ``coreai_torch/aimodel/_apple.py`` only, so a new release of it is
+    adapted in one file (function-local imports count too)."""
+    adapter = TORCH_PACKAGE / "aimodel" / "_apple.py"
+    found = [f"{path.relative_to(TORCH_PACKAGE.parent)}:{line} {name}"
+             for path in sorted([*TORCH_PACKAGE.rglob("*.py"), *CORE_PACKAGE.rglob("*.py")])
+             if path != adapter
+             for line, name in _imported_modules(path.read_text(encoding="utf-8"))
+             if _imports_apples_package(name)]
+    assert found == [], ("import Apple's coreai package through coreai_torch.aimodel._apple "
+                         "(add what is missing there)")
+    assert any(_imports_apples_package(n)
+               for _, n in _imported_modules(adapter.read_text(encoding="utf-8")))
+
+
+def test_the_adapter_check_sees_every_spelling() -> None:
+    """Guards the guard: plain, dotted and from-imports of Apple's package are seen, our own
+    ``coreai_core``/``coreai_torch`` are not."""
+    source = ("import coreai\nimport coreai._compiler.ir as raw\nfrom coreai import authoring\n"
+              "from coreai.authoring.constant import constant\nimport coreai_core\n"
+              "from coreai_torch.aimodel._apple import ca\n")
+    assert [n for _, n in _imported_modules(source) if _imports_apples_package(n)] == [
+        "coreai", "coreai._compiler.ir", "coreai.authoring", "coreai.authoring.constant.constant"]
