@@ -410,6 +410,8 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
         import ml_dtypes
 
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype == torch.float8_e8m0fnu:  # power-of-two scales: float32 holds each one exactly
+        return t.to(torch.float32).numpy()
     if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # numpy has no float8: bits
         return t.contiguous().view(torch.uint8).numpy().view(DType.of(t.dtype).numpy)
     return t.contiguous().numpy()

@@ -12,6 +12,7 @@ than ``coreai.quantize`` (which multiplies by the reciprocal, like torch's own q
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -28,6 +29,7 @@ LOWERINGS = LoweringSet("compression")
 reg = LOWERINGS.register_torch_lowering
 
 F32 = DType.float32
+WIDE_FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 
 
 def _int_min(dtype: DType) -> int:
@@ -62,12 +64,12 @@ def _spread_blocks(param: Value, shape: list[int]) -> tuple[list[int], list[int]
     return inner, outer
 
 
-def _add_blocks(x: Value, param: Value) -> Value:
-    """``x + param`` with ``param`` per block of ``x`` (same rank, dividing sizes)."""
+def _blockwise(fn: Callable[[Value, Value], Value], x: Value, param: Value) -> Value:
+    """``fn(x, param)`` elementwise with ``param`` per block of ``x`` (same rank, dividing
+    sizes)."""
     shape = [int(d) for d in x.type.shape]  # type: ignore[arg-type]
     inner, outer = _spread_blocks(param, shape)
-    y = coreai.broadcasting_add(_reshape(x, inner), _reshape(param, outer))
-    return _reshape(y, shape)
+    return _reshape(fn(_reshape(x, inner), _reshape(param, outer)), shape)
 
 
 # -- lut_to_dense ------------------------------------------------------------------------------
@@ -126,7 +128,10 @@ def coreai_constexpr_blockwise_shift_scale_default(
             meta.is_floating_point()):
         # float data: float32(data) * float32(scale), cast once to the output type
         data = _fp4_data(input) if meta.dtype == torch.uint8 else input
-        out = coreai.constexpr_blockwise_shift_scale(data, cast_to(scale, F32))
+        if data.type.element_type in WIDE_FLOATS:  # a float table scaled per channel
+            out = _blockwise(coreai.broadcasting_mul, cast_to(data, F32), cast_to(scale, F32))
+        else:
+            out = coreai.constexpr_blockwise_shift_scale(data, cast_to(scale, F32))
         return cast_to(out, output_dtype or dtype_of(scale_meta.dtype))
     if input_dtype in (DType.int4, DType.uint4):
         input = _sub_byte(input, "input", input_dtype)
@@ -138,7 +143,8 @@ def coreai_constexpr_blockwise_shift_scale_default(
         raise ValueError("coreai::constexpr_blockwise_shift_scale: minval needs input_dtype "
                          "(the logical integer type) to know q_min")
     q_min = np.full(_shape("scale"), _int_min(input_dtype), input.type.element_type.numpy)
-    return _add_blocks(coreai.constexpr_blockwise_shift_scale(input, scale, q_min), minval)
+    return _blockwise(coreai.broadcasting_add,
+                      coreai.constexpr_blockwise_shift_scale(input, scale, q_min), minval)
 
 
 # -- quantize / dequantize ---------------------------------------------------------------------
