@@ -12,10 +12,12 @@ from coreai_torch.compression.modules import (
 from coreai_torch.compression.ops import (
     constexpr_blockwise_shift_scale,
     dequantize,
-    is_fp4_data as is_fp4_quantization,
     lut_to_dense,
     quantize,
     sparse_to_dense,
+)
+from coreai_torch.compression.ops import (
+    is_fp4_data as is_fp4_quantization,
 )
 
 __all__ = [

@@ -67,7 +67,7 @@ class Float4Tensor(SubbyteTensor):
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @staticmethod
-    def __new__(cls, elem: Tensor) -> Float4Tensor:  # noqa: D102
+    def __new__(cls, elem: Tensor) -> Float4Tensor:
         if not isinstance(elem, Tensor) or elem.dtype != torch.uint8 or elem.dim() == 0:
             raise TypeError(f"Float4Tensor wraps a uint8 tensor of packed float4 bytes (at "
                             f"least 1-d), got {getattr(elem, 'dtype', type(elem))}")

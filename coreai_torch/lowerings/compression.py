@@ -124,7 +124,7 @@ def coreai_constexpr_blockwise_shift_scale_default(
     """constexpr_blockwise_shift_scale(Tensor input, Tensor scale, Tensor? zero_point=None, Tensor? minval=None, ScalarType? input_dtype=None, ScalarType? output_dtype=None) -> Tensor"""  # noqa: E501
     meta = arg_meta("input")
     scale_meta = arg_meta("scale")
-    if meta.dtype == torch.uint8 and scale_meta.dtype == torch.float8_e8m0fnu or (
+    if (meta.dtype == torch.uint8 and scale_meta.dtype == torch.float8_e8m0fnu) or (
             meta.is_floating_point()):
         # float data: float32(data) * float32(scale), cast once to the output type
         data = _fp4_data(input) if meta.dtype == torch.uint8 else input
