@@ -18,9 +18,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coreai_torch import TorchConverter, get_decomp_table  # noqa: E402
-from coreai_torch.aimodel import export_aimodel, run_aimodel  # noqa: E402
-from tests.interop.coreai_opt_cases import CASES, compressed, model  # noqa: E402
+from coreai_torch import TorchConverter, get_decomp_table
+from coreai_torch.aimodel import export_aimodel, run_aimodel
+from tests.interop.coreai_opt_cases import CASES, compressed, model
 
 
 def convert(m: torch.nn.Module, inputs: tuple) -> object:

@@ -49,7 +49,7 @@ class MLP(nn.Module):
 class ConvNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(4, 16, 3), nn.Conv2d(16, 32, 3, padding=1)
+        self.conv1, self.conv2 = nn.Conv2d(16, 16, 3), nn.Conv2d(16, 32, 3, padding=1)
         self.fc = nn.Linear(32, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,7 +98,7 @@ def model(name: str) -> tuple[nn.Module, Inputs]:
     if name == "mlp":
         return MLP().eval(), (torch.randn(4, 32),)
     if name == "conv":
-        return ConvNet().eval(), (torch.randn(2, 4, 9, 9),)
+        return ConvNet().eval(), (torch.randn(2, 16, 9, 9),)
     if name == "block":
         return Block().eval(), (torch.randn(2, 6, 32),)
     if name == "llama":
@@ -168,7 +168,8 @@ COMPRESSIONS: dict[str, Callable[[nn.Module, Inputs], nn.Module]] = {
     "palettize_4bit_channel_scale": _palettize_spec(n_bits=4, enable_per_channel_scale=True),
     "palettize_4bit_int8_lut": _palettize_spec(n_bits=4,
                                                lut_qspec=QuantizationSpec(dtype=torch.int8)),
-    "int4_per_block": _quantize(QuantizerConfig.presets.w4_per_block(block_size=16)),
+    # blocks along the input channels (axis 1; coreai-opt has no default axis for convolutions)
+    "int4_per_block": _quantize(QuantizerConfig.presets.w4_per_block(block_size=16, axis=1)),
     "int8_weights": _quantize(QuantizerConfig.presets.w8()),
     "int8_weights_activations": _quantize(QuantizerConfig(), calibrate=True),
     "uint8_minval_weights": _quantize(_weights_only(QuantizationSpec(
