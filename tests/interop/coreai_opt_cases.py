@@ -168,8 +168,11 @@ COMPRESSIONS: dict[str, Callable[[nn.Module, Inputs], nn.Module]] = {
     "palettize_4bit_channel_scale": _palettize_spec(n_bits=4, enable_per_channel_scale=True),
     "palettize_4bit_int8_lut": _palettize_spec(n_bits=4,
                                                lut_qspec=QuantizationSpec(dtype=torch.int8)),
-    # blocks along the input channels (axis 1; coreai-opt has no default axis for convolutions)
-    "int4_per_block": _quantize(QuantizerConfig.presets.w4_per_block(block_size=16, axis=1)),
+    # blocks of 16 input channels of Linear and Conv2d weights (the global preset would also
+    # take the Llama's 1-d RMSNorm weights, which have no block axis)
+    "int4_per_block": _quantize(QuantizerConfig(module_type_configs={
+        t: ModuleQuantizerConfig.presets.w4_per_block(block_size=16, axis=1)
+        for t in (nn.Linear, nn.Conv2d)})),
     "int8_weights": _quantize(QuantizerConfig.presets.w8()),
     "int8_weights_activations": _quantize(QuantizerConfig(), calibrate=True),
     "uint8_minval_weights": _quantize(_weights_only(QuantizationSpec(
