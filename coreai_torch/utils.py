@@ -97,7 +97,7 @@ def reset_context(token: contextvars.Token) -> None:
 _FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
 # torch's 4-bit integer dtypes have no kernels, but name the logical type of data held in
 # int8/uint8 (the ``input_dtype`` of Apple's compression ops)
-_FROM_TORCH.update({torch.int4: DType.int4, torch.uint4: DType.uint4})
+_FROM_TORCH.update({getattr(torch, d.value): d for d in (DType.int4, DType.uint4)})
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:

@@ -71,7 +71,7 @@ class Float4Tensor(SubbyteTensor):
         if not isinstance(elem, Tensor) or elem.dtype != torch.uint8 or elem.dim() == 0:
             raise TypeError(f"Float4Tensor wraps a uint8 tensor of packed float4 bytes (at "
                             f"least 1-d), got {getattr(elem, 'dtype', type(elem))}")
-        t = Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+        t = Tensor._make_wrapper_subclass(
             cls, byte_shape_to_fp4_shape(elem.shape), dtype=torch.uint8, device=elem.device,
             requires_grad=False)
         t.elem = elem
@@ -96,7 +96,7 @@ class Float4Tensor(SubbyteTensor):
         return unpack_fp4(self.elem)
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (),
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (),  # type: ignore[override]
                            kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if func in _COPY_OPS:

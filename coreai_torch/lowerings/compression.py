@@ -217,7 +217,8 @@ def coreai_dequantize_default(input: Value, scale: Value, zero_point: Value | No
         raise ValueError("coreai::dequantize: minval needs input_dtype (the logical integer "
                          "type) to know q_min")
     # per-axis parameters are the dialect's per-block form (sizes 1 or the data's)
-    q_min = np.full(tuple(s.type.shape), _int_min(input_dtype), np.int64)  # type: ignore[arg-type]
+    q_min = np.full([d if isinstance(d, int) else 1 for d in s.type.shape],
+                    _int_min(input_dtype), np.int64)
     mv = _per_axis(minval, "minval", axis, rank)
     assert mv is not None
     return coreai.broadcasting_add(coreai.dequantize(input, s, q_min), mv)

@@ -61,7 +61,15 @@ def _case(model_name: str, compression: str, tmp_path: Path) -> None:
     want = m(*inputs).detach().numpy()
     got = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
     assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL * float(np.abs(want).max()))
+    atol = ATOL * float(np.abs(want).max())
+    steps = [b for n, b in m.named_buffers()
+             if n.startswith("activation_post_process") and n.endswith("_scale")]
+    if steps:
+        # quantized activations: a summation-order difference of one float32 ulp can move a
+        # value across a rounding boundary of a later quantize, one step of its scale, which
+        # the next layers carry on: allow two steps of the largest activation scale
+        atol = max(atol, 2 * max(float(b.max()) for b in steps))
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=atol)
 
     ops = _ops(program)
     assert _decompression(compression) in ops, sorted(ops)
