@@ -95,6 +95,9 @@ def reset_context(token: contextvars.Token) -> None:
 # -- dtypes and types ------------------------------------------------------------------------------
 
 _FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
+# torch's 4-bit integer dtypes have no kernels, but name the logical type of data held in
+# int8/uint8 (the ``input_dtype`` of Apple's compression ops)
+_FROM_TORCH.update({getattr(torch, d.value): d for d in (DType.int4, DType.uint4)})
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:
@@ -407,6 +410,8 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray | None:
         import ml_dtypes
 
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype == torch.float8_e8m0fnu:  # power-of-two scales: float32 holds each one exactly
+        return t.to(torch.float32).numpy()
     if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # numpy has no float8: bits
         return t.contiguous().view(torch.uint8).numpy().view(DType.of(t.dtype).numpy)
     return t.contiguous().numpy()

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from coreai_core.packing import pack_bits
-from coreai_torch.compression import ops
+from coreai_torch.compression import packed_ops as ops
 
 __all__ = ["COMPRESSIBLE", "compressed_size", "palettize", "prune", "quantize_weights"]
 
@@ -114,7 +114,7 @@ def _palettize_module(module: nn.Module, nbits: int, group_size: int | None) -> 
 
 
 def _lut_weight(m: nn.Module) -> torch.Tensor:
-    return torch.ops.coreai.lut_to_dense(m.weight_indices, m.weight_lut, m.weight_shape)
+    return torch.ops.coreaix.lut_to_dense(m.weight_indices, m.weight_lut, m.weight_shape)
 
 
 def palettize(model: nn.Module, nbits: int, group_size: int | None = None) -> nn.Module:
@@ -124,7 +124,7 @@ def palettize(model: nn.Module, nbits: int, group_size: int | None = None) -> nn
     every ``group_size`` output channels share one table (``None``, or a size that does not
     divide a weight's output channels: one table for that weight).
     The weight is stored as ``nbits``-bit packed indices plus the tables and rebuilt by
-    ``torch.ops.coreai.lut_to_dense``. Returns ``model``.
+    ``torch.ops.coreaix.lut_to_dense``. Returns ``model``.
     """
     if not isinstance(nbits, int) or not 1 <= nbits <= 8:
         raise ValueError(f"nbits must be an int from 1 to 8, got {nbits!r}")
@@ -211,7 +211,7 @@ def _quantize_module(module: nn.Module, dtype: str, block_size: int) -> None:
 
 
 def _blockwise_weight(m: nn.Module) -> torch.Tensor:
-    return torch.ops.coreai.constexpr_blockwise_shift_scale(
+    return torch.ops.coreaix.constexpr_blockwise_shift_scale(
         m.weight_data, m.weight_scale, m.weight_offset, m.weight_dtype, m.weight_shape)
 
 
@@ -222,7 +222,7 @@ def quantize_weights(model: nn.Module, dtype: str = "int4", block_size: int = 32
     point), ``float4_e2m1fn``, ``float8_e4m3fn`` or ``float8_e5m2``. Each output channel gets
     one scale per block of ``block_size`` input channels (per channel when ``block_size``
     does not divide them). The weight is rebuilt by
-    ``torch.ops.coreai.constexpr_blockwise_shift_scale``. Returns ``model``.
+    ``torch.ops.coreaix.constexpr_blockwise_shift_scale``. Returns ``model``.
     """
     for _, module in list(_targets(model)):
         _quantize_module(module, dtype, block_size)
@@ -245,13 +245,13 @@ def _prune_module(module: nn.Module, sparsity: float) -> None:
 
 
 def _sparse_weight(m: nn.Module) -> torch.Tensor:
-    return torch.ops.coreai.sparse_to_dense(m.weight_mask, m.weight_values, m.weight_shape)
+    return torch.ops.coreaix.sparse_to_dense(m.weight_mask, m.weight_values, m.weight_shape)
 
 
 def prune(model: nn.Module, sparsity: float) -> nn.Module:
     """Zero the smallest-magnitude ``sparsity`` fraction of each Linear, Conv and Embedding
     weight of ``model``, in place, storing a 1-bit mask plus the kept values (rebuilt by
-    ``torch.ops.coreai.sparse_to_dense``). Returns ``model``."""
+    ``torch.ops.coreaix.sparse_to_dense``). Returns ``model``."""
     if not 0.0 <= sparsity <= 1.0:
         raise ValueError(f"sparsity must be in [0, 1], got {sparsity!r}")
     for _, module in list(_targets(model)):

@@ -1,239 +1,343 @@
-"""Torch custom ops in the ``coreai`` namespace that rebuild compressed weights.
+"""The ``torch.ops.coreai.*`` compression ops, with the schemas of Apple's ``coreai-torch``.
 
-Each op is registered with ``torch.library.custom_op`` (an eager implementation written with
-torch ops) and ``register_fake`` (shape and dtype only), so a model that calls it exports with
-``torch.export`` and converts onto the matching Core AI dialect op. Importing this module (or
-``coreai_torch.compression``, or ``coreai_torch``) registers them.
+Apple's compression library (``coreai-opt``) finalizes a model into calls of these five ops,
+and Apple's converter reads them; the names, argument names, types, defaults and the storage
+conventions below are Apple's, so an exported program or ``.pt2`` moves between environments
+with either package installed. (This project's packed-storage ops are
+:mod:`coreai_torch.compression.packed_ops`, namespace ``coreaix``.)
 
-Storage conventions (shared with :mod:`coreai_core.packing`):
+Storage conventions (nothing is bit-packed on the torch side; the converter packs):
 
-- bit streams (``lut_to_dense`` indices, ``sparse_to_dense`` masks) are 1-d uint8 tensors,
-  code ``i`` occupying bits ``i*nbits ..`` of the little-endian stream;
-- 4-bit data (``int4``, ``uint4``, ``float4_e2m1fn``) is a 1-d uint8 tensor, two elements per
-  byte, element ``2k`` in the low nibble of byte ``k`` (torch has no usable 4-bit dtypes);
-- 8-bit data (``int8``, ``uint8``, ``float8_e4m3fn``, ``float8_e5m2``) is a tensor of that dtype.
+- ``lut_to_dense``: ``indices`` hold one palette index per element (uint8, the weight's shape);
+  ``lut`` has rank ``indices.dim() + 2``: ``(G_0, ..., G_{K-1}, NUM_PALETTES, VECTOR_SIZE)``,
+  ``G_d`` tables along axis ``d`` (dividing ``indices.shape[d]``); ``VECTOR_SIZE > 1`` places
+  each entry's vector along ``axis`` (the output's ``axis`` is ``VECTOR_SIZE`` times longer).
+- sub-byte integers (int4, uint4, ...) are held one per byte in int8/uint8 tensors; the
+  logical type is the ``input_dtype``/``output_dtype`` argument.
+- float4_e2m1fn data is a uint8 tensor with two values per byte along the last axis (element
+  ``2k`` in the low nibble), recognized by a ``float8_e8m0fnu`` scale (the MX convention).
+- ``sparse_to_dense``: a bool ``mask`` of the weight's shape and the kept values in row-major
+  order.
 
-Scales, offsets and zero points apply per tensor (0-d), per channel (1-d, with ``axis``) or per
-block (the data's rank; sizes dividing the data's), as documented in
-``coreai_core.dialects._compression``.
+Arithmetic (what the converter reproduces): quantize **divides** by the scale and rounds half
+to even; dequantization is ``(q - zero_point) * scale`` or ``(q - q_min) * scale + minval``
+in the scale's dtype; float data is dequantized in float32 and cast once.
 """
 
 from __future__ import annotations
 
-import math
+import re
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "FOUR_BIT", "EIGHT_BIT", "FP4_VALUES", "constexpr_blockwise_shift_scale", "dequantize",
-    "lut_to_dense", "quantize", "sparse_to_dense", "unpack_bits", "unpack_nibbles",
+    "FP4_CODE_VALUES", "constexpr_blockwise_shift_scale", "dequantize", "int_range",
+    "lut_to_dense", "quantize", "sparse_to_dense", "unpack_fp4",
 ]
 
-FOUR_BIT = ("int4", "uint4", "float4_e2m1fn")
-EIGHT_BIT = {"int8": torch.int8, "uint8": torch.uint8, "float8_e4m3fn": torch.float8_e4m3fn,
-             "float8_e5m2": torch.float8_e5m2}
-# The 16 float4_e2m1fn values by code (sign bit 3, two exponent bits, one mantissa bit).
-FP4_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-              -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-_QUANT_DTYPES = (torch.int8, torch.uint8, torch.float8_e4m3fn, torch.float8_e5m2)
+# float4_e2m1fn by code: sign bit 3, two exponent bits, one mantissa bit (OCP MX)
+FP4_CODE_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                   -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+LUT_TYPES = (torch.uint8, torch.int8, torch.float8_e5m2, torch.float8_e4m3fn, torch.bfloat16,
+             torch.float16, torch.float32)
+_INT_NAME = re.compile(r"(u?)int(\d+)")
 
 
 def _fail(op: str, message: str) -> ValueError:
     return ValueError(f"coreai::{op}: {message}")
 
 
-def unpack_bits(packed: Tensor, nbits: int, count: int) -> Tensor:
-    """The first ``count`` ``nbits``-wide codes of a uint8 bit stream, as int64."""
-    if packed.dtype != torch.uint8 or packed.dim() != 1:
-        raise ValueError(f"a bit stream is a 1-d uint8 tensor, got {packed.dtype}"
-                         f"{list(packed.shape)}")
-    need = (count * nbits + 7) // 8
-    if packed.numel() != need:
-        raise ValueError(f"{count} codes of {nbits} bits take {need} bytes, got {packed.numel()}")
-    shifts = torch.arange(8, device=packed.device)
-    bits = (packed.to(torch.int64)[:, None] >> shifts) & 1
-    bits = bits.reshape(-1)[:count * nbits].reshape(count, nbits)
-    return (bits << torch.arange(nbits, device=packed.device)).sum(1)
+def int_range(dtype: torch.dtype) -> tuple[int, int]:
+    """``(q_min, q_max)`` of an integer dtype, sub-byte ones (``torch.int4``, ...) included."""
+    m = _INT_NAME.fullmatch(str(dtype).removeprefix("torch."))
+    if m is None:
+        raise TypeError(f"{dtype} is not an integer dtype")
+    unsigned, bits = m.group(1) == "u", int(m.group(2))
+    return (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
 
-def unpack_nibbles(packed: Tensor, dtype: str, count: int) -> Tensor:
-    """4-bit elements of a packed uint8 tensor as float32 values (exact)."""
-    if packed.dtype != torch.uint8 or packed.shape != ((count + 1) // 2,):
-        raise ValueError(f"{count} 4-bit elements take a uint8[{(count + 1) // 2}] tensor, got "
-                         f"{packed.dtype}{list(packed.shape)}")
-    codes = torch.stack([packed & 0x0F, packed >> 4], 1).reshape(-1)[:count].to(torch.int64)
-    if dtype == "int4":
-        return torch.where(codes >= 8, codes - 16, codes).to(torch.float32)
-    if dtype == "uint4":
-        return codes.to(torch.float32)
-    return torch.tensor(FP4_VALUES, dtype=torch.float32, device=packed.device)[codes]
+def _is_float_dtype(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype == torch.float4_e2m1fn_x2
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
-def _spread(param: Tensor, shape: tuple[int, ...], axis: int | None, op: str) -> Tensor:
-    """``param`` broadcastable against ``shape``: per tensor, per channel or per block."""
-    rank = len(shape)
-    if axis is not None:
-        if not -rank <= axis < rank or param.shape != (shape[axis],):
-            raise _fail(op, f"a per-channel parameter along axis {axis} of {list(shape)} must "
-                            f"have shape [{shape[axis] if -rank <= axis < rank else '?'}], got "
-                            f"{list(param.shape)}")
-        view = [1] * rank
-        view[axis] = -1
-        return param.reshape(view)
-    if param.dim() == 0:
-        return param
-    if param.dim() != rank or any(g == 0 or n % g for n, g in zip(shape, param.shape)):
-        raise _fail(op, f"a parameter of shape {list(param.shape)} is neither 0-d (per tensor) "
-                        f"nor blocks of {list(shape)} (per block: same rank, dividing sizes)")
+def _blocks(param: Tensor, shape: torch.Size | list[int], op: str, what: str) -> Tensor:
+    """``param`` (same rank, sizes dividing ``shape``) repeated block-wise up to ``shape``."""
+    if param.dim() != len(shape):
+        raise _fail(op, f"{what} must have rank {len(shape)} like the data, got shape "
+                        f"{list(param.shape)}")
     for d, (n, g) in enumerate(zip(shape, param.shape)):
-        param = param.repeat_interleave(n // g, dim=d)
+        if g == 0 or n % g:
+            raise _fail(op, f"{what} size {g} along axis {d} does not divide the data's {n} "
+                            f"(data shape {list(shape)})")
+        if n != g:
+            param = param.repeat_interleave(n // g, dim=d)
     return param
 
 
-def _values(data: Tensor, dtype: str, shape: list[int], op: str) -> Tensor:
-    """The stored elements as float32 values (every supported type converts exactly)."""
-    count = math.prod(shape)
-    if dtype in FOUR_BIT:
-        return unpack_nibbles(data, dtype, count).reshape(shape)
-    if dtype not in EIGHT_BIT:
-        raise _fail(op, f"unknown data type {dtype!r}; expected one of "
-                        f"{[*FOUR_BIT, *EIGHT_BIT]}")
-    if data.dtype != EIGHT_BIT[dtype] or list(data.shape) != list(shape):
-        raise _fail(op, f"{dtype} data must be a {EIGHT_BIT[dtype]} tensor of shape {shape}, "
-                        f"got {data.dtype}{list(data.shape)}")
-    return data.to(torch.float32)
+def _along(param: Tensor | None, axis: int, rank: int) -> Tensor | None:
+    """A 0-d/1-d per-tensor or per-channel parameter shaped to broadcast along ``axis``."""
+    if param is None or param.dim() > 1:
+        return param
+    view = [1] * rank
+    if rank:
+        view[axis] = param.numel()
+    return param.reshape(view)
+
+
+def _check_granularity(op: str, x: Tensor, scale: Tensor, axis: int,
+                       companions: dict[str, Tensor | None]) -> int:
+    if not -max(x.dim(), 1) <= axis < max(x.dim(), 1):
+        raise _fail(op, f"axis {axis} is out of range for a {x.dim()}-d input")
+    axis = axis % x.dim() if x.dim() else 0
+    if scale.dim() > 1 and scale.dim() != x.dim():
+        raise _fail(op, f"a scale of more than one dimension must have the input's rank "
+                        f"{x.dim()}, got shape {list(scale.shape)}")
+    if scale.numel() != 1 and (not x.dim() or scale.numel() != x.shape[axis]):
+        raise _fail(op, f"scale has {scale.numel()} elements; expected 1 (per tensor) or "
+                        f"{x.shape[axis] if x.dim() else 1} (per channel along axis {axis} of "
+                        f"input shape {list(x.shape)})")
+    for name, t in companions.items():
+        if t is not None and t.shape != scale.shape:
+            raise _fail(op, f"{name} shape {list(t.shape)} must equal the scale's "
+                            f"{list(scale.shape)}")
+    return axis
+
+
+def _one_offset(op: str, zero_point: Tensor | None, minval: Tensor | None) -> None:
+    if zero_point is not None and minval is not None:
+        raise _fail(op, "zero_point and minval are mutually exclusive; pass at most one")
+
+
+def unpack_fp4(packed: Tensor) -> Tensor:
+    """float32 values of uint8 bytes holding two float4_e2m1fn codes each along the last
+    axis (the low nibble first): the last axis doubles."""
+    if packed.dtype != torch.uint8:
+        raise ValueError(f"packed float4 data is a uint8 tensor, got {packed.dtype}")
+    table = torch.tensor(FP4_CODE_VALUES, dtype=torch.float32, device=packed.device)
+    codes = torch.stack((packed & 0x0F, packed >> 4), dim=-1).flatten(-2)
+    return table[codes.long()]
 
 
 # -- lut_to_dense ------------------------------------------------------------------------------
 
 @torch.library.custom_op("coreai::lut_to_dense", mutates_args=())
-def lut_to_dense(indices: Tensor, lut: Tensor, shape: list[int]) -> Tensor:
-    """Palettized weight: each element is its group's table entry at its packed index.
-
-    ``lut``: ``(G_0, ..., G_{r-1}, 2**nbits)``, ``G_d`` groups along axis ``d`` of ``shape``;
-    ``indices``: the uint8 bit stream of the ``prod(shape)`` row-major ``nbits``-bit indices.
-    """
-    entries = lut.shape[-1] if lut.dim() else 0
-    nbits = entries.bit_length() - 1
-    if lut.dim() != len(shape) + 1 or not 1 <= nbits <= 8 or entries != 1 << nbits:
-        raise _fail("lut_to_dense", f"lut must have shape (groups per axis of {shape}..., "
-                                    f"2**nbits), got {list(lut.shape)}")
-    codes = unpack_bits(indices, nbits, math.prod(shape)).reshape(shape)
-    index = []
-    for d, (n, g) in enumerate(zip(shape, lut.shape[:-1])):
+def lut_to_dense(indices: Tensor, lut: Tensor, axis: int) -> Tensor:
+    """Palettized weight: each element is its table's entry (a scalar, or a vector laid along
+    ``axis``) at its index. See the module docstring for the shapes."""
+    op = "lut_to_dense"
+    if lut.dim() != indices.dim() + 2:
+        raise _fail(op, f"lut must have rank {indices.dim() + 2} (indices' rank + 2), got "
+                        f"shape {list(lut.shape)}")
+    palettes, vector = lut.shape[-2], lut.shape[-1]
+    if palettes < 2 or palettes & (palettes - 1) or palettes > 256:
+        raise _fail(op, f"lut.shape[-2] is the palette count 2**nbits (nbits 1..8), got "
+                        f"{palettes}")
+    if indices.is_floating_point() or (indices.numel() and (
+            int(indices.min()) < 0 or int(indices.max()) >= palettes)):
+        raise _fail(op, f"indices must be integers in [0, {palettes}), got {indices.dtype}")
+    if lut.dtype == torch.float64:
+        lut = lut.to(torch.float32)
+    if lut.dtype not in LUT_TYPES:
+        raise _fail(op, f"lut dtype {lut.dtype} is not one of {list(LUT_TYPES)}")
+    rank = indices.dim()
+    if not -max(rank, 1) <= axis < max(rank, 1):
+        raise _fail(op, f"axis {axis} is out of range for {rank}-d indices")
+    grid = []
+    for d, (n, g) in enumerate(zip(indices.shape, lut.shape[:-2])):
         if g == 0 or n % g:
-            raise _fail("lut_to_dense", f"{g} groups do not divide axis {d} of {shape}")
-        view = [1] * len(shape)
+            raise _fail(op, f"{g} tables along axis {d} do not divide the indices' {n}")
+        view = [1] * rank
         view[d] = n
-        index.append((torch.arange(n, device=lut.device) // (n // g)).reshape(view))
-    return lut[(*index, codes)]
+        grid.append((torch.arange(n, device=lut.device) // (n // g)).reshape(view))
+    picked = lut[(*grid, indices.long())]                    # (*indices.shape, VECTOR_SIZE)
+    if vector == 1:
+        return picked.squeeze(-1)
+    axis %= rank
+    shape = list(indices.shape)
+    shape[axis] *= vector
+    return picked.movedim(-1, axis + 1).reshape(shape)
 
 
 @lut_to_dense.register_fake
-def _(indices: Tensor, lut: Tensor, shape: list[int]) -> Tensor:
-    return lut.new_empty(shape)
+def _(indices: Tensor, lut: Tensor, axis: int) -> Tensor:
+    shape = list(indices.shape)
+    if shape:
+        shape[axis % len(shape)] *= lut.shape[-1]
+    return lut.new_empty(shape, dtype=torch.float32 if lut.dtype == torch.float64 else lut.dtype)
 
 
 # -- constexpr_blockwise_shift_scale -----------------------------------------------------------
 
-@torch.library.custom_op("coreai::constexpr_blockwise_shift_scale", mutates_args=())
-def constexpr_blockwise_shift_scale(data: Tensor, scale: Tensor, offset: Tensor | None,
-                                    dtype: str, shape: list[int]) -> Tensor:
-    """Blockwise-quantized weight: ``(data - offset) * scale``, one scale (and offset) per
-    block, in the scale's dtype.
+def is_fp4_data(data: Tensor, scale: Tensor) -> bool:
+    """Apple's convention for packed float4_e2m1fn data: uint8 data with an e8m0 scale."""
+    return data.dtype == torch.uint8 and scale.dtype == torch.float8_e8m0fnu
 
-    ``dtype`` names the stored element type: ``int4``, ``uint4``, ``float4_e2m1fn`` (packed
-    uint8 data) or ``int8``, ``uint8``, ``float8_e4m3fn``, ``float8_e5m2``. ``offset``
-    (integer types only) holds the zero points as int8 (signed types) or uint8 values.
+
+@torch.library.custom_op("coreai::constexpr_blockwise_shift_scale", mutates_args=())
+def constexpr_blockwise_shift_scale(input: Tensor, scale: Tensor,
+                                    zero_point: Tensor | None = None,
+                                    minval: Tensor | None = None,
+                                    input_dtype: torch.dtype | None = None,
+                                    output_dtype: torch.dtype | None = None) -> Tensor:
+    """Blockwise dequantization of a constant weight (``scale`` of the data's rank).
+
+    Integers: ``scale * (input - zero_point)``, ``scale * (input - q_min) + minval`` (q_min of
+    ``input_dtype``, which names sub-byte types held in int8/uint8) or ``scale * input``, in
+    the scale's dtype. Floats (float8, or packed float4 with an e8m0 scale):
+    ``float32(input) * float32(scale)`` cast to ``output_dtype`` (default: the scale's dtype).
     """
     op = "constexpr_blockwise_shift_scale"
-    values = _values(data, dtype, shape, op)
-    if scale.dim() != len(shape):
-        raise _fail(op, f"scale must have the data's rank {len(shape)}, got {list(scale.shape)}")
-    ft = _compute_dtype(scale.dtype)
-    out = values.to(ft)
-    if offset is not None:
-        if dtype.startswith("float") or offset.dtype not in (torch.int8, torch.uint8):
-            raise _fail(op, f"offset must be an int8/uint8 tensor for integer data, got "
-                            f"{offset.dtype} for {dtype}")
-        out = out - _spread(offset, tuple(shape), None, op).to(ft)
-    return (out * _spread(scale, tuple(shape), None, op).to(ft)).to(scale.dtype)
+    _one_offset(op, zero_point, minval)
+    fp4 = is_fp4_data(input, scale)
+    if fp4 or input.is_floating_point():
+        if zero_point is not None or minval is not None:
+            raise _fail(op, "float data takes no zero_point or minval")
+        if scale.dtype == torch.float8_e8m0fnu and output_dtype is None:
+            raise _fail(op, "output_dtype is required with a float8_e8m0fnu scale")
+        values = unpack_fp4(input) if fp4 else input.to(torch.float32)
+        out = values * _blocks(scale.to(torch.float32), values.shape, op, "scale")
+        return out.to(output_dtype or scale.dtype)
+    shape = input.shape
+    s = _blocks(scale, shape, op, "scale")
+    q = input.to(scale.dtype)
+    if zero_point is not None:
+        if zero_point.dtype != input.dtype:
+            raise _fail(op, f"zero_point dtype {zero_point.dtype} must be the input's "
+                            f"{input.dtype}")
+        return (q - _blocks(zero_point, shape, op, "zero_point")) * s
+    if minval is not None:
+        if input_dtype is None:
+            raise _fail(op, "minval needs input_dtype (the logical integer type, e.g. "
+                            "torch.int4 for int4 data held in int8) to know q_min")
+        if minval.dtype != scale.dtype:
+            raise _fail(op, f"minval dtype {minval.dtype} must be the scale's {scale.dtype}")
+        return (q - int_range(input_dtype)[0]) * s + _blocks(minval, shape, op, "minval")
+    return q * s
 
 
 @constexpr_blockwise_shift_scale.register_fake
-def _(data: Tensor, scale: Tensor, offset: Tensor | None, dtype: str,
-      shape: list[int]) -> Tensor:
-    return scale.new_empty(shape)
+def _(input: Tensor, scale: Tensor, zero_point: Tensor | None = None,
+      minval: Tensor | None = None, input_dtype: torch.dtype | None = None,
+      output_dtype: torch.dtype | None = None) -> Tensor:
+    fp4 = is_fp4_data(input, scale)
+    shape = list(input.shape)
+    if fp4:
+        shape[-1] *= 2
+    dtype = (output_dtype or scale.dtype) if fp4 or input.is_floating_point() else scale.dtype
+    return input.new_empty(shape, dtype=dtype)
 
 
 # -- quantize / dequantize ---------------------------------------------------------------------
 
 @torch.library.custom_op("coreai::quantize", mutates_args=())
-def quantize(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype: torch.dtype,
-             axis: int | None = None) -> Tensor:
-    """Affine quantization: integers ``clamp(round(x * (1 / scale)) + zero_point)``, float8
-    ``x * (1 / scale)`` rounded and saturated. Per tensor, per channel (``axis``), per block.
+def quantize(input: Tensor, scale: Tensor, output_dtype: torch.dtype,
+             zero_point: Tensor | None = None, minval: Tensor | None = None,
+             axis: int = 0) -> Tensor:
+    """Quantize ``input`` per tensor (one scale) or per channel along ``axis``.
+
+    Integers: ``clamp(round(input / scale) + zero_point, q_min, q_max)`` or
+    ``clamp(round((input - minval) / scale) + q_min, q_min, q_max)`` (round half to even,
+    a true division); floats: ``float32(input) / float32(scale)`` saturated to the type's
+    finite range and cast.
     """
-    if dtype not in _QUANT_DTYPES:
-        raise _fail("quantize", f"dtype must be one of {list(_QUANT_DTYPES)}, got {dtype}")
-    ft = _compute_dtype(x.dtype)
-    s = _spread(scale, tuple(x.shape), axis, "quantize").to(ft)
-    y = x.to(ft) * (1 / s)
-    if dtype.is_floating_point:
-        if zero_point is not None:
-            raise _fail("quantize", f"quantizing to {dtype} takes no zero point")
-        hi = torch.finfo(dtype).max
-        return y.clamp(-hi, hi).to(dtype)
-    y = torch.round(y)
-    if zero_point is not None:
-        y = y + _spread(zero_point, tuple(x.shape), axis, "quantize").to(ft)
-    info = torch.iinfo(dtype)
-    return y.clamp(info.min, info.max).to(dtype)
+    op = "quantize"
+    _one_offset(op, zero_point, minval)
+    axis = _check_granularity(op, input, scale, axis,
+                              {"zero_point": zero_point, "minval": minval})
+    rank = input.dim()
+    s, zp, mv = (_along(t, axis, rank) for t in (scale, zero_point, minval))
+    assert s is not None
+    if _is_float_dtype(output_dtype):
+        if zero_point is not None or minval is not None:
+            raise _fail(op, f"quantizing to {output_dtype} takes no zero_point or minval")
+        info = torch.finfo(output_dtype)
+        y = input.to(torch.float32) / s.to(torch.float32)
+        return y.clamp(info.min, info.max).to(output_dtype)
+    lo, hi = int_range(output_dtype)
+    if mv is not None:
+        if minval is not None and minval.dtype != input.dtype:
+            raise _fail(op, f"minval dtype {minval.dtype} must be the input's {input.dtype}")
+        y = torch.round((input - mv) / s) + lo
+    else:
+        y = torch.round(input / s)
+        if zp is not None:
+            y = y + zp
+    try:
+        return y.clamp(lo, hi).to(output_dtype)
+    except (NotImplementedError, RuntimeError) as e:  # torch.int4 & co. have no kernels
+        raise _fail(op, f"torch cannot compute {output_dtype} tensors ({e}); quantize "
+                        "activations to int8/uint8") from None
 
 
 @quantize.register_fake
-def _(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype: torch.dtype,
-      axis: int | None = None) -> Tensor:
-    return x.new_empty(x.shape, dtype=dtype)
+def _(input: Tensor, scale: Tensor, output_dtype: torch.dtype,
+      zero_point: Tensor | None = None, minval: Tensor | None = None,
+      axis: int = 0) -> Tensor:
+    return input.new_empty(input.shape, dtype=output_dtype)
 
 
 @torch.library.custom_op("coreai::dequantize", mutates_args=())
-def dequantize(x: Tensor, scale: Tensor, zero_point: Tensor | None,
-               axis: int | None = None) -> Tensor:
-    """``(x - zero_point) * scale`` in the scale's dtype; per tensor, channel or block."""
-    ft = _compute_dtype(scale.dtype)
-    y = x.to(ft)
-    if zero_point is not None:
-        y = y - _spread(zero_point, tuple(x.shape), axis, "dequantize").to(ft)
-    return (y * _spread(scale, tuple(x.shape), axis, "dequantize").to(ft)).to(scale.dtype)
+def dequantize(input: Tensor, scale: Tensor, zero_point: Tensor | None = None,
+               minval: Tensor | None = None, axis: int = 0,
+               input_dtype: torch.dtype | None = None,
+               output_dtype: torch.dtype | None = None) -> Tensor:
+    """Dequantize per tensor or per channel along ``axis``: integers
+    ``(input - zero_point) * scale`` or ``(input - q_min) * scale + minval`` in the scale's
+    dtype (``output_dtype`` is ignored, as in Apple's package); floats
+    ``float32(input) * float32(scale)`` cast to ``output_dtype`` (default the scale's)."""
+    op = "dequantize"
+    _one_offset(op, zero_point, minval)
+    axis = _check_granularity(op, input, scale, axis,
+                              {"zero_point": zero_point, "minval": minval})
+    rank = input.dim()
+    s, zp, mv = (_along(t, axis, rank) for t in (scale, zero_point, minval))
+    assert s is not None
+    if input.is_floating_point():
+        if zero_point is not None or minval is not None:
+            raise _fail(op, "float data takes no zero_point or minval")
+        if scale.dtype == torch.float8_e8m0fnu and output_dtype is None:
+            raise _fail(op, "output_dtype is required with a float8_e8m0fnu scale")
+        y = input.to(torch.float32) * s.to(torch.float32)
+        return y.to(output_dtype or scale.dtype)
+    q = input.to(scale.dtype)
+    if zp is not None:
+        return (q - zp) * s
+    if mv is not None:
+        if input_dtype is None:
+            raise _fail(op, "minval needs input_dtype (the logical integer type) to know q_min")
+        return (q - int_range(input_dtype)[0]) * s + mv
+    return q * s
 
 
 @dequantize.register_fake
-def _(x: Tensor, scale: Tensor, zero_point: Tensor | None, axis: int | None = None) -> Tensor:
-    return scale.new_empty(x.shape)
+def _(input: Tensor, scale: Tensor, zero_point: Tensor | None = None,
+      minval: Tensor | None = None, axis: int = 0, input_dtype: torch.dtype | None = None,
+      output_dtype: torch.dtype | None = None) -> Tensor:
+    dtype = (output_dtype or scale.dtype) if input.is_floating_point() else scale.dtype
+    return input.new_empty(input.shape, dtype=dtype)
 
 
 # -- sparse_to_dense ---------------------------------------------------------------------------
 
 @torch.library.custom_op("coreai::sparse_to_dense", mutates_args=())
-def sparse_to_dense(mask: Tensor, nonzero_data: Tensor, shape: list[int]) -> Tensor:
-    """Sparse weight: ``nonzero_data`` at the positions whose bit is set in the 1-bit ``mask``
-    stream (row-major over ``shape``), zero elsewhere."""
-    n = math.prod(shape)
-    where = unpack_bits(mask, 1, n).to(torch.bool)
-    if int(where.sum()) != nonzero_data.numel() or nonzero_data.dim() != 1:
-        raise _fail("sparse_to_dense", f"the mask sets {int(where.sum())} positions but "
-                                       f"nonzero_data has shape {list(nonzero_data.shape)}")
-    out = nonzero_data.new_zeros(n)
+def sparse_to_dense(nonzero_data: Tensor, mask: Tensor) -> Tensor:
+    """Sparse weight of ``mask``'s shape: ``nonzero_data`` (1-d, row-major order) where the
+    mask is set, zero elsewhere. The mask is bool (or 0/1 values of another dtype)."""
+    op = "sparse_to_dense"
+    if nonzero_data.dim() != 1:
+        raise _fail(op, f"nonzero_data must be 1-d, got shape {list(nonzero_data.shape)}")
+    where = mask.to(torch.bool)
+    if mask.dtype != torch.bool and not torch.equal(where.to(mask.dtype), mask):
+        raise _fail(op, "the mask must hold only 0 and 1")
+    if int(where.sum()) != nonzero_data.numel():
+        raise _fail(op, f"the mask sets {int(where.sum())} positions but nonzero_data has "
+                        f"{nonzero_data.numel()} values")
+    out = nonzero_data.new_zeros(mask.shape)
     out[where] = nonzero_data
-    return out.reshape(shape)
+    return out
 
 
 @sparse_to_dense.register_fake
-def _(mask: Tensor, nonzero_data: Tensor, shape: list[int]) -> Tensor:
-    return nonzero_data.new_empty(shape)
+def _(nonzero_data: Tensor, mask: Tensor) -> Tensor:
+    return nonzero_data.new_empty(mask.shape)

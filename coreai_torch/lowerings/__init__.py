@@ -15,6 +15,7 @@ from coreai_torch._table import LoweringTable
 from coreai_torch.lowerings import (
     complex,
     compression,
+    compression_packed,
     compression_quantized,
     control,
     elementwise,
@@ -44,7 +45,7 @@ from coreai_torch.lowerings import (
 
 FAMILIES = (
     complex,
-    compression, compression_quantized,
+    compression, compression_packed, compression_quantized,
     control,
     elementwise,
     fft,

@@ -226,7 +226,7 @@ def test_four_bit_data_computed_in_the_graph_is_reported() -> None:
 
     class Computed(nn.Module):
         def forward(self, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-            return torch.ops.coreai.constexpr_blockwise_shift_scale(packed, scale, None, "int4",
+            return torch.ops.coreaix.constexpr_blockwise_shift_scale(packed, scale, None, "int4",
                                                                     [2, 4])
 
     args = [torch.tensor([0x21, 0x43, 0x65, 0x87], dtype=torch.uint8), torch.ones(2, 1)]

@@ -1,6 +1,6 @@
-"""Op-database entries (compression family): compression — the ``coreai::`` custom ops that rebuild
-compressed weights and quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E
-flow.
+"""Op-database entries (compression family): compression — the ``coreai::`` custom ops with
+Apple's schemas and this project's packed ``coreaix::`` ones that rebuild compressed weights and
+quantize/dequantize, and the ``quantized_decomposed::`` ops of torch's PT2E flow.
 
 Packed 4-bit data is passed as a keyword argument, so the exported module holds it as a
 constant (the lowering needs it constant to store it as a 4-bit weight); everything else is
@@ -20,6 +20,7 @@ from coreai_core.packing import pack_bits
 from tests.torch.op_db._entry import FLOAT_DTYPES, FLOATS, EntrySet, Sample, sizes, tensors
 
 coreai_ops = torch.ops.coreai
+coreaix_ops = torch.ops.coreaix
 qd = torch.ops.quantized_decomposed
 
 ENTRIES = EntrySet()
@@ -60,7 +61,7 @@ def _nibbles(codes: np.ndarray) -> torch.Tensor:
     return torch.from_numpy((flat[0::2] | (flat[1::2] << 4)).astype(np.uint8))
 
 
-# -- coreai:: custom ops -----------------------------------------------------------------------
+# -- coreaix:: custom ops ----------------------------------------------------------------------
 
 @st.composite
 def _lut(draw: Any) -> Sample:
@@ -72,8 +73,8 @@ def _lut(draw: Any) -> Sample:
     return Sample((indices, lut), {"shape": shape})
 
 
-add("coreai::lut_to_dense.default",
-    lambda indices, lut, shape: coreai_ops.lut_to_dense(indices, lut, shape), _lut())
+add("coreaix::lut_to_dense.default",
+    lambda indices, lut, shape: coreaix_ops.lut_to_dense(indices, lut, shape), _lut())
 
 
 def _block_params(draw: Any, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
@@ -100,8 +101,8 @@ def _blockwise(draw: Any) -> Sample:
     return Sample((scale,), {"data": data, "offset": offset, "dtype": name, "shape": shape})
 
 
-add("coreai::constexpr_blockwise_shift_scale.default",
-    lambda scale, data, offset, dtype, shape: coreai_ops.constexpr_blockwise_shift_scale(
+add("coreaix::constexpr_blockwise_shift_scale.default",
+    lambda scale, data, offset, dtype, shape: coreaix_ops.constexpr_blockwise_shift_scale(
         data, scale, offset, dtype, shape), _blockwise())
 
 
@@ -131,8 +132,8 @@ def _quantize(draw: Any) -> Sample:
     return Sample((x, scale, zero_point), {"dtype": dtype, "axis": axis})
 
 
-add("coreai::quantize.default",
-    lambda x, scale, zero_point, dtype, axis: coreai_ops.quantize(x, scale, zero_point, dtype,
+add("coreaix::quantize.default",
+    lambda x, scale, zero_point, dtype, axis: coreaix_ops.quantize(x, scale, zero_point, dtype,
                                                                   axis), _quantize())
 
 
@@ -152,8 +153,8 @@ def _dequantize(draw: Any) -> Sample:
     return Sample((x, scale, zero_point), {"axis": axis})
 
 
-add("coreai::dequantize.default",
-    lambda x, scale, zero_point, axis: coreai_ops.dequantize(x, scale, zero_point, axis),
+add("coreaix::dequantize.default",
+    lambda x, scale, zero_point, axis: coreaix_ops.dequantize(x, scale, zero_point, axis),
     _dequantize())
 
 
@@ -166,8 +167,152 @@ def _sparse(draw: Any) -> Sample:
     return Sample((torch.from_numpy(pack_bits(bits, 1)), values), {"shape": shape})
 
 
+add("coreaix::sparse_to_dense.default",
+    lambda mask, values, shape: coreaix_ops.sparse_to_dense(mask, values, shape), _sparse())
+
+
+# -- coreai:: custom ops (Apple's schemas) ------------------------------------------------------
+# Indices, masks and sub-byte data are keyword arguments (constants of the exported module): the
+# converter packs or retypes them, which needs their data.
+
+@st.composite
+def _apple_lut(draw: Any) -> Sample:
+    shape = _shape(draw)
+    nbits = draw(st.sampled_from((1, 2, 3, 4, 6, 8)))
+    vector = draw(st.sampled_from((1, 1, 2, 3)))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    tables = [draw(_divisor(n)) for n in shape]
+    lut = draw(tensors([*tables, 1 << nbits, vector], draw(st.sampled_from(
+        (torch.float32, torch.float16, torch.bfloat16, torch.int8)))))
+    indices = torch.from_numpy(_codes(draw, int(np.prod(shape)), 1 << nbits).reshape(shape))
+    return Sample((lut,), {"indices": indices, "axis": axis})
+
+
+add("coreai::lut_to_dense.default",
+    lambda lut, indices, axis: coreai_ops.lut_to_dense(indices, lut, axis), _apple_lut())
+
+
+@st.composite
+def _apple_blockwise(draw: Any) -> Sample:
+    # packed float4 (uint8 data with an e8m0 scale) is tested through coreai-opt's fp4 weights
+    # in tests/interop/test_coreai_opt.py: torch.export mis-orders a module whose only
+    # tensors are lifted constants, which an e8m0 scale (not a valid program input) must be
+    kind = draw(st.sampled_from(("int8", "uint8", "int4", "uint4", "float8_e4m3fn",
+                                 "float8_e5m2")))
+    shape = _shape(draw)
+    scale_dtype = draw(st.sampled_from((torch.float32, torch.float16)))
+    scale = _block_params(draw, shape, scale_dtype)
+    kwargs: dict[str, Any] = {"zero_point": None, "minval": None, "input_dtype": None,
+                              "output_dtype": None}
+    if kind.startswith("float8"):
+        data = draw(tensors(shape, torch.float32, low=-8, high=8)).to(getattr(torch, kind))
+        return Sample((scale, data), kwargs)
+    lo, hi = INT_RANGE[kind]
+    storage = torch.int8 if lo < 0 else torch.uint8
+    kwargs["input"] = draw(tensors(shape, torch.int64, low=lo, high=hi)).to(storage)
+    if kind in ("int4", "uint4"):
+        kwargs["input_dtype"] = getattr(torch, kind)
+    offset = draw(st.sampled_from(("none", "zero_point", "minval")))
+    if offset == "zero_point":
+        kwargs["zero_point"] = draw(tensors(list(scale.shape), torch.int64, low=lo,
+                                            high=hi)).to(storage)
+    elif offset == "minval":
+        kwargs["minval"] = draw(tensors(list(scale.shape), scale_dtype, low=-2.0, high=2.0))
+        kwargs["input_dtype"] = getattr(torch, kind)
+    return Sample((scale,), kwargs)
+
+
+def _call_blockwise(*tensors: torch.Tensor, **kw: Any) -> torch.Tensor:
+    if tensors:
+        kw["scale"], *data = tensors
+        kw["input"] = data[0] if data else kw["input"]
+    return coreai_ops.constexpr_blockwise_shift_scale(
+        kw["input"], kw["scale"], kw["zero_point"], kw["minval"], kw["input_dtype"],
+        kw["output_dtype"])
+
+
+add("coreai::constexpr_blockwise_shift_scale.default", _call_blockwise, _apple_blockwise())
+
+
+@st.composite
+def _per_tensor_or_channel(draw: Any, shape: list[int], dtype: torch.dtype,
+                           ) -> tuple[torch.Tensor, int]:
+    """Apple's granularities: one scale (0-d or 1-element) or one per channel of ``axis``."""
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    kind = draw(st.sampled_from(("0-d", "1-element", "channel", "channel, input rank")))
+    n = {"0-d": None, "1-element": 1}.get(kind, shape[axis])
+    scale = draw(tensors([] if n is None else [n], dtype, low=0.01, high=2.0))
+    if kind == "channel, input rank":
+        view = [1] * len(shape)
+        view[axis] = n  # type: ignore[call-overload]
+        scale = scale.reshape(view)
+    return scale, axis
+
+
+@st.composite
+def _apple_quantize(draw: Any) -> Sample:
+    out = draw(st.sampled_from((torch.int8, torch.uint8, torch.float8_e4m3fn,
+                                torch.float8_e5m2)))
+    shape = _shape(draw)
+    x = draw(tensors(shape, draw(st.sampled_from((torch.float32, torch.float16))),
+                     low=-300, high=300))
+    scale, axis = draw(_per_tensor_or_channel(shape, torch.float32))
+    zero_point = minval = None
+    offset = "none" if out.is_floating_point else draw(st.sampled_from(
+        ("none", "zero_point", "minval")))
+    if offset == "zero_point":
+        info = torch.iinfo(out)
+        zero_point = draw(tensors(list(scale.shape), out, low=info.min, high=info.max))
+    elif offset == "minval":
+        minval = draw(tensors(list(scale.shape), x.dtype, low=-50, high=0))
+    return Sample((x, scale, zero_point, minval), {"output_dtype": out, "axis": axis})
+
+
+add("coreai::quantize.default",
+    lambda x, scale, zero_point, minval, output_dtype, axis: coreai_ops.quantize(
+        x, scale, output_dtype, zero_point, minval, axis), _apple_quantize())
+
+
+@st.composite
+def _apple_dequantize(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((torch.int8, torch.uint8, torch.float8_e4m3fn,
+                                  torch.float8_e5m2)))
+    shape = _shape(draw)
+    scale, axis = draw(_per_tensor_or_channel(shape, draw(st.sampled_from(
+        (torch.float32, torch.float16)))))
+    zero_point = minval = input_dtype = None
+    if dtype.is_floating_point:
+        x = draw(tensors(shape, torch.float32, low=-100, high=100)).to(dtype)
+    else:
+        info = torch.iinfo(dtype)
+        x = draw(tensors(shape, dtype, low=info.min, high=info.max))
+        offset = draw(st.sampled_from(("none", "zero_point", "minval")))
+        if offset == "zero_point":
+            zero_point = draw(tensors(list(scale.shape), dtype, low=info.min, high=info.max))
+        elif offset == "minval":
+            minval = draw(tensors(list(scale.shape), scale.dtype, low=-2.0, high=2.0))
+            input_dtype = dtype
+    out = draw(st.sampled_from((None, torch.float32, torch.float16)))
+    return Sample((x, scale, zero_point, minval),
+                  {"axis": axis, "input_dtype": input_dtype, "output_dtype": out})
+
+
+add("coreai::dequantize.default",
+    lambda x, scale, zero_point, minval, axis, input_dtype, output_dtype: coreai_ops.dequantize(
+        x, scale, zero_point, minval, axis, input_dtype, output_dtype), _apple_dequantize())
+
+
+@st.composite
+def _apple_sparse(draw: Any) -> Sample:
+    shape = _shape(draw)
+    mask = torch.from_numpy(_codes(draw, int(np.prod(shape)), 2).reshape(shape)).bool()
+    values = draw(tensors([int(mask.sum())], draw(st.sampled_from(
+        (torch.float32, torch.float16, torch.bfloat16, torch.int8)))))
+    return Sample((values,), {"mask": mask})
+
+
 add("coreai::sparse_to_dense.default",
-    lambda mask, values, shape: coreai_ops.sparse_to_dense(mask, values, shape), _sparse())
+    lambda values, mask: coreai_ops.sparse_to_dense(values, mask), _apple_sparse())
 
 
 # -- quantized_decomposed:: (torch's PT2E flow) -------------------------------------------------

@@ -1,0 +1,43 @@
+"""Helpers of the compression lowerings: store a constant operand in another form (bit-packed,
+or retyped to a 4-bit type), in place when only the op being lowered reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from coreai_core import TensorType, Value, WeightRef, current_program
+from coreai_core.dialects import coreai
+
+
+def converted_constant(value: Value, target: TensorType,
+                       convert: Callable[[np.ndarray], np.ndarray], what: str,
+                       sole_reader: bool) -> Value:
+    """The constant ``value`` stored as ``convert(data)`` of type ``target``.
+
+    The weight is replaced when the op being lowered is its only reader (the program keeps one
+    copy), else a new constant is made; a weight an earlier entrypoint already converted (its
+    type is ``target``) is used as it is.
+    """
+    if value.type == target:
+        return value
+    op = value.owner
+    if op is None or op.name != "coreai.constant":
+        raise ValueError(f"{what} must be a constant (a buffer or parameter of the module), not "
+                         f"a value computed in the graph ({value!r})")
+    ref = op.attributes["value"]
+    program = current_program()
+    if isinstance(ref, WeightRef):
+        data = None if program is None else program.weights.get(ref.name)
+        if data is None:
+            raise ValueError(f"{what} must be bound (the weight {ref} has no data)")
+    else:
+        data = ref
+    converted = convert(np.asarray(data))
+    if isinstance(ref, WeightRef) and sole_reader and program is not None:
+        program.weights[ref.name] = converted
+        program.weight_types[ref.name] = target
+        value.type = target
+        return value
+    return coreai.constant(converted, dtype=target.element_type)

@@ -1,0 +1,200 @@
+"""Models and coreai-opt compressions for the interop tests and the size benchmark.
+
+Each compression is configured as a user of Apple's ``coreai-opt`` 0.3.0 would (its presets
+where it has them, its documented specs otherwise) and finalized for Core AI with
+``finalize(backend=ExportBackend.CoreAI)``, which swaps in ``coreai_torch._compression``'s
+modules (here: :mod:`coreai_torch.compression.modules`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+with warnings.catch_warnings():  # coreai-opt warns about untested torch/torchao versions
+    warnings.simplefilter("ignore")
+    import coreai_opt
+    from coreai_opt.palettization import (
+        KMeansPalettizer,
+        KMeansPalettizerConfig,
+        ModuleKMeansPalettizerConfig,
+        PalettizationSpec,
+    )
+    from coreai_opt.pruning import MagnitudePruner, MagnitudePrunerConfig
+    from coreai_opt.quantization import (
+        ModuleQuantizerConfig,
+        QuantizationSpec,
+        Quantizer,
+        QuantizerConfig,
+    )
+    from coreai_opt.quantization.spec.granularity import PerBlockGranularity
+
+Inputs = tuple[torch.Tensor, ...]
+
+
+# -- models ------------------------------------------------------------------------------------
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(16, 16, 3), nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(y.mean((2, 3)))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: causal self-attention and a GELU MLP."""
+
+    def __init__(self, dim: int = 32, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.up, self.down = nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, -1).permute(
+            2, 0, 3, 1, 4)
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(nn.functional.gelu(self.up(self.norm2(x))))
+
+
+class TinyLlama(nn.Module):
+    """transformers' Llama with random weights (1 layer, hidden size 32): logits of ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                             max_position_embeddings=32, use_cache=False)
+        self.llm = LlamaForCausalLM(config)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.llm(input_ids=ids, use_cache=False).logits
+
+
+def model(name: str) -> tuple[nn.Module, Inputs]:
+    """A freshly seeded model and its example inputs."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        return MLP().eval(), (torch.randn(4, 32),)
+    if name == "conv":
+        return ConvNet().eval(), (torch.randn(2, 16, 9, 9),)
+    if name == "block":
+        return Block().eval(), (torch.randn(2, 6, 32),)
+    if name == "llama":
+        return TinyLlama().eval(), (torch.randint(0, 64, (1, 7)),)
+    raise KeyError(name)
+
+
+MODELS = ("mlp", "conv", "block", "llama")
+
+
+# -- compressions ------------------------------------------------------------------------------
+
+CoreAI = coreai_opt.ExportBackend.CoreAI
+
+
+def _palettize(config: KMeansPalettizerConfig) -> Callable[[nn.Module, Inputs], nn.Module]:
+    def run(m: nn.Module, inputs: Inputs) -> nn.Module:
+        palettizer = KMeansPalettizer(m, config)
+        palettizer.prepare(example_inputs=inputs)
+        return palettizer.finalize(backend=CoreAI)
+    return run
+
+
+def _palettize_spec(**spec: object) -> Callable[[nn.Module, Inputs], nn.Module]:
+    fast = spec.get("cluster_dim", 1) == 1  # coreai-opt's fast k-means is scalar only
+    return _palettize(KMeansPalettizerConfig(global_config=ModuleKMeansPalettizerConfig(
+        op_state_spec={"weight": PalettizationSpec(**spec)},  # type: ignore[arg-type]
+        enable_fast_kmeans_mode=fast)))
+
+
+def _quantize(config: QuantizerConfig, calibrate: bool = False,
+              ) -> Callable[[nn.Module, Inputs], nn.Module]:
+    def run(m: nn.Module, inputs: Inputs) -> nn.Module:
+        quantizer = Quantizer(m, config)
+        prepared = quantizer.prepare(example_inputs=inputs)
+        if calibrate:
+            with quantizer.calibration_mode(prepared):
+                g = torch.Generator().manual_seed(1)
+                for _ in range(4):
+                    prepared(*(_like(t, g) for t in inputs))
+        return quantizer.finalize(backend=CoreAI)
+    return run
+
+
+def _like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    if t.is_floating_point():
+        return torch.randn(t.shape, generator=g)
+    return torch.randint(0, int(t.max()) + 1, t.shape, generator=g)
+
+
+def _weights_only(spec: QuantizationSpec) -> QuantizerConfig:
+    return QuantizerConfig(global_config=ModuleQuantizerConfig(
+        op_input_spec=None, op_output_spec=None, op_state_spec={"weight": spec}))
+
+
+def _prune(m: nn.Module, inputs: Inputs) -> nn.Module:
+    pruner = MagnitudePruner(m, MagnitudePrunerConfig())  # 50% of each weight
+    pruner.prepare(example_inputs=inputs)
+    return pruner.finalize(backend=CoreAI)
+
+
+COMPRESSIONS: dict[str, Callable[[nn.Module, Inputs], nn.Module]] = {
+    # k-means palettization: the 4-bit preset (tables per 16 output channels), vectors of 2
+    # entries, per-channel scales, int8 tables. fp4: coreai-opt exports blocks of 32 only
+    "palettize_4bit_grouped": _palettize(KMeansPalettizerConfig.presets.w4(group_size=16)),
+    "palettize_2bit_vector": _palettize_spec(n_bits=2, cluster_dim=2),
+    "palettize_4bit_channel_scale": _palettize_spec(n_bits=4, enable_per_channel_scale=True),
+    "palettize_4bit_int8_lut": _palettize_spec(n_bits=4,
+                                               lut_qspec=QuantizationSpec(dtype=torch.int8)),
+    # blocks of 16 input channels of Linear and Conv2d weights (the global preset would also
+    # take the Llama's 1-d RMSNorm weights, which have no block axis)
+    "int4_per_block": _quantize(QuantizerConfig(module_type_configs={
+        t: ModuleQuantizerConfig.presets.w4_per_block(block_size=16, axis=1)
+        for t in (nn.Linear, nn.Conv2d)})),
+    "int8_weights": _quantize(QuantizerConfig.presets.w8()),
+    "int8_weights_activations": _quantize(QuantizerConfig(), calibrate=True),
+    "uint8_minval_weights": _quantize(_weights_only(QuantizationSpec(
+        dtype=torch.uint8, qscheme="asymmetric", qformulation="minval"))),
+    "fp8_weights": _quantize(_weights_only(QuantizationSpec(dtype=torch.float8_e4m3fn))),
+    "fp4_weights": _quantize(_weights_only(QuantizationSpec(
+        dtype=torch.float4_e2m1fn_x2, granularity=PerBlockGranularity(block_size=32),
+        scale_dtype=torch.float8_e8m0fnu))),
+    "prune_magnitude": _prune,
+}
+
+# The full matrix on the MLP and the transformer block; the conv net and the LLM take a subset
+# (one of each kind) to keep the suite's time.
+SUBSET = ("palettize_4bit_grouped", "int4_per_block", "int8_weights_activations",
+          "prune_magnitude")
+CASES = [(m, c) for m in ("mlp", "block") for c in COMPRESSIONS] + \
+        [(m, c) for m in ("conv", "llama") for c in SUBSET]
+
+
+def compressed(model_name: str, compression: str) -> tuple[nn.Module, Inputs]:
+    """The model finalized for Core AI by ``compression``, and its inputs."""
+    m, inputs = model(model_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return COMPRESSIONS[compression](m, inputs), inputs
