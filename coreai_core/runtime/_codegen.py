@@ -18,16 +18,16 @@ from __future__ import annotations
 import itertools
 import keyword
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, TracebackType
 from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Operation, TensorType
+from coreai_core._ir import Operation, TensorType, Value
 from coreai_core.runtime._checks import check_result, check_results
-from coreai_core.runtime._steps import StepProgram
+from coreai_core.runtime._steps import Step, StepProgram
 from coreai_core.runtime.kernels import elementwise, tensor
 
 __all__ = ["CompiledPlan", "compile_plan"]
@@ -173,23 +173,74 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
     em = _Emitter()
     em.namespace.update(_nd=np.ndarray, _check=check_result, _check_all=check_results)
     steps = plan.steps
-    slot_value = plan.slot_values
-    params = plan.parameter_slots
-    locals_: set[int] = set(params)  # slots held in local variables (others are constants)
+    # the slots held in local variables (any other slot a step reads is a constant)
+    locals_: set[int] = set(plan.parameter_slots)
     for step in steps:
         locals_.update(step.out if isinstance(step.out, tuple) else (step.out,))
 
     def ref(s: int) -> str:
         return f"v{s}" if s in locals_ else em.bind(plan.constant(s), f"c{s}")
 
-    def buffer_key(s: int) -> tuple[Any, ...] | None:
-        t = slot_value[s].type if s in slot_value else None
+    buffers = _Buffers(plan.slot_values, len(steps))
+    direct, exclusive = _direct_steps(steps)
+    targets, reused = _buffer_targets(steps, direct, exclusive, buffers.key)
+    lines: list[tuple[str, int | None]] = []
+    for i, step in enumerate(steps):
+        lines.extend(_step_lines(em, i, step, [ref(s) for s in step.ins], direct[i],
+                                 targets[i], buffers))
+        for s in step.free:
+            if s in locals_ and s not in reused:  # a reused one dies where it is taken
+                lines.append((f"del v{s}", None))
+                buffers.release(s)
+    results = [ref(s) for s in plan.result_slots]
+    lines.append((f"return ({', '.join(results)}{',' if len(results) == 1 else ''})", None))
+    return _function(plan, em, lines, buffers.stats)
+
+
+class _Buffers:
+    """Which buffer each live value is on, and the bytes live at once (for the stats)."""
+
+    def __init__(self, slot_value: Mapping[int, Value], n_steps: int) -> None:
+        self.stats = PlanStats(steps=n_steps)
+        self._slot_value = slot_value
+        self._buffer_of: dict[int, int] = {}  # slot -> the slot whose result allocated it
+        self._holders: dict[int, int] = {}  # buffer -> number of live slots on it
+        self._nbytes: dict[int, int] = {}
+        self._live = 0
+
+    def key(self, s: int) -> tuple[Any, ...] | None:
+        """What a buffer must match to be reused for ``s``: static shape and dtype."""
+        t = self._slot_value[s].type if s in self._slot_value else None
         if not isinstance(t, TensorType) or not t.is_static:
             return None
         return (tuple(t.shape), t.element_type.numpy)
 
-    # Which steps call a ufunc directly, and which values only such steps read (so their
-    # buffer may be overwritten once they are dead: nothing else holds a view of them).
+    def allocate(self, s: int) -> None:
+        n = _static_nbytes(self._slot_value[s].type)
+        self.stats.unsized_values += n is None
+        self._buffer_of[s], self._holders[s], self._nbytes[s] = s, 1, n or 0
+        self._live += n or 0
+
+    def share(self, s: int, target: int) -> None:
+        """``s`` is written into the buffer of ``target``."""
+        self._buffer_of[s] = self._buffer_of[target]
+        self._holders[self._buffer_of[s]] += 1
+
+    def release(self, s: int) -> None:
+        b = self._buffer_of.pop(s, None)
+        if b is not None:
+            self._holders[b] -= 1
+            if not self._holders[b]:
+                self._live -= self._nbytes.pop(b)
+
+    def note_peak(self) -> None:
+        self.stats.peak_intermediate_bytes = max(self.stats.peak_intermediate_bytes,
+                                                 self._live)
+
+
+def _direct_steps(steps: Sequence[Step]) -> tuple[list[_Direct | None], dict[int, bool]]:
+    """Which steps call a ufunc directly, and which values only such steps read (so their
+    buffer may be overwritten once they are dead: nothing else holds a view of them)."""
     direct: list[_Direct | None] = []
     for step in steps:
         plain = step.call is step.kernel and len(step.ins) == len(step.op.operands)
@@ -199,11 +250,18 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
     for i, step in enumerate(steps):
         for s in step.ins:
             exclusive[s] = exclusive.get(s, True) and direct[i] is not None
+    return direct, exclusive
 
-    # Where each direct call writes: into a dead operand (in place), into the buffer of a
-    # value that died earlier (reuse), or into a new array (None).
+
+def _buffer_targets(steps: Sequence[Step], direct: list[_Direct | None],
+                    exclusive: dict[int, bool],
+                    buffer_key: Callable[[int], tuple[Any, ...] | None],
+                    ) -> tuple[list[int | None], set[int]]:
+    """Where each direct call writes: into a dead operand (in place), into the buffer of a
+    value that died earlier (reuse), or into a new array (None); and the dead values whose
+    buffer a later step takes."""
     targets: list[int | None] = []
-    reused: set[int] = set()  # dead values whose buffer a later step takes
+    reused: set[int] = set()
     owned: set[int] = set()  # results of direct calls: fresh buffers nobody else views
     pool: dict[tuple[Any, ...], list[int]] = {}
     for i, (_call, ins, _kw, out, _e, free, _op, _fn) in enumerate(steps):
@@ -225,72 +283,53 @@ def compile_plan(plan: StepProgram) -> CompiledPlan:
             key = buffer_key(s)
             if s in owned and exclusive.get(s) and key is not None and s != target:
                 pool.setdefault(key, []).append(s)
+    return targets, reused
 
-    stats = PlanStats(steps=len(steps))
+
+def _step_lines(em: _Emitter, i: int, step: Step, args: list[str], d: _Direct | None,
+                target: int | None, buffers: _Buffers) -> list[tuple[str, int | None]]:
+    """The lines of step ``i`` (each with the step it runs, or None), before its frees."""
+    call, ins, kw, out, expect, _free, op, kernel_fn = step
     lines: list[tuple[str, int | None]] = []
-    buffer_of: dict[int, int] = {}  # slot -> the slot whose result allocated its buffer
-    holders: dict[int, int] = {}  # buffer -> number of live slots on it
-    nbytes: dict[int, int] = {}
-    live = 0
-
-    def allocate(s: int) -> None:
-        nonlocal live
-        n = _static_nbytes(slot_value[s].type)
-        stats.unsized_values += n is None
-        buffer_of[s], holders[s], nbytes[s] = s, 1, n or 0
-        live += n or 0
-
-    def release(s: int) -> None:
-        nonlocal live
-        b = buffer_of.pop(s, None)
-        if b is not None:
-            holders[b] -= 1
-            if not holders[b]:
-                live -= nbytes.pop(b)
-
-    for i, (call, ins, kw, out, expect, free, op, kernel_fn) in enumerate(steps):
-        args = [ref(s) for s in ins]
-        d, target = direct[i], targets[i]
-        if d is not None:
-            assert isinstance(out, int)
-            stats.direct_ufunc_calls += 1
-            call_args = [*args, em.bind(d.extra, "k")] if d.extra is not None else args
-            if target is None:
-                allocate(out)
-            else:
-                call_args = [*call_args, f"v{target}"]  # positional out: cheaper to parse
-                buffer_of[out] = buffer_of[target]
-                holders[buffer_of[out]] += 1
-                if target in ins:
-                    stats.in_place += 1
-                else:
-                    stats.reused_buffers += 1
-            lines.append((f"v{out} = {em.bind(d.ufunc, d.ufunc.__name__)}"
-                          f"({', '.join(call_args)})", i))
-            if target is not None and target not in ins:
-                lines.append((f"del v{target}", None))  # its buffer is now v{out}'s
-                release(target)
+    if d is not None:
+        assert isinstance(out, int)
+        buffers.stats.direct_ufunc_calls += 1
+        call_args = [*args, em.bind(d.extra, "k")] if d.extra is not None else args
+        if target is None:
+            buffers.allocate(out)
         else:
-            plain = call is kernel_fn and len(ins) == len(op.operands)
-            views = (_split_views(op, call, plain, kw, args[0]) if isinstance(out, tuple)
-                     else None)
-            if views is not None:
-                assert isinstance(out, tuple)
-                lines.append((f"{', '.join(f'v{s}' for s in out)}, = {views},", i))
+            call_args = [*call_args, f"v{target}"]  # positional out: cheaper to parse
+            buffers.share(out, target)
+            if target in ins:
+                buffers.stats.in_place += 1
             else:
-                lines.extend((text, i) for text in _kernel_call(em, call, kw, args, out,
-                                                                 expect, op.name))
-            for s in out if isinstance(out, tuple) else (out,):
-                allocate(s)
-        stats.peak_intermediate_bytes = max(stats.peak_intermediate_bytes, live)
-        for s in free:
-            if s in locals_ and s not in reused:  # a reused one dies where it is taken
-                lines.append((f"del v{s}", None))
-                release(s)
-    results = [ref(s) for s in plan.result_slots]
-    lines.append((f"return ({', '.join(results)}{',' if len(results) == 1 else ''})", None))
+                buffers.stats.reused_buffers += 1
+        lines.append((f"v{out} = {em.bind(d.ufunc, d.ufunc.__name__)}"
+                      f"({', '.join(call_args)})", i))
+        if target is not None and target not in ins:
+            lines.append((f"del v{target}", None))  # its buffer is now v{out}'s
+            buffers.release(target)
+    else:
+        plain = call is kernel_fn and len(ins) == len(op.operands)
+        views = (_split_views(op, call, plain, kw, args[0]) if isinstance(out, tuple)
+                 else None)
+        if views is not None:
+            assert isinstance(out, tuple)
+            lines.append((f"{', '.join(f'v{s}' for s in out)}, = {views},", i))
+        else:
+            lines.extend((text, i) for text in _kernel_call(em, call, kw, args, out,
+                                                             expect, op.name))
+        for s in out if isinstance(out, tuple) else (out,):
+            buffers.allocate(s)
+    buffers.note_peak()
+    return lines
+
+
+def _function(plan: StepProgram, em: _Emitter, lines: list[tuple[str, int | None]],
+              stats: PlanStats) -> CompiledPlan:
+    """The function whose body is ``lines``, compiled in the emitter's namespace."""
     name = f"plan_{_ident(plan.graph.name)}"
-    body = [f"def {name}({', '.join(f'v{s}' for s in params)}):"]
+    body = [f"def {name}({', '.join(f'v{s}' for s in plan.parameter_slots)}):"]
     line_steps: dict[int, int] = {}
     for text, at in lines:
         body.append("    " + text)

@@ -1,6 +1,6 @@
 """A plan's steps as typed records, and the part of a plan that code generation reads.
 
-:class:`~coreai_core.runtime.plan.Plan` builds the steps; :mod:`coreai_core.runtime._codegen`
+:mod:`coreai_core.runtime._planner` builds the steps; :mod:`coreai_core.runtime._codegen`
 turns a :class:`StepProgram` (which a plan is) into one Python function. Neither module
 imports the other's internals.
 """
