@@ -82,6 +82,10 @@ class _Direct:
     extra: np.ndarray | None
 
 
+# numpy >= 2.4 warns when these take their output as a third positional argument
+_OUT_BY_KEYWORD = frozenset({np.maximum, np.minimum})
+
+
 def _static_nbytes(t: Any) -> int | None:
     numel = t.numel if isinstance(t, TensorType) else None
     return None if numel is None else numel * t.element_type.numpy.itemsize
@@ -298,7 +302,9 @@ def _step_lines(em: _Emitter, i: int, step: Step, args: list[str], d: _Direct | 
         if target is None:
             buffers.allocate(out)
         else:
-            call_args = [*call_args, f"v{target}"]  # positional out: cheaper to parse
+            # positional out is cheaper to parse, but numpy deprecates it for maximum/minimum
+            keyword = d.ufunc in _OUT_BY_KEYWORD
+            call_args = [*call_args, f"out=v{target}" if keyword else f"v{target}"]
             buffers.share(out, target)
             if target in ins:
                 buffers.stats.in_place += 1
