@@ -66,7 +66,7 @@ def test_introspection_lists_builtin_and_user() -> None:
 
 def test_default_table_is_frozen() -> None:
     with pytest.raises(RuntimeError, match="frozen"):
-        default_table().register("my_lib::x.default", lambda v, n, loc: None)
+        default_table().register_torch_lowering("my_lib::x.default")(lambda v, n, loc: None)
 
 
 def test_qualified_names_of_targets() -> None:
@@ -80,12 +80,13 @@ def test_qualified_names_of_targets() -> None:
 
 def test_table_overlay_reads_fall_through_and_writes_stay_local() -> None:
     parent = LoweringTable()
-    parent.register("a::x.default", lambda v, n, loc: "parent")
+    parent.register_torch_lowering("a::x.default")(lambda v, n, loc: "parent")
     child = LoweringTable(parent)
-    child.register("a::x.default", lambda v, n, loc: "child", allow_override=True)
-    assert child.lookup("a::x.default")(None, None, None) == "child"
-    assert parent.lookup("a::x.default")(None, None, None) == "parent"
-    assert LoweringTable(parent).lookup("a::x.default")(None, None, None) == "parent"
+    child.register_torch_lowering("a::x.default", allow_override=True)(
+        lambda v, n, loc: "child")
+    assert child["a::x.default"].fn(None, None, None) == "child"
+    assert parent["a::x.default"].fn(None, None, None) == "parent"
+    assert LoweringTable(parent)["a::x.default"].fn(None, None, None) == "parent"
 
 
 def _override(converter: TorchConverter, offset: float) -> None:
@@ -125,5 +126,5 @@ def test_overrides_are_isolated_across_threads() -> None:
     later = TorchConverter()
     (out,) = later.add_exported_program(ep).to_coreai().run({"x": x.numpy()}).values()
     np.testing.assert_allclose(out, expected, rtol=1e-6)
-    assert later.lowering_for("aten::relu.default") is default_table().lookup(
-        "aten::relu.default")
+    assert later.lowering_for("aten::relu.default") is default_table()[
+        "aten::relu.default"].fn
