@@ -57,6 +57,10 @@ class Registry(Generic[T]):
         self._changes = 0
         self._frozen = False
         self._lock = threading.Lock()
+        if parent is None:
+            # nothing to fall through to: a read is the dict's own get, with no Python frame
+            # (kernel rows and rewrite rules are read on the runtime's and optimizer's hot paths)
+            self.get = self._own.get  # type: ignore[method-assign]
         for name, entry in (entries or {}).items():
             self.register(name, entry)
 
