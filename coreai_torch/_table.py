@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from coreai_core.registry import Registry, describe_entry
+from coreai_core.registry import Registry
 from coreai_torch._binding import Lowering, LoweringFn, LoweringForm, as_lowering, check_form
 
 BUILTIN_NAMESPACES = ("aten", "higher_order", "coreai", "coreaix", "quantized_decomposed")
@@ -73,7 +73,7 @@ class LoweringTable(Registry[Lowering]):
     def __init__(self, parent: LoweringTable | None = None, *,
                  owner: str = "this converter (a user lowering)") -> None:
         super().__init__("lowering", owner, parent=parent, check_name=check_qualified_name,
-                         callable_entries=False, describe=_describe_lowering)
+                         callable_entries=False)
 
     def register_torch_lowering(self, qualified_name: str, allow_override: bool = False, *,
                                 form: LoweringForm | None = None) -> Callable[[LoweringFn],
@@ -117,7 +117,3 @@ class LoweringSet(LoweringTable):
     def __init__(self, family: str) -> None:
         super().__init__(owner=f"the {family} family")
         self.family = family
-
-
-def _describe_lowering(entry: Lowering) -> str:
-    return describe_entry(entry.fn)

@@ -1,10 +1,10 @@
 """Canonicalization: local rewrite rules, kept as data indexed by op name.
 
 :data:`RULES` is the registry of rules, by rule name; each :class:`RewriteRule` names the ops
-it is tried on, and :func:`rules_by_op` indexes them by op name, in registration order. A rule
-is a function ``rule(op, rw)`` returning the value(s) replacing the op's results, or None when it does not
-apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each rule states its
-rewrite in a ``# before -> after`` line and its assumptions in its docstring. Rules never
+it is tried on, and :func:`rules_by_op` indexes them by op name, in registration order. A
+rule is a function ``rule(op, rw)`` returning the value(s) replacing the op's results, or None
+when it does not apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each
+rule states its rewrite in a ``# before -> after`` line and its assumptions in its docstring. Rules never
 change a value's type and are exact, except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0``
 into ``-0.0`` (equal as numbers).
 
@@ -33,7 +33,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
 from coreai_core.dialects._nn import _pads
 from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, at_most_one_dynamic
-from coreai_core.registry import Registry, describe_entry
+from coreai_core.registry import Registry
 
 Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]
 
@@ -46,15 +46,10 @@ class RewriteRule:
     ops: tuple[str, ...]
 
 
-def _describe_rule(entry: RewriteRule) -> str:
-    return describe_entry(entry.fn)
-
-
 #: The built-in rewrite rules by rule name (frozen once they are all defined): a second rule of
 #: the same name is an error naming both. A pass with extra rules takes a registry whose parent
 #: is this one (``CanonicalizePass(rules=...)``).
-RULES: Registry[RewriteRule] = Registry("rewrite rule", "canonicalize", callable_entries=False,
-                                        describe=_describe_rule)
+RULES: Registry[RewriteRule] = Registry("rewrite rule", "canonicalize", callable_entries=False)
 
 
 def rule(*op_names: str) -> Callable[[Rule], Rule]:

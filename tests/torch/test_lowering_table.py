@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from coreai_core.dialects import coreai
 from coreai_torch import TorchConverter
+from coreai_torch._binding import FORMS, Lowering
 from coreai_torch._table import LoweringTable, check_qualified_name, qualified_name
 from coreai_torch.lowerings import default_table
 from coreai_torch.utils import get_operand
@@ -128,3 +130,47 @@ def test_overrides_are_isolated_across_threads() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     assert later.lowering_for("aten::relu.default") is default_table()[
         "aten::relu.default"].fn
+
+
+def test_the_form_is_read_once_at_registration_never_per_call(monkeypatch) -> None:
+    x = torch.randn(3, 5)
+    ep = export(AddOne(), (x,))
+    inspected: list[object] = []
+    signature = inspect.signature
+
+    def counting(obj, *args, **kwargs):
+        inspected.append(obj)
+        return signature(obj, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", counting)
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("aten::relu.default", allow_override=True)
+    def relu(self):
+        return coreai.relu(self)
+
+    @converter.register_torch_lowering("aten::add.Tensor", allow_override=True)
+    def add(values_map, node, loc):
+        a, b = (get_operand(values_map, node, i, loc) for i in (0, 1))
+        return coreai.broadcasting_add(a, b)
+
+    assert [f for f in inspected if f is relu or f is add] == [relu, add]
+    lowerings = {id(converter.lowering_for(n)) for n in converter.supported_ops()}
+    inspected.clear()
+    for _ in range(2):
+        converter.clear()
+        (out,) = converter.add_exported_program(ep).to_coreai().run({"x": x.numpy()}).values()
+        np.testing.assert_allclose(out, (torch.relu(x) + 1.0).numpy(), rtol=1e-6)
+    assert not [f for f in inspected if id(f) in lowerings], "a lowering was inspected per call"
+
+
+def test_every_table_entry_carries_the_form_decided_at_registration() -> None:
+    for name, entry in default_table().items():
+        assert isinstance(entry, Lowering) and entry.form in FORMS, name
+        assert (entry.signature is None) == (entry.form == "node"), name
+    table = LoweringTable()
+    with pytest.raises(TypeError, match=r"register a function with register_torch_lowering"):
+        table.register("my_lib::op.default", lambda self: self)  # type: ignore[arg-type]
+    fn = table.register_torch_lowering("my_lib::op.default", form="schema")(
+        lambda values_map, node, loc: None)
+    assert table["my_lib::op.default"] == Lowering(fn, "schema")

@@ -19,8 +19,8 @@ import numpy as np
 import scipy.special
 
 from coreai_core._dtypes import DType
-from coreai_core.runtime import _threads
 from coreai_core.registry import Registry
+from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
 
 KERNELS = KernelSet("elementwise")
