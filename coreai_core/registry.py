@@ -63,8 +63,8 @@ class Registry(Generic[T]):
         self._lock = threading.Lock()
         if parent is None:
             # nothing to fall through to: a read is the dict's own get, with no Python frame
-            # (kernel rows and rewrite rules are read on the runtime's and optimizer's hot paths)
-            self.get = self._own.get  # type: ignore[method-assign]
+            # (op definitions and ufunc rows are read once per op when planning and verifying)
+            self.get = self._own.get  # type: ignore[method-assign, assignment]
         for name, entry in (entries or {}).items():
             self.register(name, entry)
 

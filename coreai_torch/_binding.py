@@ -152,13 +152,19 @@ class Lowering:
     # the schema form's parameters, read once from fn's signature (None for the node form)
     signature: _FnSignature | None = attrs.field(default=None, repr=False, eq=False)
 
+    def __attrs_post_init__(self) -> None:
+        if self.form not in FORMS or (self.form == "schema") != (self.signature is not None):
+            raise ValueError("a Lowering record is built by as_lowering(fn, form), which reads "
+                             "the signature a schema-bound lowering needs")
+
 
 def check_form(form: object) -> None:
     """Raise ValueError unless ``form`` is a lowering form: None, ``"node"`` or ``"schema"``."""
     if form is not None and form not in FORMS:
         raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the "
-                         "FX-node form fn(values_map, node, loc), or leave it out for a "
-                         "schema-bound lowering (parameters named after the op's schema)")
+                         "FX-node form fn(values_map, node, loc), form='schema' for a "
+                         "schema-bound lowering (parameters named after the op's schema), or "
+                         "leave it out to let exactly (values_map, node, loc) mean the node form")
 
 
 def as_lowering(fn: LoweringFn, form: LoweringForm | None = None) -> Lowering:
@@ -281,8 +287,9 @@ def call_lowering(lowering: Lowering, values: NodeValues, node: torch.fx.Node,
 
 def _call(lowering: Lowering, values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
     fn, sig = lowering.fn, lowering.signature
-    if sig is None:  # the FX-node form
+    if lowering.form == "node":
         return fn(values, node, loc)
+    assert sig is not None  # a schema-bound record carries its signature (__attrs_post_init__)
     if not has_schema(node.target):
         raise TypeError(f"{node.target} has no schema, so its lowering must take the FX node: "
                         "write fn(values_map, node, loc), or register the function with "

@@ -173,4 +173,7 @@ def test_every_table_entry_carries_the_form_decided_at_registration() -> None:
         table.register("my_lib::op.default", lambda self: self)  # type: ignore[arg-type]
     fn = table.register_torch_lowering("my_lib::op.default", form="schema")(
         lambda values_map, node, loc: None)
-    assert table["my_lib::op.default"] == Lowering(fn, "schema")
+    entry = table["my_lib::op.default"]
+    assert entry.fn is fn and entry.form == "schema" and entry.signature is not None
+    with pytest.raises(ValueError, match=r"built by as_lowering\(fn, form\)"):
+        Lowering(fn, "schema")
