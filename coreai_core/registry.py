@@ -1,11 +1,12 @@
 """One small registry: names -> entries, optionally layered over a parent registry.
 
-Op definitions (``coreai.OPS``), runtime kernel tables, kernel families, converter
-lowering tables and lowering families are all this structure. Reads fall through to the parent;
-writes stay local, so a registration on one runtime or converter never reaches the defaults or
-another instance. Registering a name that already resolves raises, naming the existing owner
-and entry and the new entry, unless ``allow_override=True``. ``register`` is the one registration verb: called with an entry
-it registers it, called without one it is a decorator.
+Op definitions (``coreai.OPS``), runtime kernel tables, kernel families, the elementwise ufunc
+rows, the canonicalization rules, converter lowering tables and lowering families are all this
+structure. Reads fall through to the parent; writes stay local, so a registration on one runtime
+or converter never reaches the defaults or another instance. Registering a name that already
+resolves raises, naming the existing owner and entry and the new entry, unless
+``allow_override=True``. ``register`` is the one registration verb: called with an entry it
+registers it, called without one it is a decorator.
 
 The shared defaults (the default kernel table, the built-in lowering table) are each the union
 of family registries, built by :func:`frozen_union` and frozen: a registration goes on an

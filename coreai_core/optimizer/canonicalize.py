@@ -4,9 +4,9 @@
 it is tried on, and :func:`rules_by_op` indexes them by op name, in registration order. A
 rule is a function ``rule(op, rw)`` returning the value(s) replacing the op's results, or None
 when it does not apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each
-rule states its rewrite in a ``# before -> after`` line and its assumptions in its docstring. Rules never
-change a value's type and are exact, except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0``
-into ``-0.0`` (equal as numbers).
+rule states its rewrite in a ``# before -> after`` line and its assumptions in its docstring.
+Rules never change a value's type and are exact, except ``x + 0 -> x``, which turns
+``-0.0 + 0.0 = +0.0`` into ``-0.0`` (equal as numbers).
 
 What every rule assumes, checked through the :class:`~coreai_core.optimizer.Rewriter` queries:
 
