@@ -46,9 +46,9 @@ class RewriteRule:
     ops: tuple[str, ...]
 
 
-#: The built-in rewrite rules by rule name (frozen once they are all defined): a second rule of
-#: the same name is an error naming both. A pass with extra rules takes a registry whose parent
-#: is this one (``CanonicalizePass(rules=...)``).
+#: The built-in rewrite rules, by rule name, frozen once they are all defined. A second rule
+#: of the same name is an error naming both. A pass with extra rules takes a registry whose
+#: parent is this one, ``CanonicalizePass(rules=...)``.
 RULES: Registry[RewriteRule] = Registry("rewrite rule", "canonicalize", callable_entries=False)
 
 
