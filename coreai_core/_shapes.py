@@ -82,18 +82,8 @@ def expect_int_vector(v: Value, what: str, length: int | None = None) -> None:
         expect(t.shape[0] == length, f"{what} must have {length} elements, got {t.shape[0]}")
 
 
-def expect_float(v: Value, what: str = "operand") -> None:
-    expect(v.type.element_type.is_float, f"{what} must be a float tensor, got {v.type}")
-
-
 def tensor(shape: Sequence[DimT], dtype: DType | str) -> TensorType:
     return TensorType(tuple(shape), dtype)
-
-
-def dim_mul(a: DimT, b: DimT) -> DimT:
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    return Dim()
 
 
 @overload

@@ -1,11 +1,12 @@
 """One small registry: names -> entries, optionally layered over a parent registry.
 
-Op definitions (``coreai.OPS``), runtime kernel tables, kernel families, converter
-lowering tables and lowering families are all this structure. Reads fall through to the parent;
-writes stay local, so a registration on one runtime or converter never reaches the defaults or
-another instance. Registering a name that already resolves raises, naming the existing owner,
-unless ``allow_override=True``. ``register`` is the one registration verb: called with an entry
-it registers it, called without one it is a decorator.
+Op definitions (``coreai.OPS``), runtime kernel tables, kernel families, the elementwise ufunc
+rows, the canonicalization rules, converter lowering tables and lowering families are all this
+structure. Reads fall through to the parent; writes stay local, so a registration on one runtime
+or converter never reaches the defaults or another instance. Registering a name that already
+resolves raises, naming the existing owner and entry and the new entry, unless
+``allow_override=True``. ``register`` is the one registration verb: called with an entry it
+registers it, called without one it is a decorator.
 
 The shared defaults (the default kernel table, the built-in lowering table) are each the union
 of family registries, built by :func:`frozen_union` and frozen: a registration goes on an
@@ -25,7 +26,11 @@ R = TypeVar("R", bound="Registry[Any]")
 
 
 def describe_entry(entry: object) -> str:
-    """``module.qualname`` of a registered function (for error messages)."""
+    """``module.qualname`` of a registered function (for error messages); a record of a
+    function (a lowering, a rewrite rule: an entry with a callable ``fn``) names its function."""
+    fn = getattr(entry, "fn", None)
+    if callable(fn) and not callable(entry):
+        entry = fn
     mod = getattr(entry, "__module__", "?")
     return f"{mod}.{getattr(entry, '__qualname__', repr(entry))}"
 
@@ -57,6 +62,10 @@ class Registry(Generic[T]):
         self._changes = 0
         self._frozen = False
         self._lock = threading.Lock()
+        if parent is None:
+            # nothing to fall through to: a read is the dict's own get, with no Python frame
+            # (op definitions and ufunc rows are read once per op when planning and verifying)
+            self.get = self._own.get  # type: ignore[method-assign, assignment]
         for name, entry in (entries or {}).items():
             self.register(name, entry)
 
@@ -147,7 +156,8 @@ class Registry(Generic[T]):
             if existing is not None and not allow_override:
                 raise ValueError(
                     f"{name!r} is already registered by {self._owner_of(name)} "
-                    f"({self._describe(existing)}); pass allow_override=True to replace it")
+                    f"({self._describe(existing)}); pass allow_override=True to replace it "
+                    f"with {self._describe(entry)}")
             self._own[name] = entry
             self._changes += 1
         return entry

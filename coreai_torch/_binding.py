@@ -1,10 +1,12 @@
 """How lowerings receive their arguments: bound by name from the op's schema, or the FX node.
 
-Two forms of lowering are accepted, by built-ins and users alike, and the form is never guessed:
+Two forms of lowering are accepted, by built-ins and users alike. The form is never guessed and
+is decided once, when the function is registered (:func:`as_lowering`): the table stores it with
+the function in a :class:`Lowering` record, and :func:`call_lowering` only reads that record.
 
 * **FX-node form**: ``fn(values_map, node, loc)``, recognized by exactly these three parameter
-  names (positional, without defaults), or any function registered with ``form="node"``
-  (:func:`node_form`). The function reads ``node.args`` itself, e.g. with
+  names (positional, without defaults), or any function registered with ``form="node"``. The
+  function reads ``node.args`` itself, e.g. with
   :func:`coreai_torch.utils.get_operand`. Ops without a schema (Python operators, higher-order
   ops) can only be lowered in this form.
 * **Schema-bound**: every other function. Its parameters are named after the op's schema
@@ -37,10 +39,8 @@ Two forms of lowering are accepted, by built-ins and users alike, and the form i
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import inspect
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -62,11 +62,11 @@ from coreai_torch._schema import (
     schema_args,
 )
 
-__all__ = ["NODE_FORM_PARAMETERS", "NodeValues", "as_lowering", "call_lowering", "check_form",
-           "is_node_form", "node_form"]
+__all__ = ["FORMS", "NODE_FORM_PARAMETERS", "Lowering", "NodeValues", "as_lowering",
+           "call_lowering", "check_form"]
 
-Lowering = Callable[..., Any]
-LoweringForm = Literal["node"] | None
+LoweringFn = Callable[..., Any]
+LoweringForm = Literal["node", "schema"]
 
 ValueKey = torch.fx.Node | tuple[torch.fx.Node, int]
 
@@ -126,83 +126,72 @@ class NodeValues(Mapping[str, Value]):
 NODE_FORM_PARAMETERS = ("values_map", "node", "loc")
 """The parameter names that make a function an FX-node-form lowering (the seed guide's form)."""
 
-
-def is_node_form(fn: Lowering) -> bool:
-    """True if ``fn`` is called as ``fn(values_map, node, loc)``: its parameters are exactly
-    those three names, positional and without defaults (what :func:`node_form` returns too)."""
-    return _signature_of(fn).node_form
-
-
-def node_form(fn: Lowering) -> Lowering:
-    """``fn`` as an FX-node-form lowering, whatever its parameter names (``form="node"``).
-
-    The result takes ``(values_map, node, loc)`` and calls ``fn`` with them positionally; it
-    carries ``fn``'s name, module and docstring, so errors name ``fn``.
-    """
-    if is_node_form(fn):
-        return fn
-
-    def lowering(values_map: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
-        return fn(values_map, node, loc)
-
-    # not functools.wraps: its __wrapped__ would lead inspect.signature back to fn's names
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-        with contextlib.suppress(AttributeError, TypeError):
-            setattr(lowering, attr, getattr(fn, attr))
-    return lowering
-
-
-def check_form(form: object) -> None:
-    """Raise ValueError unless ``form`` is a lowering form: None or ``"node"``."""
-    if form not in (None, "node"):
-        raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the "
-                         "FX-node form fn(values_map, node, loc), or leave it out for a "
-                         "schema-bound lowering (parameters named after the op's schema)")
-
-
-def as_lowering(fn: Lowering, form: LoweringForm = None) -> Lowering:
-    """The table entry for ``fn`` registered with ``form`` (None: the FX-node form if the
-    parameters are exactly ``(values_map, node, loc)``, else schema-bound; ``"node"``: the
-    FX-node form whatever the names)."""
-    check_form(form)
-    if not callable(fn):
-        raise TypeError(f"a lowering must be callable, got {fn!r}")
-    return node_form(fn) if form == "node" else fn
+FORMS = ("node", "schema")
+"""The lowering forms a registration may name (``form=``); None lets the parameters decide."""
 
 
 @attrs.frozen
 class _FnSignature:
-    node_form: bool
     params: tuple[str, ...]  # parameters bound by name
     positional_only: tuple[str, ...]
     optional: frozenset[str]  # those with a default
     var_keyword: bool
 
 
-_SIGNATURES: weakref.WeakKeyDictionary[Callable[..., Any], _FnSignature] = (
-    weakref.WeakKeyDictionary())
+@attrs.frozen
+class Lowering:
+    """A registered lowering: the function and its form, decided once when it is registered.
+
+    ``form`` is ``"node"`` (called ``fn(values_map, node, loc)``) or ``"schema"`` (its
+    parameters are bound by name to the op's schema arguments). Lowering tables hold these
+    records; :meth:`~coreai_torch.TorchConverter.lowering_for` gives back ``fn`` itself.
+    """
+
+    fn: LoweringFn
+    form: LoweringForm
+    # the schema form's parameters, read once from fn's signature (None for the node form)
+    signature: _FnSignature | None = attrs.field(default=None, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.form not in FORMS or (self.form == "schema") != (self.signature is not None):
+            raise ValueError("a Lowering record is built by as_lowering(fn, form), which reads "
+                             "the signature a schema-bound lowering needs")
 
 
-def _signature_of(fn: Callable[..., Any]) -> _FnSignature:
-    try:
-        return _SIGNATURES[fn]
-    except (KeyError, TypeError):
-        pass
+def check_form(form: object) -> None:
+    """Raise ValueError unless ``form`` is a lowering form: None, ``"node"`` or ``"schema"``."""
+    if form is not None and form not in FORMS:
+        raise ValueError(f"form={form!r} is not a lowering form; pass form='node' for the "
+                         "FX-node form fn(values_map, node, loc), form='schema' for a "
+                         "schema-bound lowering (parameters named after the op's schema), or "
+                         "leave it out to let exactly (values_map, node, loc) mean the node form")
+
+
+def as_lowering(fn: LoweringFn, form: LoweringForm | None = None) -> Lowering:
+    """The table entry for ``fn`` registered with ``form``: its signature is read here, once.
+
+    None: the FX-node form if the parameters are exactly ``(values_map, node, loc)``
+    (positional, without defaults), else schema-bound; ``"node"``: the FX-node form whatever
+    the names; ``"schema"``: schema-bound.
+    """
+    check_form(form)
+    if not callable(fn):
+        raise TypeError(f"a lowering must be callable, got {fn!r}")
     params = list(inspect.signature(fn).parameters.values())
-    sig = _FnSignature(
-        node_form=(tuple(p.name for p in params) == NODE_FORM_PARAMETERS
-                   and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                           and p.default is p.empty for p in params)),
+    if form is None:
+        seed = (tuple(p.name for p in params) == NODE_FORM_PARAMETERS
+                and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                        and p.default is p.empty for p in params))
+        form = "node" if seed else "schema"
+    if form == "node":
+        return Lowering(fn, "node")
+    return Lowering(fn, "schema", _FnSignature(
         params=tuple(p.name for p in params
                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)),
         positional_only=tuple(p.name for p in params if p.kind is p.POSITIONAL_ONLY),
         optional=frozenset(p.name for p in params if p.default is not p.empty),
         var_keyword=any(p.kind is p.VAR_KEYWORD for p in params),
-    )
-    # a builtin is not weak-referenceable: then the signature is recomputed next time
-    with contextlib.suppress(TypeError):
-        _SIGNATURES[fn] = sig
-    return sig
+    ))
 
 
 # -- schema binding --------------------------------------------------------------------------
@@ -276,10 +265,12 @@ _NO_NODE = ("; a schema-bound lowering does not receive the FX node: read torch'
             "arg_meta, promoted_dtype), or write the FX-node form fn(values_map, node, loc)")
 
 
-def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node,
+def call_lowering(lowering: Lowering, values: NodeValues, node: torch.fx.Node,
                   loc: Any) -> Any:
-    """Call ``fn`` for ``node`` in its form (see the module docstring), with ``node`` as the
-    conversion context's current node (what ``result_type()`` and ``arg_meta()`` describe)."""
+    """Call ``lowering`` for ``node`` in its registered form (see the module docstring), with
+    ``node`` as the conversion context's current node (what ``result_type()`` and
+    ``arg_meta()`` describe). Nothing about the function is inspected here: the form and the
+    parameters were read when it was registered (:func:`as_lowering`)."""
     ctx = utils.active_context()
     token = None
     if ctx is None:  # called outside a conversion, e.g. from a test
@@ -287,21 +278,22 @@ def call_lowering(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Nod
         token = utils.set_context(ctx)
     outer, ctx.node = ctx.node, node
     try:
-        return _call(fn, values, node, loc)
+        return _call(lowering, values, node, loc)
     finally:
         ctx.node = outer
         if token is not None:
             utils.reset_context(token)
 
 
-def _call(fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
-    if is_node_form(fn):
+def _call(lowering: Lowering, values: NodeValues, node: torch.fx.Node, loc: Any) -> Any:
+    fn, sig = lowering.fn, lowering.signature
+    if lowering.form == "node":
         return fn(values, node, loc)
+    assert sig is not None  # a schema-bound record carries its signature (__attrs_post_init__)
     if not has_schema(node.target):
         raise TypeError(f"{node.target} has no schema, so its lowering must take the FX node: "
                         "write fn(values_map, node, loc), or register the function with "
                         "form='node'")
-    sig = _signature_of(fn)
     specs = schema_args(node.target)
     by_name = {s.name: s for s in specs}
     if sig.positional_only:

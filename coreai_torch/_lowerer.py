@@ -337,22 +337,23 @@ class GraphLowerer:
                 self._store_call(node, values)
             return
         qn = qualified_name(node.target)
-        fn = self.table.lookup(qn)
+        lowering = self.table.get(qn)
         loc = location_of(node)
-        if fn is None:  # only reachable for ops inside subgraphs added after preflight
+        if lowering is None:  # only reachable for ops inside subgraphs added after preflight
             raise UnsupportedOpsError([UnsupportedOp(qn, 1, node.name, describe(node))])
         with default_location(loc):
             try:
                 if self.composites is not None and self._as_composite(qn):
-                    result = self.composites.lower(qn, fn, values, node, loc)
+                    result = self.composites.lower(qn, lowering, values, node, loc)
                 else:
-                    result = call_lowering(fn, values, node, loc)
+                    result = call_lowering(lowering, values, node, loc)
             except (LoweringError, UnsupportedOpsError):
                 raise
             except Exception as e:
                 raise LoweringError(f"{type(e).__name__}: {e}", node=node.name, target=qn,
-                                    source=describe(node), lowering=describe_entry(fn)) from e
-        self._store(node, qn, fn, result, values)
+                                    source=describe(node),
+                                    lowering=describe_entry(lowering.fn)) from e
+        self._store(node, qn, lowering.fn, result, values)
 
     def _store_call(self, node: torch.fx.Node, values: NodeValues) -> None:
         """An externalized module's call: ``invoke`` of the graph of its signature."""

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coreai_core.registry import Registry
-
-Lowering = Callable[..., Any]
+from coreai_torch._binding import Lowering, LoweringFn, LoweringForm, as_lowering, check_form
 
 BUILTIN_NAMESPACES = ("aten", "higher_order", "coreai", "coreaix", "quantized_decomposed")
 _NAME = re.compile(r"(?P<ns>[A-Za-z_][A-Za-z0-9_]*)::(?P<op>[A-Za-z_][A-Za-z0-9_]*)"
@@ -63,33 +62,58 @@ PYTHON_OPERATORS = {
 
 
 class LoweringTable(Registry[Lowering]):
-    """Qualified op name -> lowering function, optionally over a parent table.
+    """Qualified op name -> :class:`~coreai_torch._binding.Lowering`, optionally over a parent.
 
-    The built-in table is filled from the family modules' ``LoweringSet``s and frozen; each
-    converter owns a table whose parent is the built-in one.
+    The built-in table is the frozen union of the family modules' ``LoweringSet``s; each
+    converter owns a table whose parent is the built-in one. Entries are added with
+    :meth:`register_torch_lowering`, the one registration verb of converters and families
+    alike, which decides the lowering's form once and stores it with the function.
     """
 
     def __init__(self, parent: LoweringTable | None = None, *,
                  owner: str = "this converter (a user lowering)") -> None:
-        super().__init__("lowering", owner, parent=parent, check_name=check_qualified_name)
+        super().__init__("lowering", owner, parent=parent, check_name=check_qualified_name,
+                         callable_entries=False)
 
-    def lookup(self, name: str) -> Lowering | None:
-        """The lowering used for ``name`` (own entries first, then the parent's), or None."""
-        return self.get(name)
+    def register_torch_lowering(self, qualified_name: str, allow_override: bool = False, *,
+                                form: LoweringForm | None = None) -> Callable[[LoweringFn],
+                                                                               LoweringFn]:
+        """Decorator: lower FX nodes calling ``qualified_name`` with the decorated function.
 
+        ``form`` is decided here, once (see :func:`~coreai_torch._binding.as_lowering`):
+        ``"node"``, ``"schema"``, or None for the FX-node form exactly when the parameters are
+        ``(values_map, node, loc)``. Replacing a name that already resolves requires
+        ``allow_override=True``. The decorator returns the function unchanged.
+        """
+        if callable(qualified_name):
+            raise TypeError("register_torch_lowering takes the op's name: write "
+                            "@register_torch_lowering('namespace::op.overload') above the "
+                            "function")
+        check_qualified_name(qualified_name)
+        if not isinstance(allow_override, bool):
+            raise TypeError(f"allow_override must be True or False, got {allow_override!r}")
+        check_form(form)
 
-class LoweringSet(Registry[Lowering]):
-    """Built-in lowerings of one family, registered with the same decorator style users see."""
-
-    def __init__(self, family: str) -> None:
-        super().__init__("lowering", f"the {family} family", check_name=check_qualified_name)
-        self.family = family
-
-    def register_torch_lowering(self, *names: str) -> Callable[[Lowering], Lowering]:
-        """Decorator: ``@reg("aten::op.overload", ...)`` registers one function for each name."""
-        def wrap(fn: Lowering) -> Lowering:
-            for name in names:
-                self.register(name, fn)
+        def register(fn: LoweringFn) -> LoweringFn:
+            if not callable(fn):
+                raise TypeError(f"register_torch_lowering({qualified_name!r}) decorates a "
+                                f"function, got {type(fn).__name__}")
+            self.register(qualified_name, as_lowering(fn, form), allow_override=allow_override)
             return fn
 
-        return wrap
+        return register
+
+    def _add(self, name: str, entry: Lowering, allow_override: bool) -> Lowering:
+        if not isinstance(entry, Lowering):
+            raise TypeError(f"a lowering table holds Lowering records, got {entry!r}: register "
+                            "a function with register_torch_lowering(name)(fn)")
+        return super()._add(name, entry, allow_override)
+
+
+class LoweringSet(LoweringTable):
+    """Built-in lowerings of one family, registered with the converter's own verb:
+    ``@LOWERINGS.register_torch_lowering("aten::op.overload")`` (stacked for several names)."""
+
+    def __init__(self, family: str) -> None:
+        super().__init__(owner=f"the {family} family")
+        self.family = family

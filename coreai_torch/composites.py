@@ -20,7 +20,7 @@ import torch.fx
 
 from coreai_core import Composite, Program, Value, current_graph
 from coreai_core.dialects import coreai
-from coreai_torch._binding import NodeValues, call_lowering
+from coreai_torch._binding import Lowering, NodeValues, call_lowering
 from coreai_torch._schema import bind_arguments, schema_args
 from coreai_torch.utils import active_context
 
@@ -55,7 +55,7 @@ class CompositeBuilder:
         self.program = program
         self._graphs: dict[Any, str] = {}
 
-    def lower(self, qn: str, fn: Callable[..., Any], values: NodeValues, node: torch.fx.Node,
+    def lower(self, qn: str, fn: Lowering, values: NodeValues, node: torch.fx.Node,
               loc: Any) -> Any:
         """Lower ``node`` with ``fn`` inside a composite graph and return the invoke's results;
         ``fn``'s flat result when the op does not become a composite for these arguments."""
@@ -74,7 +74,7 @@ class CompositeBuilder:
         multi = isinstance(node.meta.get("val"), (list, tuple))
         return results if multi else results[0]
 
-    def graph_for(self, decl: Composite, operands: dict[str, Value], fn: Callable[..., Any],
+    def graph_for(self, decl: Composite, operands: dict[str, Value], fn: Lowering,
                   node: torch.fx.Node, loc: Any) -> str:
         key = (decl.name, decl.version, repr(sorted(decl.attributes.items())),
                tuple((k, v.type) for k, v in operands.items()))

@@ -16,7 +16,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from coreai_core import Program
-from coreai_torch._binding import LoweringForm, as_lowering, check_form
+from coreai_torch._binding import LoweringForm
 from coreai_torch._locations import describe
 from coreai_torch._lowerer import (
     GraphLowerer,
@@ -59,7 +59,8 @@ class TorchConverter:
 
     # -- lowering table ------------------------------------------------------------------------
     def register_torch_lowering(self, qualified_name: str, allow_override: bool = False, *,
-                                form: LoweringForm = None) -> Callable[[Callable], Callable]:
+                                form: LoweringForm | None = None,
+                                ) -> Callable[[Callable], Callable]:
         """Decorator: lower FX nodes calling ``qualified_name`` with the decorated function.
 
         ``qualified_name`` is ``"namespace::op_name.overload"``. The function returns a Value
@@ -67,28 +68,11 @@ class TorchConverter:
         schema arguments and receive Values and Python values) unless its parameters are
         exactly ``(values_map, node, loc)`` or ``form="node"`` is passed: then it is called as
         ``fn(values_map, node, loc)`` with the FX node (see :mod:`coreai_torch._binding`).
-        Replacing an existing (built-in or user) lowering requires ``allow_override=True``.
+        The form is decided here, once, and stored with the function. Replacing an existing
+        (built-in or user) lowering requires ``allow_override=True``. The built-in families
+        register with the same verb (:class:`~coreai_torch._table.LoweringSet`).
         """
-        from coreai_torch._table import check_qualified_name
-
-        if callable(qualified_name):
-            raise TypeError("register_torch_lowering takes the op's name: write "
-                            "@converter.register_torch_lowering('namespace::op.overload') "
-                            "above the function")
-        check_qualified_name(qualified_name)
-        if not isinstance(allow_override, bool):
-            raise TypeError(f"allow_override must be True or False, got {allow_override!r}")
-        check_form(form)
-
-        def register(fn: Callable) -> Callable:
-            if not callable(fn):
-                raise TypeError(f"register_torch_lowering({qualified_name!r}) decorates a "
-                                f"function, got {type(fn).__name__}")
-            self._table.register(qualified_name, as_lowering(fn, form),
-                                 allow_override=allow_override)
-            return fn
-
-        return register
+        return self._table.register_torch_lowering(qualified_name, allow_override, form=form)
 
     def register_custom_kernels(self, kernels: Sequence[Any]) -> TorchConverter:
         """Apple's registration of ``TorchMetalKernel`` objects: custom Metal kernels need
@@ -101,8 +85,10 @@ class TorchConverter:
         return self
 
     def lowering_for(self, qualified_name: str) -> Callable | None:
-        """The lowering this converter uses for ``qualified_name`` (None if unsupported)."""
-        return self._table.lookup(qualified_name)
+        """The function this converter lowers ``qualified_name`` with (None if unsupported):
+        the one registered, a user's own or the built-in."""
+        entry = self._table.get(qualified_name)
+        return None if entry is None else entry.fn
 
     def supported_ops(self) -> list[str]:
         """Every qualified name this converter lowers (built-in and user), sorted."""

@@ -94,10 +94,12 @@ def reset_context(token: contextvars.Token) -> None:
 
 # -- dtypes and types ------------------------------------------------------------------------------
 
-_FROM_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in DType if d.torch is not None}
 # torch's 4-bit integer dtypes have no kernels, but name the logical type of data held in
 # int8/uint8 (the ``input_dtype`` of Apple's compression ops)
-_FROM_TORCH.update({getattr(torch, d.value): d for d in (DType.int4, DType.uint4)})
+_FROM_TORCH: dict[torch.dtype, DType] = {
+    **{d.torch: d for d in DType if d.torch is not None},
+    **{getattr(torch, d.value): d for d in (DType.int4, DType.uint4)},
+}
 
 
 def dtype_of(torch_dtype: torch.dtype) -> DType:

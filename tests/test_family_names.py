@@ -23,6 +23,7 @@ import coreai_torch.lowerings
 import tests.torch.op_db
 from coreai_core._opdef import OPS
 from coreai_core.runtime import kernels
+from coreai_torch._table import LoweringSet
 
 ROOT = Path(__file__).resolve().parent.parent
 DIALECTS = ROOT / "coreai_core" / "dialects"
@@ -110,3 +111,16 @@ def test_kernel_tests_map_to_a_family() -> None:
     stray = [n for n in names if n not in CROSS_FAMILY_KERNEL_TESTS
              and family_of(n) not in FAMILIES]
     assert names and not stray, f"kernel tests named after no family: {stray}"
+
+
+@pytest.mark.parametrize("module", coreai_torch.lowerings.FAMILIES,
+                         ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_lowering_module_registers_into_its_own_family_set(module: ModuleType) -> None:
+    """Each module fills one ``LoweringSet`` named after it, with the converter's verb; the
+    default table holds exactly those records (the form decided at registration included)."""
+    stem = module.__name__.rsplit(".", 1)[1]
+    assert isinstance(module.LOWERINGS, LoweringSet) and module.LOWERINGS.family == stem
+    table = coreai_torch.lowerings.default_table()
+    assert module.LOWERINGS.own_names(), f"lowerings/{stem}.py registers nothing"
+    for name, entry in module.LOWERINGS.own_items():
+        assert table[name] is entry, name

@@ -66,7 +66,7 @@ def render() -> str:
         "|---|---|---|---|---|",
     ]
     for name in table.names():
-        fn = table.lookup(name)
+        fn = table[name].fn
         lines.append(f"| `{name}` | {family_of.get(name, '?')} | "
                      f"{'yes' if name in core else ''} | {'yes' if name in kept else ''} | "
                      f"{_summary(fn)} |")

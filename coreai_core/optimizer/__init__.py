@@ -4,7 +4,7 @@
 this order, repeating the list until no pass changes anything (at most ``max_iterations``):
 
 - ``canonicalize`` -- local algebraic rewrites (identity reshapes/casts, ``x*1``, ...),
-  written as data indexed by op name (:data:`coreai_core.optimizer.canonicalize.RULES`);
+  rules registered by name, each naming its ops (:data:`coreai_core.optimizer.canonicalize.RULES`);
 - ``constant_folding`` -- ops whose operands are all constants are evaluated with the
   runtime's own kernels (with a size limit so weights are not duplicated);
 - ``fold_affine`` -- a constant per-channel scale/shift after a convolution or a matmul with

@@ -1,11 +1,12 @@
 """Canonicalization: local rewrite rules, kept as data indexed by op name.
 
-:data:`RULES` maps an op name to the rules tried on it, in order. A rule is a function
-``rule(op, rw)`` returning the value(s) replacing the op's results, or None when it does not
-apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each rule states its
-rewrite in a ``# before -> after`` line and its assumptions in its docstring. Rules never
-change a value's type and are exact, except ``x + 0 -> x``, which turns ``-0.0 + 0.0 = +0.0``
-into ``-0.0`` (equal as numbers).
+:data:`RULES` is the registry of rules, by rule name; each :class:`RewriteRule` names the ops
+it is tried on, and :func:`rules_by_op` indexes them by op name, in registration order. A
+rule is a function ``rule(op, rw)`` returning the value(s) replacing the op's results, or None
+when it does not apply; it may build new ops with ``rw.replacement`` / ``rw.constant``. Each
+rule states its rewrite in a ``# before -> after`` line and its assumptions in its docstring.
+Rules never change a value's type and are exact, except ``x + 0 -> x``, which turns
+``-0.0 + 0.0 = +0.0`` into ``-0.0`` (equal as numbers).
 
 What every rule assumes, checked through the :class:`~coreai_core.optimizer.Rewriter` queries:
 
@@ -24,28 +25,52 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import attrs
 import ml_dtypes
 import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
 from coreai_core.dialects._nn import _pads
-from coreai_core.optimizer._rewrite import RewritePass, Rewriter, at_most_one_dynamic
+from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, at_most_one_dynamic
+from coreai_core.registry import Registry
 
 Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]
-#: The rewrite rules by op name, tried in order on every op of that name.
-RULES: dict[str, list[Rule]] = {}
+
+
+@attrs.frozen
+class RewriteRule:
+    """A rewrite rule and the names of the ops it is tried on."""
+
+    fn: Rule
+    ops: tuple[str, ...]
+
+
+#: The built-in rewrite rules, by rule name, frozen once they are all defined. A second rule
+#: of the same name is an error naming both. A pass with extra rules takes a registry whose
+#: parent is this one, ``CanonicalizePass(rules=...)``.
+RULES: Registry[RewriteRule] = Registry("rewrite rule", "canonicalize", callable_entries=False)
 
 
 def rule(*op_names: str) -> Callable[[Rule], Rule]:
-    """Add the decorated rule to ``RULES`` for each of ``op_names``."""
+    """Register the decorated rule in ``RULES``, under its name, for each of ``op_names``."""
+    if not op_names:
+        raise TypeError("@rule needs the names of the ops the rule is tried on")
 
     def add(fn: Rule) -> Rule:
-        for name in op_names:
-            RULES.setdefault(name, []).append(fn)
+        RULES.register(fn.__name__, RewriteRule(fn, op_names))
         return fn
 
     return add
+
+
+def rules_by_op(rules: Registry[RewriteRule]) -> dict[str, tuple[Rule, ...]]:
+    """Op name -> the rules tried on it, in registration order (the parent's first)."""
+    by_op: dict[str, list[Rule]] = {}
+    for entry in rules.values():
+        for name in entry.ops:
+            by_op.setdefault(name, []).append(entry.fn)
+    return {name: tuple(fns) for name, fns in by_op.items()}
 
 
 def _all_equal(rw: Rewriter, v: Value, scalar: float) -> bool:
@@ -332,17 +357,30 @@ def where_same(op: Operation, rw: Rewriter) -> Value | None:
     return a if a is b and _keeps(op, a) else None
 
 
+RULES.freeze()  # every built-in rule is defined above
+
+
 class CanonicalizePass(RewritePass):
-    """Apply :data:`~coreai_core.optimizer.canonicalize.RULES` to every op; the first rule that
-    matches wins."""
+    """Apply :data:`~coreai_core.optimizer.canonicalize.RULES` (or ``rules``) to every op; the
+    first rule that matches wins."""
 
     name = "canonicalize"
 
-    def __init__(self, rules: dict[str, list[Rule]] | None = None) -> None:
+    def __init__(self, rules: Registry[RewriteRule] | None = None) -> None:
         self.rules = RULES if rules is None else rules
+        self._index()
+
+    def _index(self) -> None:
+        # the op-name index is what visit reads, rebuilt only when the registry changes
+        self._generation = self.rules.generation
+        self._by_op = rules_by_op(self.rules)
+
+    def begin(self, ctx: PassContext) -> None:
+        if self.rules.generation != self._generation:
+            self._index()
 
     def visit(self, op: Operation, rw: Rewriter) -> Value | Sequence[Value] | None:
-        for fn in self.rules.get(op.name, ()):
+        for fn in self._by_op.get(op.name, ()):
             new = fn(op, rw)
             if new is not None:
                 return new

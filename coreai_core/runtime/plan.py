@@ -138,11 +138,6 @@ class Plan:
         return self._template[slot]
 
     # -- running ----------------------------------------------------------------------------
-    @property
-    def num_steps(self) -> int:
-        """Number of kernel calls per run (constants are placed when planning)."""
-        return len(self._steps)
-
     def run(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None,
             state: MutableMapping[str, Any] | None = None, *,
             record: dict[Value, np.ndarray] | None = None,

@@ -5,7 +5,8 @@ named ``<family>.py`` or, where a family needs several files, ``<family>_<part>.
 (``nn_pooling.py``, ``tensor_shape.py``); modules starting with ``_`` are shared helpers.
 ``tests/test_family_names.py`` checks the rule. The modules are listed explicitly below; each
 owns a ``LOWERINGS`` LoweringSet filled with
-``@LOWERINGS.register_torch_lowering("aten::op.overload")``.
+``@LOWERINGS.register_torch_lowering("aten::op.overload")``, the converter's own verb with the
+same signature (one name per call, stacked for several; ``form="node"`` where needed).
 """
 
 from __future__ import annotations

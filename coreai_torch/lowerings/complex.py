@@ -19,13 +19,15 @@ LOWERINGS = LoweringSet("complex")
 reg = LOWERINGS.register_torch_lowering
 
 
-@reg("aten::view_as_real.default", "aten::view_as_real_copy.default")
+@reg("aten::view_as_real.default")
+@reg("aten::view_as_real_copy.default")
 def aten_view_as_real_default(self: Value) -> Value:
     """view_as_real(Tensor(a) self) -> Tensor(a)"""
     return coreai.view_as_real(self)
 
 
-@reg("aten::view_as_complex.default", "aten::view_as_complex_copy.default")
+@reg("aten::view_as_complex.default")
+@reg("aten::view_as_complex_copy.default")
 def aten_view_as_complex_default(self: Value) -> Value:
     """view_as_complex(Tensor(a) self) -> Tensor(a)"""
     return coreai.view_as_complex(self)
@@ -44,7 +46,9 @@ def aten_polar_default(abs: Value, angle: Value) -> Value:
                            coreai.broadcasting_mul(abs, coreai.sin(angle)))
 
 
-@reg("aten::_conj.default", "aten::_conj_physical.default", "aten::conj_physical.default")
+@reg("aten::_conj.default")
+@reg("aten::_conj_physical.default")
+@reg("aten::conj_physical.default")
 def aten__conj_default(self: Value) -> Value:
     """_conj(Tensor(a) self) -> Tensor(a) (a real tensor is its own conjugate)"""
     return coreai.conj(self) if self.type.element_type.is_complex else self

@@ -51,9 +51,9 @@ def _inverse(scale: Value | float) -> Value:
     return coreai.constant(1.0 / scale, dtype=F32)
 
 
-@reg("quantized_decomposed::quantize_per_tensor.default",
-     "quantized_decomposed::quantize_per_tensor.tensor",
-     "quantized_decomposed::quantize_per_tensor.tensor2")
+@reg("quantized_decomposed::quantize_per_tensor.default")
+@reg("quantized_decomposed::quantize_per_tensor.tensor")
+@reg("quantized_decomposed::quantize_per_tensor.tensor2")
 def quantized_decomposed_quantize_per_tensor(input: Value, scale: Value | float,
                                              zero_point: Value | int, quant_min: Value | int,
                                              quant_max: Value | int, dtype: DType) -> Value:
@@ -62,9 +62,9 @@ def quantized_decomposed_quantize_per_tensor(input: Value, scale: Value | float,
                                 _scalar(quant_min, F32), _scalar(quant_max, F32), dtype)
 
 
-@reg("quantized_decomposed::dequantize_per_tensor.default",
-     "quantized_decomposed::dequantize_per_tensor.tensor",
-     "quantized_decomposed::dequantize_per_tensor.tensor2")
+@reg("quantized_decomposed::dequantize_per_tensor.default")
+@reg("quantized_decomposed::dequantize_per_tensor.tensor")
+@reg("quantized_decomposed::dequantize_per_tensor.tensor2")
 def quantized_decomposed_dequantize_per_tensor(
         input: Value, scale: Value | float, zero_point: Value | int, quant_min: Value | int,
         quant_max: Value | int, dtype: DType, out_dtype: DType | None = None) -> Value:

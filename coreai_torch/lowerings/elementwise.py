@@ -134,8 +134,9 @@ for _name, _builder in _ARITH.items():
     for _overload in [_tensor_form, *(["Scalar"] if "Scalar" in _overloads else [])]:
         reg(f"aten::{_name}.{_overload}")(lower_binary(_builder))
 reg("aten::remainder.Scalar_Tensor")(lower_binary(coreai.broadcasting_remainder))
-reg("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar")(
-    lower_binary(coreai.broadcasting_pow))
+_pow = lower_binary(coreai.broadcasting_pow)
+for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar"):
+    reg(f"aten::pow.{_overload}")(_pow)
 
 _COMPARE: dict[str, Builder] = {
     "eq": coreai.broadcasting_equal, "ne": coreai.broadcasting_not_equal,
@@ -143,8 +144,9 @@ _COMPARE: dict[str, Builder] = {
     "gt": coreai.broadcasting_greater, "ge": coreai.broadcasting_greater_equal,
 }
 for _name, _builder in _COMPARE.items():
-    reg(f"aten::{_name}.Tensor", f"aten::{_name}.Scalar")(
-        lower_binary(_builder, compute="promoted"))
+    _compare = lower_binary(_builder, compute="promoted")
+    reg(f"aten::{_name}.Tensor")(_compare)
+    reg(f"aten::{_name}.Scalar")(_compare)
 
 
 def _logical(builder: Builder) -> Callable[[Value, Value], Value]:
@@ -165,7 +167,8 @@ def _scaled(y: Value | float, alpha: float, dtype: DType) -> Value:
     return y if alpha == 1 else coreai.broadcasting_mul(y, coreai.constant(alpha, dtype=dtype))
 
 
-@reg("aten::add.Tensor", "aten::add.Scalar")
+@reg("aten::add.Tensor")
+@reg("aten::add.Scalar")
 def aten_add_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     dtype = result_dtype()
@@ -177,28 +180,33 @@ def aten_add_tensor(self: Value, other: Value | float, alpha: float = 1) -> Valu
     return coreai.broadcasting_add(cast_to(self, dtype), _scaled(other, alpha, dtype))
 
 
-@reg("aten::sub.Tensor", "aten::sub.Scalar")
+@reg("aten::sub.Tensor")
+@reg("aten::sub.Scalar")
 def aten_sub_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     dtype = result_dtype()
     return coreai.broadcasting_sub(cast_to(self, dtype), _scaled(other, alpha, dtype))
 
 
-@reg("aten::rsub.Tensor", "aten::rsub.Scalar")
+@reg("aten::rsub.Tensor")
+@reg("aten::rsub.Scalar")
 def aten_rsub_tensor(self: Value, other: Value | float, alpha: float = 1) -> Value:
     """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor: other - alpha*self"""
     dtype = result_dtype()
     return coreai.broadcasting_sub(cast_to(other, dtype), _scaled(self, alpha, dtype))
 
 
-@reg("aten::div.Tensor", "aten::div.Scalar", "aten::true_divide.Tensor")
+@reg("aten::div.Tensor")
+@reg("aten::div.Scalar")
+@reg("aten::true_divide.Tensor")
 def aten_div_tensor(self: Value, other: Value | float) -> Value:
     """div.Tensor(Tensor self, Tensor other) -> Tensor (true division)"""
     dtype = result_dtype()
     return coreai.broadcasting_divide(cast_to(self, dtype), cast_to(other, dtype))
 
 
-@reg("aten::div.Tensor_mode", "aten::div.Scalar_mode")
+@reg("aten::div.Tensor_mode")
+@reg("aten::div.Scalar_mode")
 def aten_div_tensor_mode(self: Value, other: Value | float, rounding_mode: str | None) -> Value:
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
     dtype = result_dtype()
@@ -209,8 +217,10 @@ def aten_div_tensor_mode(self: Value, other: Value | float, rounding_mode: str |
     return coreai.trunc(q) if rounding_mode == "trunc" and dtype.is_float else q
 
 
-@reg("aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther",
-     "aten::where.Scalar")
+@reg("aten::where.self")
+@reg("aten::where.ScalarSelf")
+@reg("aten::where.ScalarOther")
+@reg("aten::where.Scalar")
 def aten_where_self(condition: Value, self: Value | float, other: Value | float) -> Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     dtype = result_dtype()
@@ -226,7 +236,10 @@ def _clamp(x: Value, lo: Value | None, hi: Value | None) -> Value:
     return x
 
 
-@reg("aten::clamp.default", "aten::clamp.Tensor", "aten::clip.default", "aten::clip.Tensor")
+@reg("aten::clamp.default")
+@reg("aten::clamp.Tensor")
+@reg("aten::clip.default")
+@reg("aten::clip.Tensor")
 def aten_clamp_default(self: Value, min: Value | float | None = None,
                        max: Value | float | None = None) -> Value:
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""

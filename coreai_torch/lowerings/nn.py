@@ -39,7 +39,8 @@ reg = LOWERINGS.register_torch_lowering
 
 # -- matrix products ------------------------------------------------------------------------------
 
-@reg("aten::mm.default", "aten::bmm.default")
+@reg("aten::mm.default")
+@reg("aten::bmm.default")
 def aten_mm_default(self: Value, mat2: Value) -> Value:
     """mm(Tensor self, Tensor mat2) -> Tensor  (also bmm)"""
     return cast_to(coreai.batch_matmul(self, mat2), result_dtype())

@@ -117,42 +117,48 @@ def _normal_fill(shape: Any, mean: float = 0.0, std: float = 1.0, *, dtype: DTyp
 
 # -- factories ------------------------------------------------------------------------------------
 
-@reg("aten::rand.default", "aten::rand.generator")
+@reg("aten::rand.default")
+@reg("aten::rand.generator")
 def aten_rand_default(size: list[int | Value], **options: Any) -> Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return _uniform(_size(size), dtype=result_dtype())
 
 
-@reg("aten::randn.default", "aten::randn.generator")
+@reg("aten::randn.default")
+@reg("aten::randn.generator")
 def aten_randn_default(size: list[int | Value], **options: Any) -> Value:
     """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return _normal_fill(_size(size), dtype=result_dtype())
 
 
-@reg("aten::rand_like.default", "aten::rand_like.generator")
+@reg("aten::rand_like.default")
+@reg("aten::rand_like.generator")
 def aten_rand_like_default(self: Value, **options: Any) -> Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     return _uniform(shape_of(self), dtype=result_dtype())
 
 
-@reg("aten::randn_like.default", "aten::randn_like.generator")
+@reg("aten::randn_like.default")
+@reg("aten::randn_like.generator")
 def aten_randn_like_default(self: Value, **options: Any) -> Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     return _normal_fill(shape_of(self), dtype=result_dtype())
 
 
-@reg("aten::randint.default", "aten::randint.generator")
+@reg("aten::randint.default")
+@reg("aten::randint.generator")
 def aten_randint_default(high: int | Value, size: list[int | Value], **options: Any) -> Value:
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
     return _integers(_size(size), 0, high, result_dtype())
 
 
-@reg("aten::randint.low", "aten::randint.low_generator")
+@reg("aten::randint.low")
+@reg("aten::randint.low_generator")
 def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value],
                      **options: Any) -> Value:
     """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=4,
@@ -160,7 +166,8 @@ def aten_randint_low(low: int | Value, high: int | Value, size: list[int | Value
     return _integers(_size(size), low, high, result_dtype())
 
 
-@reg("aten::randint_like.default", "aten::randint_like.generator")
+@reg("aten::randint_like.default")
+@reg("aten::randint_like.generator")
 def aten_randint_like_default(self: Value, high: int | Value, **options: Any) -> Value:
     """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
@@ -180,7 +187,8 @@ def aten_randint_like_tensor(self: Value, high: Value, **options: Any) -> Value:
     return _integers(shape_of(self), 0, high, result_dtype())
 
 
-@reg("aten::randint_like.low_dtype", "aten::randint_like.low_generator_dtype")
+@reg("aten::randint_like.low_dtype")
+@reg("aten::randint_like.low_generator_dtype")
 def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value,
                                 **options: Any) -> Value:
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None,
@@ -189,7 +197,8 @@ def aten_randint_like_low_dtype(self: Value, low: int | Value, high: int | Value
     return _integers(shape_of(self), low, high, result_dtype())
 
 
-@reg("aten::randperm.default", "aten::randperm.generator")
+@reg("aten::randperm.default")
+@reg("aten::randperm.generator")
 def aten_randperm_default(n: int | Value, **options: Any) -> Value:
     """randperm(SymInt n, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""

@@ -68,8 +68,9 @@ def _special_binary(fn: SpecialBinaryFn) -> Callable[..., Value]:
 
 reg("aten::igamma.default")(_special_binary("igamma"))
 reg("aten::igammac.default")(_special_binary("igammac"))
-reg("aten::special_zeta.default", "aten::special_zeta.self_scalar",
-    "aten::special_zeta.other_scalar")(_special_binary("zeta"))
+_zeta = _special_binary("zeta")
+for _overload in ("default", "self_scalar", "other_scalar"):
+    reg(f"aten::special_zeta.{_overload}")(_zeta)
 
 _POLYNOMIALS: tuple[SpecialBinaryFn, ...] = (
     "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
@@ -80,8 +81,9 @@ _POLYNOMIALS: tuple[SpecialBinaryFn, ...] = (
 )
 for _poly in _POLYNOMIALS:
     # (Tensor x, Tensor n); x_scalar / n_scalar take a Python number for x or n
-    reg(f"aten::special_{_poly}.default", f"aten::special_{_poly}.x_scalar",
-        f"aten::special_{_poly}.n_scalar")(_special_binary(_poly))
+    _poly_fn = _special_binary(_poly)
+    for _overload in ("default", "x_scalar", "n_scalar"):
+        reg(f"aten::special_{_poly}.{_overload}")(_poly_fn)
 
 
 @reg("aten::polygamma.default")
@@ -110,10 +112,11 @@ def _xlog(log_fn: Callable[[Value], Value]) -> Callable[..., Value]:
 
 # Lowered natively rather than through torch's decomposition, whose Python-number overloads
 # call prims::scalar_tensor.
-reg("aten::special_xlog1py.default", "aten::special_xlog1py.self_scalar",
-    "aten::special_xlog1py.other_scalar")(_xlog(coreai.log1p))
-reg("aten::xlogy.Tensor", "aten::xlogy.Scalar_Self", "aten::xlogy.Scalar_Other")(
-    _xlog(coreai.log))
+_xlog1py, _xlogy = _xlog(coreai.log1p), _xlog(coreai.log)
+for _overload in ("default", "self_scalar", "other_scalar"):
+    reg(f"aten::special_xlog1py.{_overload}")(_xlog1py)
+for _overload in ("Tensor", "Scalar_Self", "Scalar_Other"):
+    reg(f"aten::xlogy.{_overload}")(_xlogy)
 
 
 # -- the elementwise numeric long tail -----------------------------------------------------------
@@ -124,7 +127,9 @@ for _name, _builder in [
     ("gcd", coreai.broadcasting_gcd), ("lcm", coreai.broadcasting_lcm),
 ]:
     reg(f"aten::{_name}.default")(lower_binary(_builder))
-reg("aten::copysign.Tensor", "aten::copysign.Scalar")(lower_binary(coreai.broadcasting_copysign))
+_copysign = lower_binary(coreai.broadcasting_copysign)
+reg("aten::copysign.Tensor")(_copysign)
+reg("aten::copysign.Scalar")(_copysign)
 
 # Overloads of the bitwise ops the elementwise family does not register: a Python number on
 # either side (cast to the tensor's dtype, wrapping like torch) and the operator forms.
@@ -138,8 +143,10 @@ for _name, _op, _builder in [
     ("bitwise_left_shift", "__lshift__", coreai.broadcasting_shift_left),
     ("bitwise_right_shift", "__rshift__", coreai.broadcasting_shift_right),
 ]:
-    reg(f"aten::{_name}.Tensor_Scalar", f"aten::{_name}.Scalar_Tensor",
-        f"aten::{_op}.Tensor", f"aten::{_op}.Scalar")(lower_binary(_builder))
+    _shift = lower_binary(_builder)
+    for _qn in (f"aten::{_name}.Tensor_Scalar", f"aten::{_name}.Scalar_Tensor",
+                f"aten::{_op}.Tensor", f"aten::{_op}.Scalar"):
+        reg(_qn)(_shift)
 
 
 @reg("aten::frexp.Tensor")

@@ -199,7 +199,8 @@ def aten_index_select_default(self: Value, dim: int, index: Value) -> Value:
 
 # -- masks ----------------------------------------------------------------------------------------
 
-@reg("aten::masked_fill.Scalar", "aten::masked_fill.Tensor")
+@reg("aten::masked_fill.Scalar")
+@reg("aten::masked_fill.Tensor")
 def aten_masked_fill_scalar(self: Value, mask: Value, value: float | Value) -> Value:
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
     dtype = result_dtype()

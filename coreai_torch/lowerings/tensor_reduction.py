@@ -55,7 +55,8 @@ reg("aten::prod.dim_int")(_accumulate(coreai.reduce_product, True))
 reg("aten::prod.default")(_accumulate(coreai.reduce_product, False))
 
 
-@reg("aten::mean.dim", "aten::mean.default")
+@reg("aten::mean.dim")
+@reg("aten::mean.default")
 def aten_mean_dim(self: Value, dim: list[int] | None = None, keepdim: bool = False,
                   dtype: DType | None = None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""  # noqa: E501

@@ -47,7 +47,9 @@ def _input_val() -> torch.Tensor:
 
 # -- identities and casts -------------------------------------------------------------------------
 
-@reg("aten::alias.default", "aten::clone.default", "aten::detach.default")
+@reg("aten::alias.default")
+@reg("aten::clone.default")
+@reg("aten::detach.default")
 def aten_alias_default(self: Value) -> Value:
     """alias(Tensor(a) self) -> Tensor(a); also clone (memory_format ignored) and detach"""
     return self
@@ -70,7 +72,8 @@ def aten_copy_default(self: Value, src: Value) -> Value:
 
 # -- reshapes -------------------------------------------------------------------------------------
 
-@reg("aten::view.default", "aten::_unsafe_view.default")
+@reg("aten::view.default")
+@reg("aten::_unsafe_view.default")
 def aten_view_default(self: Value, size: list[int | Value]) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a); also _unsafe_view"""
     x = self

@@ -123,7 +123,8 @@ def coreaix_sym_not_default(values_map: ValuesMap, node: torch.fx.Node, loc: Loc
     return coreai.not_(cast_to(get_operand(values_map, node, 0), DType.bool))
 
 
-@reg(qualified_name(torch.sym_float), qualified_name(torch.sym_int))
+@reg(qualified_name(torch.sym_float))
+@reg(qualified_name(torch.sym_int))
 def coreaix_sym_float_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location,
                               ) -> Value:
     """torch.sym_float / torch.sym_int (int() truncates toward zero)"""
@@ -137,10 +138,13 @@ _ROUNDING: dict[object, Callable[..., Value]] = {
     math.ceil: coreai.ceil, math.floor: coreai.floor, math.trunc: coreai.trunc}
 
 
-@reg(*(qualified_name(f) for f in _ROUNDING))
 def coreaix_ceil_default(values_map: ValuesMap, node: torch.fx.Node, loc: Location) -> Value:
     """math.ceil / math.floor / math.trunc on a SymFloat (a SymInt passes through)"""
     x = get_operand(values_map, node, 0)
     if x.type.element_type.is_float:
         x = _ROUNDING[node.target](x)
     return cast_to(x, result_dtype(node))
+
+
+for _rounding in _ROUNDING:
+    reg(qualified_name(_rounding))(coreaix_ceil_default)

@@ -255,7 +255,7 @@ def test_golden(name: str) -> None:
 
 
 def test_every_canonicalization_rule_has_a_golden_case_and_a_comment() -> None:
-    rules = {fn for fns in canonicalize.RULES.values() for fn in fns}
+    rules = {entry.fn for entry in canonicalize.RULES.values()}
     for fn in rules:
         source = inspect.getsource(fn)
         assert re.search(r"# .+ -> .+", source), f"rule {fn.__name__} lacks '# before -> after'"

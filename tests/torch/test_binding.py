@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch import LoweringError, TorchConverter
-from coreai_torch._binding import NodeValues, call_lowering, is_node_form
+from coreai_torch._binding import NodeValues, as_lowering, call_lowering
 from coreai_torch._schema import schema_args
 from coreai_torch.lowerings import default_table
 from coreai_torch.utils import (
@@ -297,8 +297,7 @@ def test_the_node_form_is_declared_or_named_exactly():
         registered = converter.register_torch_lowering("coreai_test::addcmul.default",
                                                        form=form)(fn)
         assert registered is fn
-        entry = converter.lowering_for("coreai_test::addcmul.default")
-        assert entry is not None and entry.__qualname__ == fn.__qualname__
+        assert converter.lowering_for("coreai_test::addcmul.default") is fn
         program = converter.add_exported_program(ep).to_coreai()
         (got,) = program.run([x.numpy(), a.numpy(), b.numpy()]).values()
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
@@ -314,13 +313,13 @@ def test_an_op_without_schema_needs_the_node_form():
     a, b = graph.placeholder("a"), graph.placeholder("b")
     node = graph.call_function(operator.add, (a, b))
     with pytest.raises(TypeError, match=r"has no schema.*fn\(values_map, node, loc\)"):
-        call_lowering(lambda self, other: None, NodeValues(), node, None)
+        call_lowering(as_lowering(lambda self, other: None), NodeValues(), node, None)
 
 
 def test_builtin_lowerings_take_the_node_only_where_the_op_has_no_schema():
-    for name in default_table().names():
-        fn = default_table().lookup(name)
-        if is_node_form(fn):
+    for name, entry in default_table().items():
+        fn = entry.fn
+        if entry.form == "node":
             assert name.split("::")[0] in ("coreaix", "higher_order"), name
         else:
             params = inspect.signature(fn).parameters
@@ -409,8 +408,9 @@ def test_promoted_dtype_is_torch_result_type(data):
     want = torch.result_type(a, b)
 
     def promoted() -> DType:
-        return call_lowering(lambda values_map, node, loc: promoted_dtype("self", "other"),
-                             NodeValues(), node, None)
+        return call_lowering(
+            as_lowering(lambda values_map, node, loc: promoted_dtype("self", "other")),
+            NodeValues(), node, None)
 
     if want == torch.complex32:  # float16 with a complex number: no Core AI type to name
         with pytest.raises(TypeError, match="complex32 has no Core AI element type"):
@@ -425,10 +425,11 @@ def test_arg_meta_names_the_schema_and_suggests():
     x.meta["val"] = torch.empty(4, 5, device="meta")
     node = graph.call_function(torch.ops.aten.squeeze.dim, (x, 1))
     seen = []
-    call_lowering(lambda values_map, node, loc: seen.append(
-        (arg_meta("self").shape, arg_meta("dim"))), NodeValues(), node, None)
+    call_lowering(as_lowering(lambda values_map, node, loc: seen.append(
+        (arg_meta("self").shape, arg_meta("dim")))), NodeValues(), node, None)
     assert seen == [(torch.Size([4, 5]), 1)]
     with pytest.raises(KeyError, match="did you mean 'dim'"):
-        call_lowering(lambda values_map, node, loc: arg_meta("dims"), NodeValues(), node, None)
+        call_lowering(as_lowering(lambda values_map, node, loc: arg_meta("dims")), NodeValues(),
+                      node, None)
     with pytest.raises(RuntimeError, match="only while a lowering runs"):
         arg_meta("self")

@@ -89,3 +89,33 @@ def test_the_adapter_check_sees_every_spelling() -> None:
               "from coreai_torch.aimodel._apple import ca\n")
     assert [n for _, n in _imported_modules(source) if _imports_apples_package(n)] == [
         "coreai", "coreai._compiler.ir", "coreai.authoring", "coreai.authoring.constant.constant"]
+
+
+# the modules that look lowerings up and call them
+LOWERING_PATH = ("_binding.py", "_lowerer.py", "_table.py", "composites.py")
+
+
+def _functions_using_inspect(source: str) -> list[str]:
+    """Names of the functions in ``source`` that use the ``inspect`` module."""
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.Name) and n.id == "inspect" for n in ast.walk(fn)):
+            out.append(fn.name)
+    return out
+
+
+def test_a_lowerings_signature_is_read_only_when_it_is_registered() -> None:
+    """The form and the parameters of a lowering are decided once, by ``as_lowering`` at
+    registration, and stored in the table; nothing on the way from the table to the call
+    inspects the function again."""
+    found = {name: [f for f in _functions_using_inspect(
+        (TORCH_PACKAGE / name).read_text(encoding="utf-8")) if f != "as_lowering"]
+        for name in LOWERING_PATH}
+    assert all(not fns for fns in found.values()), found
+
+
+def test_the_inspect_check_sees_a_use_inside_a_function() -> None:
+    source = ("import inspect\n\ndef as_lowering(fn):\n    return inspect.signature(fn)\n\n"
+              "def call(fn):\n    return inspect.signature(fn).parameters\n")
+    assert _functions_using_inspect(source) == ["as_lowering", "call"]

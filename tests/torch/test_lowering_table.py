@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from coreai_core.dialects import coreai
 from coreai_torch import TorchConverter
+from coreai_torch._binding import FORMS, Lowering
 from coreai_torch._table import LoweringTable, check_qualified_name, qualified_name
 from coreai_torch.lowerings import default_table
 from coreai_torch.utils import get_operand
@@ -66,7 +68,7 @@ def test_introspection_lists_builtin_and_user() -> None:
 
 def test_default_table_is_frozen() -> None:
     with pytest.raises(RuntimeError, match="frozen"):
-        default_table().register("my_lib::x.default", lambda v, n, loc: None)
+        default_table().register_torch_lowering("my_lib::x.default")(lambda v, n, loc: None)
 
 
 def test_qualified_names_of_targets() -> None:
@@ -80,12 +82,13 @@ def test_qualified_names_of_targets() -> None:
 
 def test_table_overlay_reads_fall_through_and_writes_stay_local() -> None:
     parent = LoweringTable()
-    parent.register("a::x.default", lambda v, n, loc: "parent")
+    parent.register_torch_lowering("a::x.default")(lambda v, n, loc: "parent")
     child = LoweringTable(parent)
-    child.register("a::x.default", lambda v, n, loc: "child", allow_override=True)
-    assert child.lookup("a::x.default")(None, None, None) == "child"
-    assert parent.lookup("a::x.default")(None, None, None) == "parent"
-    assert LoweringTable(parent).lookup("a::x.default")(None, None, None) == "parent"
+    child.register_torch_lowering("a::x.default", allow_override=True)(
+        lambda v, n, loc: "child")
+    assert child["a::x.default"].fn(None, None, None) == "child"
+    assert parent["a::x.default"].fn(None, None, None) == "parent"
+    assert LoweringTable(parent)["a::x.default"].fn(None, None, None) == "parent"
 
 
 def _override(converter: TorchConverter, offset: float) -> None:
@@ -125,5 +128,52 @@ def test_overrides_are_isolated_across_threads() -> None:
     later = TorchConverter()
     (out,) = later.add_exported_program(ep).to_coreai().run({"x": x.numpy()}).values()
     np.testing.assert_allclose(out, expected, rtol=1e-6)
-    assert later.lowering_for("aten::relu.default") is default_table().lookup(
-        "aten::relu.default")
+    assert later.lowering_for("aten::relu.default") is default_table()[
+        "aten::relu.default"].fn
+
+
+def test_the_form_is_read_once_at_registration_never_per_call(monkeypatch) -> None:
+    x = torch.randn(3, 5)
+    ep = export(AddOne(), (x,))
+    inspected: list[object] = []
+    signature = inspect.signature
+
+    def counting(obj, *args, **kwargs):
+        inspected.append(obj)
+        return signature(obj, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", counting)
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("aten::relu.default", allow_override=True)
+    def relu(self):
+        return coreai.relu(self)
+
+    @converter.register_torch_lowering("aten::add.Tensor", allow_override=True)
+    def add(values_map, node, loc):
+        a, b = (get_operand(values_map, node, i, loc) for i in (0, 1))
+        return coreai.broadcasting_add(a, b)
+
+    assert [f for f in inspected if f is relu or f is add] == [relu, add]
+    lowerings = {id(converter.lowering_for(n)) for n in converter.supported_ops()}
+    inspected.clear()
+    for _ in range(2):
+        converter.clear()
+        (out,) = converter.add_exported_program(ep).to_coreai().run({"x": x.numpy()}).values()
+        np.testing.assert_allclose(out, (torch.relu(x) + 1.0).numpy(), rtol=1e-6)
+    assert not [f for f in inspected if id(f) in lowerings], "a lowering was inspected per call"
+
+
+def test_every_table_entry_carries_the_form_decided_at_registration() -> None:
+    for name, entry in default_table().items():
+        assert isinstance(entry, Lowering) and entry.form in FORMS, name
+        assert (entry.signature is None) == (entry.form == "node"), name
+    table = LoweringTable()
+    with pytest.raises(TypeError, match=r"register a function with register_torch_lowering"):
+        table.register("my_lib::op.default", lambda self: self)  # type: ignore[arg-type]
+    fn = table.register_torch_lowering("my_lib::op.default", form="schema")(
+        lambda values_map, node, loc: None)
+    entry = table["my_lib::op.default"]
+    assert entry.fn is fn and entry.form == "schema" and entry.signature is not None
+    with pytest.raises(ValueError, match=r"built by as_lowering\(fn, form\)"):
+        Lowering(fn, "schema")

@@ -37,7 +37,7 @@ def _run_python_op(target, args):
         inputs[f"a{i}"] = TensorType((), dtype)
     call = graph.call_function(target, tuple(nodes))
     call.meta["val"] = target(*args)
-    lowering = default_table().lookup(qualified_name(target))
+    lowering = default_table()[qualified_name(target)].fn
     program = Program()
     with program.graph("main", inputs=inputs) as g:
         values = {n: g[n] for n in inputs}
@@ -104,7 +104,7 @@ def _size_query(fn, x: torch.Tensor):
     node = graph.placeholder("x")
     node.meta["val"] = x
     call = fn(graph, node)
-    lowering = default_table().lookup(qualified_name(call.target))
+    lowering = default_table()[qualified_name(call.target)]
     program = Program()
     with program.graph("main", inputs={"x": TensorType(tuple(x.shape), "float32")}) as g:
         values = NodeValues()

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.special
 
 from coreai_core._dtypes import DType
+from coreai_core.registry import Registry
 from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
 
@@ -33,7 +34,9 @@ HALF = frozenset({np.dtype(np.float16), DType.bfloat16.numpy})
 # float16/bfloat16) the kernel computes exactly ``ufunc(*operands, *extra)``, so a compiled
 # plan may call the ufunc directly (and with ``out=``); the extra operand is a 0-d array of
 # the operands' dtype, or None.
-UFUNCS: dict[str, tuple[np.ufunc, str, float | None]] = {}
+UFUNCS: Registry[tuple[np.ufunc, str, float | None]] = Registry(
+    "ufunc row", "the elementwise kernels", callable_entries=False,
+    describe=lambda row: f"numpy.{row[0].__name__}")
 
 
 def up(x: np.ndarray) -> np.ndarray:
@@ -84,7 +87,7 @@ def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
 
     kernel(op)(_named(k, op, doc))
     if isinstance(fn, np.ufunc):
-        UFUNCS[op] = (fn, "fiubc", None)
+        UFUNCS.register(op, (fn, "fiubc", None))
 
 
 def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
@@ -244,9 +247,10 @@ _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
 for _op, _fn, _doc in _UNARY:
     _unary(_op, _fn, _doc)
 
-UFUNCS.update({"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
-               "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
-               "coreai.relu": (np.maximum, "fi", 0)})
+for _op, _row in {"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
+                  "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
+                  "coreai.relu": (np.maximum, "fi", 0)}.items():
+    UFUNCS.register(_op, _row)
 
 def _erfinv(x: np.ndarray) -> np.ndarray:
     """scipy's erfinv, keeping the sign of zero (erfinv is odd: erfinv(-0) = -0)."""
@@ -357,7 +361,7 @@ def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndar
     for op in ops:
         kernel(op)(_named(k, op, doc))
         if isinstance(fn, np.ufunc):
-            UFUNCS[op] = (fn, "fc" if int_fn is not None else "fiubc", None)
+            UFUNCS.register(op, (fn, "fc" if int_fn is not None else "fiubc", None))
 
 
 def _both(name: str) -> tuple[str, str]:
