@@ -1,0 +1,155 @@
+"""The whole op database in float16 and bfloat16, with inputs scaled into the overflow ranges.
+
+Each entry's samples have their floating tensors cast to the half type and (mostly) scaled by
+one common factor so that the largest magnitude is one of ``PEAKS``: where exp, squares and
+sums overflow a half type computed naively (float16: exp(x) from x ~ 11, x*x from ~ 256, sums
+of squares of 47 values from ~ 37; bfloat16: exp(x) from ~ 89, x*x from ~ 1.8e19). The
+converted program runs on those inputs, and each floating output's error against the exact
+answer (``half_accuracy``) must be no worse than twice torch's own CPU error on the same
+inputs plus ``SLACK_ULPS``. Where torch's result depends on the vector unit or is NaN where
+the function has a limit, the exact answer is the judge, so the correct value passes.
+
+Entries that are not run say why in their ``no_half`` field (data in the op database).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tests.torch import op_db
+from tests.torch.half_accuracy import HALF_DTYPES, exact_result, ulp_error, widened
+from tests.torch.harness import FnModule, convert, export, flatten, to_numpy
+from tests.torch.op_db._entry import OpEntry, Sample
+
+# Few examples per entry: each exports a module; HYPOTHESIS_PROFILE=dev explores more.
+HALF_EXAMPLES = 4
+SEED = 0
+
+# The largest input magnitude a sample is scaled to (None: the entry's own range).
+PEAKS = {
+    torch.float16: (None, 12.0, 300.0, 60000.0),
+    torch.bfloat16: (None, 100.0, 1e5, 1e30),
+}
+
+# Our error may exceed twice torch's by this many ulps of the half type: our float32
+# intermediate differs from torch's in its last float32 bits (a different but equally exact
+# formula, or numpy's transcendental functions), and its one rounding to the half type can
+# then land one ulp from torch's; a relative error measured against the rounded exact value
+# counts that ulp up to twice.
+SLACK_ULPS = 2.0
+
+RUN = [e for e in op_db.ENTRIES if not e.no_half]
+
+
+def _floats(sample: Sample) -> list[torch.Tensor]:
+    return [a for a in (*sample.args, *sample.kwargs.values())
+            if isinstance(a, torch.Tensor) and a.dtype.is_floating_point]
+
+
+def to_half(sample: Sample, dtype: torch.dtype, peak: float | None) -> Sample:
+    """``sample`` with its floating tensors cast to ``dtype``, all scaled by one factor so that
+    the largest finite magnitude among them is ``peak`` (order and signs are kept)."""
+    finite = [t[t.isfinite()].abs().max().item() for t in _floats(sample)
+              if t.isfinite().any()]
+    top = max(finite, default=0.0)
+    factor = peak / top if peak is not None and top > 0 else 1.0
+
+    def convert(a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+            return (a.to(torch.float64) * factor).to(dtype)
+        return a
+
+    return Sample(tuple(convert(a) for a in sample.args),
+                  {k: convert(v) for k, v in sample.kwargs.items()})
+
+
+def _call(fn: Any, args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return flatten(fn(*args, **kwargs))
+
+
+def _exact(entry: OpEntry, sample: Sample) -> list[torch.Tensor]:
+    """The op on the half inputs widened to float64 (float32 where torch has no float64)."""
+    fn = entry.reference or entry.fn
+    try:
+        return _call(fn, *widened(sample.args, sample.kwargs, torch.float64))
+    except Exception:  # noqa: BLE001 - an op (or its wrapper's check) without float64
+        return _call(fn, *widened(sample.args, sample.kwargs, torch.float32))
+
+
+def check_half(entry: OpEntry, sample: Sample) -> None:
+    """Converts and runs ``sample`` (half inputs) and judges each output as described above."""
+    try:
+        torch_half = _call(entry.fn, sample.args, sample.kwargs)
+    except Exception as e:  # noqa: BLE001 - torch's kernels raise several types
+        if any(word in str(e) for word in ("Half", "BFloat16", "dtype")):
+            raise AssertionError(
+                f"{entry.id}: torch has no half kernel ({e}); record the reason as the "
+                "entry's no_half in the op database") from e
+        assume(False)  # an input the scaling made invalid for torch (e.g. a probability > 1)
+        raise
+    exact = _exact(entry, sample)
+    module = FnModule(entry.fn, sample.args, sample.kwargs)
+    inputs = [a for a in sample.args if isinstance(a, torch.Tensor)]
+    program = convert(export(module, inputs))
+    feeds = [to_numpy(t) for t in inputs]
+    for stage in ("converted", "optimized"):
+        if stage == "optimized":
+            program.optimize()
+        got = list(program.run(feeds, seed=SEED).values())
+        assert len(got) == len(torch_half), f"{entry.id}: {len(got)} outputs, torch has " \
+                                             f"{len(torch_half)}"
+        if entry.compare is not None:
+            entry.compare(torch_half, got, sample)
+            continue
+        for i, (t, e, g) in enumerate(zip(torch_half, exact, got, strict=True)):
+            _judge(f"{entry.id} ({stage}) output {i}", t, e, np.asarray(g))
+
+
+def _judge(what: str, torch_out: torch.Tensor, exact: torch.Tensor, got: np.ndarray) -> None:
+    assert tuple(got.shape) == tuple(torch_out.shape), \
+        f"{what}: shape {got.shape} != torch {tuple(torch_out.shape)}"
+    want = to_numpy(torch_out)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != torch {want.dtype}"
+    if torch_out.dtype not in HALF_DTYPES:
+        # integers, bools, indices, float32 statistics: equal to torch's or the exact answer
+        if np.array_equal(got, want, equal_nan=want.dtype.kind == "f"):
+            return
+        if torch_out.dtype.is_floating_point:
+            ref = exact.to(torch.float64).numpy()
+            theirs = ulp_error(want, ref, torch_out.dtype)
+            ours = ulp_error(got, ref, torch_out.dtype)
+            assert ours <= 2 * theirs + SLACK_ULPS, \
+                f"{what}: error {ours:.3g} ulps, torch's {theirs:.3g} ulps"
+            return
+        np.testing.assert_array_equal(got, exact.to(torch_out.dtype).numpy(), err_msg=what)
+        return
+    ref = exact_result(exact, torch_out.dtype)
+    theirs = ulp_error(want.astype(np.float64), ref, torch_out.dtype)
+    ours = ulp_error(got.astype(np.float64), ref, torch_out.dtype)
+    assert ours <= 2 * theirs + SLACK_ULPS, (
+        f"{what}: error {ours:.3g} ulps of {torch_out.dtype}, torch's {theirs:.3g} ulps")
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
+def test_half_as_accurate_as_torch(entry: OpEntry, dtype: torch.dtype) -> None:
+    @settings(max_examples=HALF_EXAMPLES,
+              suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+    @given(sample=entry.samples.filter(lambda s: bool(_floats(s))),
+           peak=st.sampled_from(PEAKS[dtype]))
+    def check(sample: Sample, peak: float | None) -> None:
+        check_half(entry, to_half(sample, dtype, peak))
+
+    check()
+
+
+def test_skipped_entries_give_a_reason() -> None:
+    skipped = [e for e in op_db.ENTRIES if e.no_half]
+    assert all(len(e.no_half) > 20 for e in skipped)
