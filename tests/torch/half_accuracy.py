@@ -23,9 +23,9 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 def widened(args: Sequence[Any], kwargs: dict[str, Any], dtype: torch.dtype,
             ) -> tuple[list[Any], dict[str, Any]]:
-    """``args``/``kwargs`` with their floating tensors (half ones included) cast to ``dtype``."""
+    """``args``/``kwargs`` with their float32 and half tensors cast to ``dtype``."""
     def up(a: Any) -> Any:
-        if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+        if isinstance(a, torch.Tensor) and a.dtype in (torch.float32, *HALF_DTYPES):
             return a.to(dtype)
         return a
 

@@ -97,6 +97,8 @@ _NO_HALF_GROUPS: dict[str, tuple[str, ...]] = {
         "aten::empty_strided.default", "aten::scalar_tensor.default", "aten::arange.default",
         "aten::arange.start", "aten::arange.start_step", "arange.start_step[int]",
         "aten::tril_indices.default", "aten::triu_indices.default"),
+    "torch's CPU kernel has no float16/bfloat16 (\"not implemented for 'Half'\")": (
+        "aten::avg_pool3d.default", "aten::rrelu_with_noise_functional.default[train]"),
     "complex inputs only (a complex log-cumulative sum): torch has no complex half type": (
         "logcumsumexp[complex, long axis]",),
 }

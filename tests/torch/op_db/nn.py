@@ -215,7 +215,8 @@ def cdist_samples(draw: Any) -> Sample:
 
 
 add("aten::_cdist_forward.default", aten._cdist_forward, cdist_samples(), atol=1e-4, rtol=1e-4,
-    tol_reason="the matmul form |a|^2+|b|^2-2ab (as in torch) cancels for close points")
+    tol_reason="the matmul form |a|^2+|b|^2-2ab (as in torch) cancels for close points",
+    no_half="torch's CPU cdist has no float16/bfloat16 kernel (\"not implemented for 'Half'\")")
 
 
 @st.composite
@@ -225,7 +226,8 @@ def pdist_samples(draw: Any) -> Sample:
     return Sample((x, draw(st.sampled_from((0.0, 1.0, 2.0, 3.0, float("inf"))))))
 
 
-add("aten::_pdist_forward.default", F.pdist, pdist_samples())
+add("aten::_pdist_forward.default", F.pdist, pdist_samples(),
+    no_half="torch's CPU pdist has no float16/bfloat16 kernel (\"not implemented for 'Half'\")")
 
 
 # -- normalization -------------------------------------------------------------------------------
