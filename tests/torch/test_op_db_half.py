@@ -157,3 +157,38 @@ def test_entries_not_run_say_why() -> None:
     """A reason names what is missing (a torch kernel, a floating input), not just "skip"."""
     short = [e.id for e in op_db.ENTRIES if e.no_half and len(e.no_half.split()) < 6]
     assert not short, f"no_half reasons too short to explain anything: {short}"
+
+
+# Composite activations over a grid through each half type's whole range (torch computes
+# them in float32 and rounds once; a lowering that rounds each step overflows: softplus(12)
+# in float16 would be log1p(inf)).
+COMPOSITES = {
+    "softplus": torch.nn.functional.softplus,
+    "softplus(beta=2, threshold=5)": lambda x: torch.nn.functional.softplus(x, 2.0, 5.0),
+    "mish": torch.nn.functional.mish,
+    "elu": torch.nn.functional.elu,
+    "selu": torch.nn.functional.selu,
+    "celu(alpha=2)": lambda x: torch.nn.functional.celu(x, 2.0),
+    "logsigmoid": torch.nn.functional.logsigmoid,
+    "hardswish": torch.nn.functional.hardswish,
+    "hardsigmoid": torch.nn.functional.hardsigmoid,
+    "xlogy": lambda x: torch.xlogy(x, x.abs()),
+}
+
+
+def _grid(dtype: torch.dtype) -> torch.Tensor:
+    """0, +-[2**-10, largest finite] log-spaced, and the integers 8..20 (softplus's cliff)."""
+    top = torch.finfo(dtype).max
+    mags = torch.logspace(-10, float(np.log2(top)), 97, base=2, dtype=torch.float64)
+    cliff = torch.arange(8, 21, dtype=torch.float64)
+    return torch.cat([mags, -mags, cliff, -cliff, torch.zeros(1, dtype=torch.float64)]).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composite_activation_over_the_half_range(name: str, dtype: torch.dtype) -> None:
+    fn = COMPOSITES[name]
+    x = _grid(dtype)
+    program = convert(export(FnModule(fn, (x,), {}), [x]))
+    (got,) = program.run([to_numpy(x)]).values()
+    _judge(f"{name} on {dtype}", fn(x), fn(x.to(torch.float64)), np.asarray(got))

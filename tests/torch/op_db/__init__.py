@@ -51,6 +51,13 @@ FAMILIES = (
     tensor_counting, tensor_indexing, tensor_reduction, tensor_shape, tensor_symbolic,
 )
 
+POLYNOMIALS = (
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+    "laguerre_polynomial_l", "legendre_polynomial_p")
+
 # Entries test_op_db_half.py does not run, by the reason they have no floating input to cast to
 # float16/bfloat16 (families without half kernels in torch record theirs in their EntrySet).
 _NO_HALF_GROUPS: dict[str, tuple[str, ...]] = {
@@ -98,7 +105,18 @@ _NO_HALF_GROUPS: dict[str, tuple[str, ...]] = {
         "aten::arange.start", "aten::arange.start_step", "arange.start_step[int]",
         "aten::tril_indices.default", "aten::triu_indices.default"),
     "torch's CPU kernel has no float16/bfloat16 (\"not implemented for 'Half'\")": (
-        "aten::avg_pool3d.default", "aten::rrelu_with_noise_functional.default[train]"),
+        "aten::avg_pool3d.default", "aten::rrelu_with_noise_functional.default[train]",
+        *(f"aten::_upsample_{mode}2d_aa.{overload}" for mode in ("bilinear", "bicubic")
+          for overload in ("vec", "default")),
+        *(f"aten::special_{fn}.default" for fn in (
+            "erfcx", "modified_bessel_i0", "modified_bessel_i1", "bessel_j0", "bessel_j1",
+            "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
+            "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+            "airy_ai", "ndtri", "log_ndtr")),
+        *(f"aten::special_{fn}.{overload}" for fn in (
+            "zeta", *POLYNOMIALS) for overload in (
+                ("default", "self_scalar", "other_scalar") if fn == "zeta"
+                else ("default", "n_scalar", "x_scalar")))),
     "complex inputs only (a complex log-cumulative sum): torch has no complex half type": (
         "logcumsumexp[complex, long axis]",),
 }

@@ -292,7 +292,10 @@ add("aten::_native_batch_norm_legit.no_stats",
     lambda x, w, b, eps: F.batch_norm(x, None, None, w, b, training=True, eps=eps),
     batch_norm_train_samples(), **NORM_TOL)
 add("aten::_native_batch_norm_legit_functional.default",
-    aten._native_batch_norm_legit_functional, batch_norm_functional_samples(), **NORM_TOL)
+    aten._native_batch_norm_legit_functional, batch_norm_functional_samples(), **NORM_TOL,
+    no_half="for half inputs torch's meta (the exported graph) says the updated running "
+            "statistics are float32 while eager returns them in half; "
+            "batch_norm_functional[half] runs half inputs the way a module does")
 
 
 @st.composite
