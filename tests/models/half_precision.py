@@ -20,7 +20,7 @@ import torch
 
 from coreai_torch import TorchConverter, get_decomp_table
 from coreai_torch.utils import to_numpy
-from tests.models.builders import Built, Builder, randomized
+from tests.models.builders import Builder, Built, randomized
 from tests.models.zoo import all_models
 
 
