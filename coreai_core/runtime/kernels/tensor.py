@@ -442,11 +442,7 @@ def scatter_nd(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
                     ).astype(x.dtype)
         return rows[-1].copy() if len(rows) else out
     idx = _nd_index(x, indices)
-    if accumulate and x.dtype in HALF:  # duplicates accumulate in float32, rounded once
-        wide = up(out)
-        np.add.at(wide, idx, up(upd))
-        out = wide.astype(x.dtype)
-    elif accumulate:
+    if accumulate:
         np.add.at(out, idx, upd)
     else:
         out[idx] = upd
