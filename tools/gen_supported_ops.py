@@ -46,6 +46,20 @@ def render() -> str:
         "- dtypes: every lowering follows torch's dtype rules; the op database samples float32, "
         "float64, float16, bfloat16, complex64, complex128, the integer types and bool wherever "
         "torch accepts them.",
+        "- Reduced precision: like torch's CPU kernels, float16/bfloat16 are computed in float32 "
+        "(torch's *opmath* type) and rounded once to the half type, per primitive (exp, gelu, "
+        "silu, ...) and per composite op: the activations built from several primitives "
+        "(softplus, mish, elu/selu/celu, log_sigmoid, hardsigmoid, hardswish, xlogy), "
+        "softmax/log_softmax, batch/layer/group norm (instance norm through batch norm, "
+        "rms_norm through torch's float32 decomposition), scaled dot-product attention, "
+        "sums, means, products, vector norms, cumsum/cumprod, matmuls and convolutions "
+        "(float32 accumulation); variance and std accumulate in float64. logsumexp "
+        "follows torch's steps (max-shifted exp and log rounded to the half type, the sum "
+        "accumulated in float32), so it cannot overflow. `tests/torch/test_op_db_half.py` "
+        "runs the op database in both half types with inputs scaled into their overflow range "
+        "and requires each result's error to stay within twice torch's own half-precision "
+        "error; `benchmarks/bench_fp16_accuracy.py` measures the model zoo converted in "
+        "float16 the same way.",
         "",
         "## Core ATen ops not lowered",
         "",

@@ -1,14 +1,58 @@
-"""Shared pieces of built-in lowerings: the unary/binary patterns."""
+"""Shared pieces of built-in lowerings: the unary/binary patterns and torch's ``opmath``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from coreai_core import Value
+from coreai_core import DType, Value
 from coreai_torch.utils import cast_to, promoted_dtype, result_dtype, scalar_constant, scalar_like
 
 ValuesMap = Mapping[str, Value]
 Builder = Callable[..., Value]
+
+HALF = (DType.float16, DType.bfloat16)
+
+
+def opmath(dtype: DType) -> DType:
+    """The type torch's CPU kernels compute in (``at::opmath_type``): float32 for
+    float16/bfloat16, the dtype itself otherwise."""
+    return DType.float32 if dtype in HALF else dtype
+
+
+def to_opmath(x: Value) -> Value:
+    """``x`` cast to its :func:`opmath` type (unchanged unless float16/bfloat16)."""
+    return cast_to(x, opmath(x.type.element_type))
+
+
+def in_opmath(lowering: Callable[..., Any]) -> Callable[..., Any]:
+    """A lowering computed like torch's CPU kernel of a composite op on half types: every
+    float16/bfloat16 Value argument is cast to float32, the lowering builds its whole
+    expansion there, and each floating result is rounded once to the dtype torch gives it.
+
+    Without it each primitive of the expansion rounds to the half type, which loses accuracy
+    and overflows where torch does not (softplus(12) = log1p(exp(12)) in float16 is inf).
+    The wrapped lowering keeps the schema-bound signature of ``lowering``.
+    """
+    @functools.wraps(lowering)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def up(a: Any) -> Any:
+            return to_opmath(a) if isinstance(a, Value) else a
+
+        out = lowering(*(up(a) for a in args), **{k: up(v) for k, v in kwargs.items()})
+        if isinstance(out, Value):
+            return _round_back(out, None)
+        return [_round_back(v, i) for i, v in enumerate(out)]
+
+    return wrapper
+
+
+def _round_back(value: Value, index: int | None) -> Value:
+    """A float result of an opmath lowering in the dtype of the node's result ``index``."""
+    want = result_dtype(index=index)
+    return cast_to(value, want) if value.type.element_type.is_float and want.is_float \
+        else value
 
 
 def lower_unary(builder: Builder, *, float_compute: bool = False) -> Callable[..., Value]:
@@ -47,4 +91,5 @@ def lower_binary(builder: Builder, *, compute: str = "result") -> Callable[..., 
     return lowering
 
 
-__all__ = ["ValuesMap", "lower_binary", "lower_unary", "scalar_constant", "scalar_like"]
+__all__ = ["HALF", "ValuesMap", "in_opmath", "lower_binary", "lower_unary", "opmath",
+           "scalar_constant", "scalar_like", "to_opmath"]

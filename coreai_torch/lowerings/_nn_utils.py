@@ -9,20 +9,10 @@ import numpy as np
 
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
-from coreai_torch.utils import cast_to
+from coreai_torch.lowerings._common import HALF, opmath, to_opmath
 
-HALF = (DType.float16, DType.bfloat16)
 STATIC_WORKAROUND = ("export those dims static (leave them out of torch.export's dynamic_shapes "
                      "or give them a fixed size)")
-
-
-def opmath(dtype: DType) -> DType:
-    """The type torch's CPU kernels compute in: float32 for float16/bfloat16 (``opmath_t``)."""
-    return DType.float32 if dtype in HALF else dtype
-
-
-def to_opmath(x: Value) -> Value:
-    return cast_to(x, opmath(x.type.element_type))
 
 
 def const(value: Any, dtype: DType) -> Value:

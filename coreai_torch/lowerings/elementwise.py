@@ -11,7 +11,7 @@ import torch
 from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import Builder, lower_binary, lower_unary
+from coreai_torch.lowerings._common import Builder, in_opmath, lower_binary, lower_unary
 from coreai_torch.utils import cast_to, result_dtype, result_type, scalar_like
 
 LOWERINGS = LoweringSet("elementwise")
@@ -269,6 +269,8 @@ def aten_hardtanh_default(self: Value, min_val: float = -1.0, max_val: float = 1
 
 
 # -- activations built from the dialect's primitives ----------------------------------------------
+# Composites run ``in_opmath``: torch's CPU kernels compute them in float32 for float16/bfloat16
+# and round once (softplus(12) in float16 is 12, not log1p(inf)).
 
 @reg("aten::leaky_relu.default")
 def aten_leaky_relu_default(self: Value, negative_slope: float = 0.01) -> Value:
@@ -288,6 +290,7 @@ def _elu_like(x: Value, alpha: float, scale: float, input_scale: float) -> Value
 
 
 @reg("aten::elu.default")
+@in_opmath
 def aten_elu_default(self: Value, alpha: float = 1.0, scale: float = 1.0,
                      input_scale: float = 1.0) -> Value:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
@@ -295,6 +298,7 @@ def aten_elu_default(self: Value, alpha: float = 1.0, scale: float = 1.0,
 
 
 @reg("aten::selu.default")
+@in_opmath
 def aten_selu_default(self: Value) -> Value:
     """selu(Tensor self) -> Tensor"""
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -302,6 +306,7 @@ def aten_selu_default(self: Value) -> Value:
 
 
 @reg("aten::celu.default")
+@in_opmath
 def aten_celu_default(self: Value, alpha: float = 1.0) -> Value:
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
     return _elu_like(self, alpha, 1.0, 1.0 / alpha)
@@ -318,6 +323,7 @@ def _softplus(x: Value, beta: float, threshold: float) -> Value:
 
 
 @reg("aten::softplus.default")
+@in_opmath
 def aten_softplus_default(self: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
     return _softplus(self, beta, threshold)
@@ -331,6 +337,7 @@ def _limit_at_minus_inf(x: Value, y: Value) -> Value:
 
 
 @reg("aten::mish.default")
+@in_opmath
 def aten_mish_default(self: Value) -> Value:
     """mish(Tensor self) -> Tensor: x * tanh(softplus(x))"""
     return _limit_at_minus_inf(
@@ -338,6 +345,7 @@ def aten_mish_default(self: Value) -> Value:
 
 
 @reg("aten::log_sigmoid_forward.default")
+@in_opmath
 def aten_log_sigmoid_forward_default(self: Value) -> list[Value]:
     """log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
     x = self
@@ -352,6 +360,7 @@ def aten_log_sigmoid_forward_default(self: Value) -> list[Value]:
 
 
 @reg("aten::hardsigmoid.default")
+@in_opmath
 def aten_hardsigmoid_default(self: Value) -> Value:
     """hardsigmoid(Tensor self) -> Tensor: clamp(x/6 + 1/2, 0, 1)"""
     x = self
@@ -361,6 +370,7 @@ def aten_hardsigmoid_default(self: Value) -> Value:
 
 
 @reg("aten::hardswish.default")
+@in_opmath
 def aten_hardswish_default(self: Value) -> Value:
     """hardswish(Tensor self) -> Tensor: x * relu6(x + 3) / 6"""
     x = self

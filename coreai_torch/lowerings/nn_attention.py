@@ -62,8 +62,14 @@ def _repeat_heads(x: Value, heads: int) -> Value:
 
 
 def _scores(query: Value, key: Value, value: Value, attn_mask: Value | None, is_causal: bool,
-            scale: float | None, gqa: bool, dtype: DType) -> tuple[Value, Value, DType]:
-    """Masked attention logits [..., L, S] and the value tensor, in opmath."""
+            scale: float | None, gqa: bool, dtype: DType,
+            scale_after: bool = False) -> tuple[Value, Value, DType]:
+    """Masked attention logits [..., L, S] and the value tensor, in opmath.
+
+    The math backend scales q and k^T by sqrt(scale) each; ``scale_after`` scales q @ k^T
+    once instead, like torch's CPU flash kernel (for half inputs the products are then exact
+    in float32, so large logits that cancel in the sum keep their accuracy).
+    """
     compute = opmath(dtype)
     q, k, v = (cast_to(t, compute) for t in (query, key, value))
     if is_causal and attn_mask is not None:
@@ -79,9 +85,13 @@ def _scores(query: Value, key: Value, value: Value, attn_mask: Value | None, is_
         if not isinstance(heads, int):
             raise NotImplementedError("enable_gqa with a dynamic number of query heads")
         k, v = _repeat_heads(k, heads), _repeat_heads(v, heads)
-    q = coreai.broadcasting_mul(q, const(-factor if scale < 0 else factor, compute))
-    kt = coreai.broadcasting_mul(_transpose_last(k), const(factor, compute))
-    attn = coreai.batch_matmul(q, kt)
+    if scale_after:
+        attn = coreai.broadcasting_mul(coreai.batch_matmul(q, _transpose_last(k)),
+                                       const(scale, compute))
+    else:
+        q = coreai.broadcasting_mul(q, const(-factor if scale < 0 else factor, compute))
+        kt = coreai.broadcasting_mul(_transpose_last(k), const(factor, compute))
+        attn = coreai.batch_matmul(q, kt)
     if is_causal:
         attn = coreai.broadcasting_add(attn, _additive(_causal_mask(q, k), compute))
     elif attn_mask is not None:
@@ -125,7 +135,7 @@ def aten__scaled_dot_product_flash_attention_for_cpu_default(
         raise NotImplementedError("_scaled_dot_product_flash_attention_for_cpu with dropout_p "
                                   "> 0 is not supported; export the model in eval mode")
     attn, v, compute = _scores(query, key, value, attn_mask, is_causal, scale, False,
-                               result_dtype(index=0))
+                               result_dtype(index=0), scale_after=True)
     out = coreai.batch_matmul(_safe_softmax(attn), v)
     peak = coreai.reduce_max(attn, axes=[-1], keep_dims=True)
     finite = coreai.broadcasting_where(coreai.isinf(peak), const(0.0, compute), peak)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from coreai_core import DType, Value
 from coreai_core.dialects import SpecialBinaryFn, SpecialFn, coreai
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._common import lower_binary
+from coreai_torch.lowerings._common import in_opmath, lower_binary, opmath
 from coreai_torch.utils import cast_to, result_dtype, scalar_like
 
 LOWERINGS = LoweringSet("special")
@@ -100,14 +100,15 @@ def _xlog(log_fn: Callable[[Value], Value]) -> Callable[..., Value]:
     self == 0 (so xlogy(0, 0) = 0 and xlogy(0, inf) = 0)."""
 
     def lowering(**operands: Value | Number) -> Value:
-        x, y = (cast_to(v, result_dtype()) for v in operands.values())
+        x, y = (cast_to(v, opmath(result_dtype())) for v in operands.values())
         zero = scalar_like(0, x)
         prod = coreai.broadcasting_mul(x, log_fn(y))
         out = coreai.broadcasting_where(coreai.broadcasting_equal(x, zero), zero, prod)
         return coreai.broadcasting_where(coreai.isnan(y), y, out)
 
     lowering.__doc__ = f"self * {log_fn.__name__}(other), 0 where self == 0, NaN where other is."
-    return lowering
+    # torch computes the product in float32 for half types and rounds once
+    return in_opmath(lowering)
 
 
 # Lowered natively rather than through torch's decomposition, whose Python-number overloads

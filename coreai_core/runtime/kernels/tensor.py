@@ -442,7 +442,14 @@ def scatter_along_axis(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, 
     if not include_self:  # scattered positions start from the reduction's identity
         kind = {"add": "sum", "mean": "sum", "mul": "product"}.get(reduction, reduction)
         out[coords] = _identity(kind, x.dtype)
-    _SCATTER_UFUNC[reduction].at(out, coords, src)
+    if x.dtype in HALF and reduction in ("add", "mean", "mul"):
+        # half types accumulate duplicates in float32 and round once (rounding each partial
+        # sum loses up to a few ulps wherever duplicates cancel)
+        wide = up(out)
+        _SCATTER_UFUNC[reduction].at(wide, coords, up(src))
+        out = wide.astype(x.dtype)
+    else:
+        _SCATTER_UFUNC[reduction].at(out, coords, src)
     if reduction == "mean":
         count = np.full(x.shape, 1 if include_self else 0, np.int64)
         np.add.at(count, coords, 1)

@@ -64,7 +64,8 @@ class OpEntry:
     per-dtype default and need ``tol_reason``. ``compare`` replaces the value comparison
     (e.g. for ops whose index outputs are ambiguous under ties). ``reference``, called like
     ``fn``, computes the expected values instead of ``fn`` where torch's CPU result depends on
-    the machine (see ``tests/reference.py``).
+    the machine (see ``tests/reference.py``). ``no_half`` says why the entry is not run in
+    float16/bfloat16 by ``tests/torch/test_op_db_half.py`` (empty: it is run there).
     """
 
     target: str
@@ -76,6 +77,7 @@ class OpEntry:
     compare: Callable[[Any, Any, Sample], None] | None = None
     name: str = ""
     reference: Callable[..., Any] | None = None
+    no_half: str = ""
 
     @property
     def id(self) -> str:
@@ -215,7 +217,9 @@ def complex_variant(entry: OpEntry, *, imag: float = 2.0, **changes: Any) -> OpE
     """
     samples = st.tuples(entry.samples.filter(_has_float_tensor),
                         st.integers(0, 2**31 - 1)).map(lambda p: _complexify(p[0], p[1], imag))
-    fields = {"name": f"{entry.id}[complex]", "samples": samples, **changes}
+    fields = {"name": f"{entry.id}[complex]", "samples": samples,
+              "no_half": "complex inputs: torch has no complex bfloat16 and its complex32 "
+                         "(complex float16) is experimental", **changes}
     return attrs.evolve(entry, **fields)
 
 
