@@ -1,4 +1,4 @@
-"""Op mappings of the complex family: building, taking apart and viewing complex tensors
+"""Op mappings (complex family): building, taking apart and viewing complex tensors
 (Core AI ``complex<f32>`` values inside a graph; see ``_complex.py``).
 """
 

@@ -1,4 +1,4 @@
-"""Op mappings of the compression family: compressed weights and quantization onto Core
+"""Op mappings (compression family): compressed weights and quantization onto Core
 AI's compression ops.
 
 A compressed weight stays compressed in the ``.aimodel``: its packed data becomes a Core AI

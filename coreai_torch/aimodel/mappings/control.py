@@ -1,4 +1,4 @@
-"""Op mappings of the control family: control flow and calls.
+"""Op mappings (control family): control flow and calls.
 
 ``if`` and ``while`` become Core AI's ``if``/``while`` ops, whose regions hold the branches or
 the condition and body. Apple's supported facade (``coreai.authoring``) builds no regions, so

@@ -1,4 +1,4 @@
-"""Op mappings of the elementwise family: the ops Core AI has almost as they are
+"""Op mappings (elementwise family): the ops Core AI has almost as they are
 (unary and binary functions, comparisons, casts; emitters in ``_core.py``).
 """
 

@@ -1,4 +1,4 @@
-"""Op mappings of the elementwise family, part elementary: log1p, expm1, log2, log10,
+"""Op mappings (elementwise family): log1p, expm1, log2, log10,
 exp2 and atan2 expanded with a stated error bound (``_elementary.py``).
 """
 

@@ -1,4 +1,4 @@
-"""Op mappings of the elementwise family, part math: floor, ceil, trunc, remainder,
+"""Op mappings (elementwise family): floor, ceil, trunc, remainder,
 shifts and log_softmax expressed exactly (emitters in ``_math.py``).
 """
 

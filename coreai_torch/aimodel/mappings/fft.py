@@ -1,4 +1,4 @@
-"""Op mappings of the fft family: transforms of static size as DFT products (the
+"""Op mappings (fft family): transforms of static size as DFT products (the
 emitters and their error bound are in ``_complex.py``).
 """
 

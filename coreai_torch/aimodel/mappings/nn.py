@@ -1,4 +1,4 @@
-"""Op mappings of the nn family: batched matmul and interpolate (emitters in ``_core.py``
+"""Op mappings (nn family): batched matmul and interpolate (emitters in ``_core.py``
 and ``_tensor.py``; the sliding-window ops are in ``nn_windows.py``).
 """
 

@@ -1,4 +1,4 @@
-"""Op mappings of the nn family, part windows: the sliding-window ops (conv, conv_transpose,
+"""Op mappings (nn family): the sliding-window ops (conv, conv_transpose,
 maxpool, sumpool, avgpool).
 
 Our N-d ops take pads; Core AI's ``conv2d``/``conv3d`` and pooling ops do not, so the input is

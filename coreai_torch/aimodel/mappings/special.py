@@ -1,4 +1,4 @@
-"""Op mappings of the special family: fmax/fmin, gcd/lcm, nextafter, frexp (exact,
+"""Op mappings (special family): fmax/fmin, gcd/lcm, nextafter, frexp (exact,
 ``_math.py``), hypot, signbit and copysign (``_elementary.py``).
 """
 

@@ -1,4 +1,4 @@
-"""Op mappings of the tensor family: reductions, shapes and indexing that Core AI has
+"""Op mappings (tensor family): reductions, shapes and indexing that Core AI has
 (emitters in ``_core.py``).
 """
 

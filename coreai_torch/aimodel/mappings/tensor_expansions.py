@@ -1,4 +1,4 @@
-"""Op mappings of the tensor family, part expansions: pad, reverse, get_shape, range,
+"""Op mappings (tensor family): pad, reverse, get_shape, range,
 sort, topk, scan, scatter and slice_update built from Core AI ops (emitters in ``_tensor.py``).
 """
 
