@@ -5,7 +5,10 @@ The rule (also in ``docs/adding-an-op.md``): the dialect's op families are the m
 ``coreai_core/runtime/kernels/<family>.py`` (one module per family, exactly its ops). The
 lowerings (``coreai_torch/lowerings/``), op-database entries (``tests/torch/op_db/``) and kernel
 tests (``tests/core/test_kernels_<...>.py``) are named ``<family>.py`` or, where a family needs
-several files, ``<family>_<part>.py``; every family has at least one module in each layer.
+several files, ``<family>_<part>.py``; every family has at least one module in each layer. The
+``.aimodel`` exporter's op mappings (``coreai_torch/aimodel/mappings/``) follow the same names,
+each module mapping only its family's ops; a family whose ops are all left unexported has no
+module there.
 Modules starting with ``_`` are shared helpers, outside the rule. A module's docstring names its
 family on its first line: ``(<family> family)``.
 """
@@ -19,6 +22,7 @@ from types import ModuleType
 
 import pytest
 
+import coreai_torch.aimodel.mappings
 import coreai_torch.lowerings
 import tests.torch.op_db
 from coreai_core._opdef import OPS
@@ -30,6 +34,7 @@ DIALECTS = ROOT / "coreai_core" / "dialects"
 KERNELS = ROOT / "coreai_core" / "runtime" / "kernels"
 LOWERINGS = ROOT / "coreai_torch" / "lowerings"
 OP_DB = ROOT / "tests" / "torch" / "op_db"
+AIMODEL = ROOT / "coreai_torch" / "aimodel" / "mappings"
 KERNEL_TESTS = ROOT / "tests" / "core"
 # kernel tests that check every family at once, not one family
 CROSS_FAMILY_KERNEL_TESTS = {"coverage"}
@@ -40,6 +45,13 @@ FAMILIES = sorted(p.stem[1:] for p in DIALECTS.glob("_*.py") if p.stem != "__ini
 def _public_modules(folder: Path) -> list[str]:
     """The module names in ``folder`` outside the helper convention (no leading ``_``)."""
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def family_of_op(name: str) -> str:
+    """The family of op ``name``: the dialect module that defines it."""
+    builder = OPS[name].builder
+    assert builder is not None, f"{name} has no builder to tell its family"
+    return builder.__module__.rpartition("._")[2]
 
 
 def family_of(module: str) -> str:
@@ -74,7 +86,8 @@ def test_kernel_module_holds_exactly_its_family_ops(family: str) -> None:
     assert module.KERNELS in kernels.FAMILIES, f"kernels/{family}.py is not in FAMILIES"
 
 
-@pytest.mark.parametrize("folder", [LOWERINGS, OP_DB], ids=["lowerings", "op_db"])
+@pytest.mark.parametrize("folder", [LOWERINGS, OP_DB, AIMODEL],
+                         ids=["lowerings", "op_db", "aimodel"])
 def test_modules_map_to_a_family(folder: Path) -> None:
     stray = [m for m in _public_modules(folder)
              if m != "__init__" and family_of(m) not in FAMILIES]
@@ -89,21 +102,38 @@ def test_every_family_has_modules(folder: Path) -> None:
 
 
 @pytest.mark.parametrize(("package", "folder"), [(coreai_torch.lowerings, LOWERINGS),
-                                                 (tests.torch.op_db, OP_DB)],
-                         ids=["lowerings", "op_db"])
+                                                 (tests.torch.op_db, OP_DB),
+                                                 (coreai_torch.aimodel.mappings, AIMODEL)],
+                         ids=["lowerings", "op_db", "aimodel"])
 def test_every_module_is_listed(package: ModuleType, folder: Path) -> None:
     listed = sorted(m.__name__.rsplit(".", 1)[1] for m in package.FAMILIES)
     assert listed == [m for m in _public_modules(folder) if m != "__init__"]
 
 
 @pytest.mark.parametrize(
-    "path", [p for folder in (LOWERINGS, OP_DB) for p in sorted(folder.glob("[a-z]*.py"))
+    "path", [p for folder in (LOWERINGS, OP_DB, AIMODEL) for p in sorted(folder.glob("[a-z]*.py"))
              if p.stem != "__init__"], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_docstring_names_the_family(path: Path) -> None:
     line = _first_docstring_line(path)
     assert f"({family_of(path.stem)} family)" in line, (
         f"{path.name}: the docstring's first paragraph should name its family as "
         f"'({family_of(path.stem)} family)', got {line!r}")
+
+
+@pytest.mark.parametrize("module", coreai_torch.aimodel.mappings.FAMILIES,
+                         ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_aimodel_module_maps_only_its_family_ops(module: ModuleType) -> None:
+    family = family_of(module.__name__.rsplit(".", 1)[1])
+    names = module.MAPPINGS.own_names()
+    stray = [n for n in names if family_of_op(n) != family]
+    assert names and not stray, (
+        f"{module.__name__}: maps ops of other families "
+        f"{[(n, family_of_op(n)) for n in stray]}; move each to its family's module")
+
+
+def test_aimodel_mappings_are_the_union_of_the_modules() -> None:
+    own = [n for m in coreai_torch.aimodel.mappings.FAMILIES for n in m.MAPPINGS.own_names()]
+    assert sorted(own) == sorted(coreai_torch.aimodel.mappings.MAPPINGS)
 
 
 def test_kernel_tests_map_to_a_family() -> None:
@@ -124,3 +154,15 @@ def test_lowering_module_registers_into_its_own_family_set(module: ModuleType) -
     assert module.LOWERINGS.own_names(), f"lowerings/{stem}.py registers nothing"
     for name, entry in module.LOWERINGS.own_items():
         assert table[name] is entry, name
+
+
+def test_aimodel_duplicate_mapping_is_an_error_naming_both_modules() -> None:
+    """Two mapping modules mapping one op is refused when MAPPINGS is built, naming both."""
+    from coreai_core.registry import frozen_union
+    from coreai_torch.aimodel.mappings import _registry, elementwise, special
+
+    name = special.MAPPINGS.own_names()[0]
+    clash = _registry.family_mappings(elementwise.__name__, {name: special.MAPPINGS[name]})
+    with pytest.raises(ValueError, match="defined by both") as info:
+        frozen_union(_registry.mapping_registry("test"), [special.MAPPINGS, clash])
+    assert special.__name__ in str(info.value) and elementwise.__name__ in str(info.value)

@@ -1,6 +1,6 @@
 """Compressed weights through the .aimodel export: each compression op on Apple's interpreter
 against coreai_core's runtime, the adaptations the exporter makes (coreai_torch/aimodel/
-ops_compression.py), and compressed models whose asset stays small."""
+mappings/compression.py), and compressed models whose asset stays small."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from coreai_core.dialects import coreai
 from coreai_core.packing import pack_bits
 from coreai_torch import TorchConverter, get_decomp_table
 from coreai_torch.aimodel import export_aimodel, verify_aimodel
-from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
+from coreai_torch.aimodel.mappings.compression import MAPPINGS as COMPRESSION_MAPPINGS
 from coreai_torch.compression import palettize, prune, quantize_weights
 from coreai_torch.errors import UnexportableOpsError
 from tests.core.op_samples import SAMPLES, build_sample

@@ -1,4 +1,4 @@
-"""The exact expansions of ops Core AI lacks (ops_math.py, ops_tensor.py, ops_control.py) on
+"""The exact expansions of ops Core AI lacks (mappings/_math.py, _tensor.py, control.py) on
 the values random samples miss: signed zeros, infinities, NaN, ties, every resize mode.
 Each runs on Apple's interpreter and is compared with coreai_core's runtime."""
 

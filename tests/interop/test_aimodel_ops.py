@@ -11,7 +11,7 @@ import pytest
 from coreai_core import TensorType
 from coreai_torch.aimodel import MAPPINGS, export_aimodel, load_aimodel
 from coreai_torch.aimodel.loaded import narrow_input
-from coreai_torch.aimodel.ops_compression import COMPRESSION_MAPPINGS
+from coreai_torch.aimodel.mappings.compression import MAPPINGS as COMPRESSION_MAPPINGS
 from coreai_torch.errors import UnexportableOpsError
 from coreai_torch.verify import compare
 from tests.core.op_samples import SAMPLES, build_sample

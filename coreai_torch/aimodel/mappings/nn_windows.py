@@ -1,5 +1,5 @@
-"""Op mappings of the sliding-window ops (conv, conv_transpose, maxpool, sumpool, avgpool),
-merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+"""Op mappings (nn family): the sliding-window ops (conv, conv_transpose,
+maxpool, sumpool, avgpool).
 
 Our N-d ops take pads; Core AI's ``conv2d``/``conv3d`` and pooling ops do not, so the input is
 padded first (zeros; ``-inf`` for max pooling), 1-d windows run as 2-d ones over a leading
@@ -19,8 +19,9 @@ from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
 from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, u32
+from coreai_torch.aimodel.mappings._registry import family_mappings
 
-__all__ = ["WINDOW_MAPPINGS"]
+__all__ = ["MAPPINGS"]
 
 
 def _pads(op: Operation, n: int) -> list[int]:
@@ -176,7 +177,7 @@ def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [ca.broadcasting_divide(total, constant(divisor))]
 
 
-WINDOW_MAPPINGS: dict[str, OpMapping] = {
+MAPPINGS = family_mappings(__name__, {
     "coreai.conv": OpMapping(_conv, "pad + conv2d/conv3d + broadcasting_add (1-d to 3-d)"),
     "coreai.conv_transpose": OpMapping(
         _conv_transpose, "conv_transpose2d/3d + broadcasting_add (1-d to 3-d; symmetric pads)"),
@@ -187,4 +188,4 @@ WINDOW_MAPPINGS: dict[str, OpMapping] = {
     "coreai.avgpool": OpMapping(
         _avgpool, "pad + sumpool2d/3d + broadcasting_divide by torch's per-window counts "
         "(1-d to 3-d)"),
-}
+})

@@ -1,4 +1,4 @@
-"""Op mappings of control flow and calls, merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+"""Op mappings (control family): control flow and calls.
 
 ``if`` and ``while`` become Core AI's ``if``/``while`` ops, whose regions hold the branches or
 the condition and body. Apple's supported facade (``coreai.authoring``) builds no regions, so
@@ -20,8 +20,9 @@ from coreai_torch.aimodel._apple import ca, from_raw, raw_ir, to_raw
 from coreai_torch.aimodel._apple import raw_control_flow as apple_cf
 from coreai_torch.aimodel._context import ExportContext, OpMapping
 from coreai_torch.aimodel._emit import i32
+from coreai_torch.aimodel.mappings._registry import family_mappings
 
-__all__ = ["CONTROL_MAPPINGS"]
+__all__ = ["MAPPINGS"]
 
 
 def _raw(value: Any) -> Any:
@@ -72,9 +73,9 @@ def _invoke(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return ctx.invoke(ctx.program.graphs[op.attributes["callee"]], xs)
 
 
-CONTROL_MAPPINGS: dict[str, OpMapping] = {
+MAPPINGS = family_mappings(__name__, {
     "coreai.if": OpMapping(_if, "if (the branches in its regions)"),
     "coreai.while": OpMapping(_while, "while_ (cond and body in its regions)"),
     "coreai.invoke": OpMapping(_invoke, "invoke of a Core AI composite function (a composite "
                                "whose declaration maps), else the callee's ops inline"),
-}
+})

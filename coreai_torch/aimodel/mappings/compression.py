@@ -1,4 +1,5 @@
-"""The op mapping of compressed weights and quantization onto Core AI's compression ops.
+"""Op mappings (compression family): compressed weights and quantization onto Core
+AI's compression ops.
 
 A compressed weight stays compressed in the ``.aimodel``: its packed data becomes a Core AI
 constant of the sub-byte element type (see ``_constants``), and one Core AI decompression op
@@ -40,8 +41,9 @@ from coreai_core.packing import pack_bits, unpack_bits
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._constants import apple_constant, packed_index_constant
 from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused, exported_dtype
+from coreai_torch.aimodel.mappings._registry import family_mappings
 
-__all__ = ["COMPRESSION_MAPPINGS"]
+__all__ = ["MAPPINGS"]
 
 # Index widths of Core AI's lut_to_dense, and the width each of ours is stored in.
 _LUT_BITS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 6, 7: 8, 8: 8}
@@ -258,7 +260,7 @@ def _sparse_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> li
     return [dense if shape else ca.reshape(dense, _i32([]))]
 
 
-COMPRESSION_MAPPINGS: dict[str, OpMapping] = {
+MAPPINGS = family_mappings(__name__, {
     "coreai.lut_to_dense": OpMapping(
         _lut_to_dense, "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)"),
     "coreai.constexpr_blockwise_shift_scale": OpMapping(
@@ -271,4 +273,4 @@ COMPRESSION_MAPPINGS: dict[str, OpMapping] = {
     "coreai.sparse_to_dense": OpMapping(
         _sparse_to_dense, "build_sparse_with_bitmask + sparse_with_bitmask_to_dense "
         "(constant mask as ui1)"),
-}
+})

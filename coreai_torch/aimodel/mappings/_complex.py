@@ -1,5 +1,5 @@
-"""Op mappings of complex numbers and discrete Fourier transforms, merged into
-:data:`coreai_torch.aimodel.ops.MAPPINGS`.
+"""Emitters of complex numbers and discrete Fourier transforms, registered by
+``complex.py`` and ``fft.py``.
 
 Complex values inside a graph are Core AI ``complex<f32>`` tensors (complex128 is narrowed to
 complex64 like float64 to float32); Apple's interpreter builds, takes apart and computes
@@ -30,10 +30,10 @@ import numpy as np
 
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._context import ExportContext, Refused
 from coreai_torch.aimodel._emit import i32, slice_axis, u32
 
-__all__ = ["COMPLEX_MAPPINGS", "dft_matrix"]
+__all__ = ["dft_matrix"]
 
 F32 = np.float32
 Pair = tuple[Any, Any]  # the real and imaginary parts, Apple float32 values
@@ -170,15 +170,3 @@ def _fft_c2r(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 _DFT = "DFT product: [re, im] @ a float32 [[cos, sin], [-sin, cos]] matrix along each axis"
 
-COMPLEX_MAPPINGS: dict[str, OpMapping] = {
-    "coreai.complex": OpMapping(_complex, "create_complex (+ broadcast_to)"),
-    "coreai.real": OpMapping(_real, "real_part"),
-    "coreai.imag": OpMapping(_imag, "imaginary_part"),
-    "coreai.conj": OpMapping(_conj, "create_complex(real_part, imaginary_part * -1)"),
-    "coreai.view_as_real": OpMapping(_view_as_real,
-                                     "concat of real_part and imaginary_part on a new axis"),
-    "coreai.view_as_complex": OpMapping(_view_as_complex, "create_complex of two slices"),
-    "coreai.fft_c2c": OpMapping(_fft_c2c, f"{_DFT} (<= (2n + 1) u sum|x| per axis)"),
-    "coreai.fft_r2c": OpMapping(_fft_r2c, f"{_DFT} (the real signal: [cos, sin] only)"),
-    "coreai.fft_c2r": OpMapping(_fft_c2r, f"{_DFT} (the Hermitian half, weighted 1 or 2)"),
-}

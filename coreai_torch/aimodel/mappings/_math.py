@@ -1,9 +1,9 @@
-"""Op mappings of arithmetic ops Core AI lacks but can express exactly (floor, ceil, trunc,
-remainder, fmax/fmin, shifts, gcd/lcm, nextafter, frexp, log_softmax),
-merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`.
+"""Emitters of arithmetic ops Core AI lacks but can express exactly (floor, ceil, trunc,
+remainder, fmax/fmin, shifts, gcd/lcm, nextafter, frexp, log_softmax), registered by
+``elementwise_math.py`` and ``special.py``.
 
 Elementary functions Core AI lacks (log1p, expm1, log2, log10, exp2, atan2, hypot), whose
-expansions are not exact but bounded, are in ops_elementary.py.
+expansions are not exact but bounded, are in _elementary.py.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._context import ExportContext, Refused
 from coreai_torch.aimodel._emit import i32, scalar, take
 
-__all__ = ["MATH_MAPPINGS"]
+__all__: list[str] = []
 
 
 def _is_float(op: Operation) -> bool:
@@ -278,38 +278,3 @@ def _frexp(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [m if dtype == f32 else ca.cast(m, dtype.type), e]
 
 
-MATH_MAPPINGS: dict[str, OpMapping] = {
-    "coreai.floor": OpMapping(_rounding(_floor_of),
-                              "broadcasting_floor_divide(x, 1), x where x is +-inf"),
-    "coreai.ceil": OpMapping(_rounding(_ceil_of), "-floor(-x), floor as above"),
-    "coreai.trunc": OpMapping(_rounding(_trunc_of),
-                              "broadcasting_where(x < 0, ceil(x), floor(x)), as above"),
-    "coreai.broadcasting_remainder": OpMapping(
-        _remainder, "broadcasting_modulo, + y where the signs differ (floats: zero signed "
-        "like y)"),
-    "coreai.broadcasting_fmax": OpMapping(
-        _nan_ignoring(ca.broadcasting_maximum), "broadcasting_maximum, the other operand where "
-        "one is NaN"),
-    "coreai.broadcasting_fmin": OpMapping(
-        _nan_ignoring(ca.broadcasting_minimum), "broadcasting_minimum, the other operand where "
-        "one is NaN"),
-    "coreai.broadcasting_shift_left": OpMapping(
-        _shift(True), "broadcasting_mul by 2**n from a table (wrapping); out-of-range "
-        "shifts: 0"),
-    "coreai.broadcasting_shift_right": OpMapping(
-        _shift(False), "broadcasting_floor_divide by 2**n from a table; out-of-range shifts: "
-        "the sign fill"),
-    "coreai.broadcasting_gcd": OpMapping(
-        _gcd, "Euclid unrolled: 13/24/47 rounds of broadcasting_modulo + where (8/16/32-bit)"),
-    "coreai.broadcasting_lcm": OpMapping(
-        _lcm, "abs(x // gcd * y), gcd as above (8/16-bit: in int32), 0 where gcd is 0"),
-    "coreai.broadcasting_nextafter": OpMapping(
-        _nextafter, "x + -(|x| * (2**-p + 2**(1-2p))) (rounds to the neighbour; scaled near "
-        "the subnormals, the subnormal step below), infinities, zeros and NaN fixed"),
-    "coreai.frexp": OpMapping(
-        _frexp, "e = floor(log(|x|) / log 2) + 1, m = |x| * 2**-e from a table, one "
-        "correction step (float16: in float32)"),
-    "coreai.log_softmax": OpMapping(
-        _log_softmax, "x - max - log(reduce_sum(exp(x - max))) (a row's single +inf: 0 there, "
-        "-inf elsewhere)"),
-}

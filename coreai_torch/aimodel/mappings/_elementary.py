@@ -1,6 +1,6 @@
-"""Op mappings of elementary functions Core AI lacks, expanded from its ``log``, ``exp``,
-``atan`` and ``sqrt`` with a stated error bound, merged into
-:data:`coreai_torch.aimodel.ops.MAPPINGS`.
+"""Emitters of elementary functions Core AI lacks, expanded from its ``log``, ``exp``,
+``atan`` and ``sqrt`` with a stated error bound, registered by ``elementwise_elementary.py``
+and ``special.py``.
 
 The bounds are in ulps of the exact result (float32), relative to the error of Apple's own
 functions, measured on its interpreter (docs/coreai-interop.md, "Elementary functions"):
@@ -49,10 +49,10 @@ import numpy as np
 
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import Emit, ExportContext, OpMapping
+from coreai_torch.aimodel._context import Emit, ExportContext
 from coreai_torch.aimodel._emit import take
 
-__all__ = ["APPLE_ERRORS", "ELEMENTARY_MAPPINGS"]
+__all__ = ["APPLE_ERRORS"]
 
 # The largest errors (ulps, float32) of Apple's interpreter measured by
 # tools/measure_aimodel_elementary.py: the L, E, A of the bounds above.
@@ -196,28 +196,3 @@ def _copysign(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
 _INV_LN2, _INV_LN10 = 1 / np.log(2.0), 1 / np.log(10.0)
 _F16 = "float16 and narrower: in float32, rounded once"
 
-ELEMENTARY_MAPPINGS: dict[str, OpMapping] = {
-    "coreai.log1p": OpMapping(
-        _in_float32(log1p), f"u = 1 + x; x where u == 1, else log(u) * (x / (u - 1)) "
-        f"(<= 3.5 + 2L ulps; {_F16})"),
-    "coreai.expm1": OpMapping(
-        _in_float32(expm1), f"u = exp(x); x where u == 1, -1 where u - 1 == -1, else "
-        f"(u - 1) * (x / log(u)) (<= 2.5 + 2E + 2L ulps; {_F16})"),
-    "coreai.log2": OpMapping(_in_float32(_log_times(_INV_LN2)),
-                             f"log(x) * (1 / log 2) (<= 1.5 + 2L ulps; {_F16})"),
-    "coreai.log10": OpMapping(_in_float32(_log_times(_INV_LN10)),
-                              f"log(x) * (1 / log 10) (<= 1.5 + 2L ulps; {_F16})"),
-    "coreai.exp2": OpMapping(
-        _in_float32(exp2), f"exp((x - n) * log 2) * 2**a * 2**b, n = round(x) = a + b, "
-        f"2**k from a table (<= E + 0.7 ulps, + 0.5 subnormal; {_F16})"),
-    "coreai.broadcasting_atan2": OpMapping(
-        _in_float32(atan2), f"atan(min(|x|,|y|) / max(|x|,|y|)) with quadrant and signed-zero "
-        f"fixes (<= A + 4 ulps; {_F16})"),
-    "coreai.broadcasting_hypot": OpMapping(
-        _in_float32(hypot), f"max * sqrt(1 + (min / max)**2), no overflow (<= 2.75 ulps; "
-        f"{_F16})"),
-    "coreai.signbit": OpMapping(_signbit, "x < 0 or (x == 0 and 1 / x < 0) (a NaN counts "
-                                "as positive)"),
-    "coreai.broadcasting_copysign": OpMapping(
-        _copysign, "where(y < 0 or y is -0, -|x|, |x|) (a NaN y counts as positive)"),
-}

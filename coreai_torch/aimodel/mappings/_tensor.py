@@ -1,5 +1,5 @@
-"""Op mappings of resizing, reordering and indexing ops (interpolate, reverse, sort, scatter,
-...), merged into :data:`coreai_torch.aimodel.ops.MAPPINGS`."""
+"""Emitters of resizing, reordering and indexing ops (interpolate, reverse, sort, scatter,
+...), registered by ``nn.py`` and ``tensor_expansions.py``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 from coreai_core import Operation, Value
 from coreai_core.runtime import interpolation_plan
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._context import ExportContext, Refused
 from coreai_torch.aimodel._emit import i32, runtime_shape, scalar, slice_axis, take, u32
 
-__all__ = ["TENSOR_MAPPINGS"]
+__all__: list[str] = []
 
 
 def _interpolate(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -292,28 +292,3 @@ def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [x]
 
 
-TENSOR_MAPPINGS: dict[str, OpMapping] = {
-    "coreai.interpolate": OpMapping(
-        _interpolate, "per axis: gather_nd of the source taps, broadcasting_mul by the "
-        "weights, broadcasting_add (the runtime's indices and weights: torch's rules)"),
-    "coreai.pad": OpMapping(_pad, "pad (constant, reflect, replicate) + slice_ for negative "
-                            "amounts; circular: slice_ + concat"),
-    "coreai.reverse": OpMapping(_reverse, "gather_nd of n-1 ... 0 per axis"),
-    "coreai.get_shape": OpMapping(_get_shape, "constant (static shapes), else get_shape"),
-    "coreai.range": OpMapping(_range, "constant (constant bounds; the runtime's values), "
-                                      "else range_ (integers)"),
-    "coreai.sort": OpMapping(_sort, "argsort (stable) + gather_along_axis; descending floats: "
-                             "a second stable argsort puts NaN first"),
-    "coreai.argsort": OpMapping(_argsort, "argsort (stable), NaN handled as for sort"),
-    "coreai.topk": OpMapping(_topk, "argsort as for sort + slice_ + gather_along_axis"),
-    "coreai.scan": OpMapping(_scan, "scan (max/min: NaN propagated by a scan of isnan; "
-                             "exclusive: concat of the identity and slice_)"),
-    "coreai.scatter_along_axis": OpMapping(
-        _scatter_along_axis, "scatter_along_axis (update, add, mul, max, min; include_self="
-        "False: the identity scattered first; max/min floats: NaN propagated; no mean)"),
-    "coreai.scatter_nd": OpMapping(
-        _scatter_nd, "scatter_nd; accumulate: scatter_along_axis(add) on rows of the "
-        "flattened tensor"),
-    "coreai.slice_update": OpMapping(_slice_update, "slice_update (constant bounds; a "
-                                     "negative stride: upwards, the update reversed)"),
-}
