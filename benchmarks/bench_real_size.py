@@ -50,6 +50,7 @@ from coreai_core import Program
 from coreai_core.runtime import Runtime
 from coreai_torch import TorchConverter, get_decomp_table
 from tests.models.builders import HF
+from tests.models.llm import LlamaDecodeStep
 
 Built = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 GB = 1e9
@@ -112,49 +113,6 @@ def llama() -> Built:
     """The 1.1B Llama, prefill of 128 tokens."""
     model = _llama_1b()
     return HF(model, "logits", ("input_ids",)), (_ids(model.config.vocab_size, 128),)
-
-
-class LlamaDecodeStep(torch.nn.Module):
-    """One decode step of a transformers Llama, its KV cache held in buffers (program state).
-
-    The token at position ``pos`` attends to the cache positions up to ``pos``; its keys and
-    values are written there first (``index_copy_``: a state update after conversion).
-    """
-
-    def __init__(self, model: torch.nn.Module, max_len: int) -> None:
-        super().__init__()
-        cfg = model.config
-        self.model, self.max_len = model, max_len
-        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = cfg.hidden_size // cfg.num_attention_heads
-        for i in range(cfg.num_hidden_layers):
-            for kind in "kv":
-                self.register_buffer(f"{kind}{i}",
-                                     torch.zeros(1, self.kv_heads, max_len, self.head_dim))
-
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-        body, hd, group = self.model.model, self.head_dim, self.heads // self.kv_heads
-        h = body.embed_tokens(ids)
-        cos, sin = body.rotary_emb(h, pos.reshape(1, 1))
-        visible = (torch.arange(self.max_len) <= pos).view(1, 1, 1, -1)
-        for i, layer in enumerate(body.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(1, 1, self.heads, hd).transpose(1, 2)
-            k = attn.k_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
-            v = attn.v_proj(x).view(1, 1, self.kv_heads, hd).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            k_cache, v_cache = getattr(self, f"k{i}"), getattr(self, f"v{i}")
-            k_cache.index_copy_(2, pos, k)
-            v_cache.index_copy_(2, pos, v)
-            o = torch.nn.functional.scaled_dot_product_attention(
-                q, k_cache.repeat_interleave(group, 1), v_cache.repeat_interleave(group, 1),
-                attn_mask=visible)
-            h = h + attn.o_proj(o.transpose(1, 2).reshape(1, 1, -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-        return self.model.lm_head(body.norm(h))
 
 
 def llama_decode() -> Built:

@@ -75,6 +75,19 @@ def _blocks(param: Tensor, shape: torch.Size | list[int], op: str, what: str) ->
     return param
 
 
+def _checked_params(op: str, input: Tensor, scale: Tensor, zero_point: Tensor | None,
+                    minval: Tensor | None, axis: int | None,
+                    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """``scale``, ``zero_point`` and ``minval`` of ``op`` checked (one offset at most, a
+    granularity that fits ``input``) and shaped to broadcast against ``input``."""
+    _one_offset(op, zero_point, minval)
+    axis = _check_granularity(op, input, scale, axis,
+                              {"zero_point": zero_point, "minval": minval})
+    s, zp, mv = (_along(t, axis, input.dim()) for t in (scale, zero_point, minval))
+    assert s is not None
+    return s, zp, mv
+
+
 def _along(param: Tensor | None, axis: int, rank: int) -> Tensor | None:
     """A 0-d/1-d per-tensor or per-channel parameter shaped to broadcast along ``axis``."""
     if param is None or param.dim() > 1:
@@ -242,12 +255,7 @@ def quantize(input: Tensor, scale: Tensor, output_dtype: torch.dtype,
     finite range and cast.
     """
     op = "quantize"
-    _one_offset(op, zero_point, minval)
-    axis = _check_granularity(op, input, scale, axis,
-                              {"zero_point": zero_point, "minval": minval})
-    rank = input.dim()
-    s, zp, mv = (_along(t, axis, rank) for t in (scale, zero_point, minval))
-    assert s is not None
+    s, zp, mv = _checked_params(op, input, scale, zero_point, minval, axis)
     if _is_float_dtype(output_dtype):
         if zero_point is not None or minval is not None:
             raise _fail(op, f"quantizing to {output_dtype} takes no zero_point or minval")
@@ -287,12 +295,7 @@ def dequantize(input: Tensor, scale: Tensor, zero_point: Tensor | None = None,
     dtype (``output_dtype`` is ignored, as in Apple's package); floats
     ``float32(input) * float32(scale)`` cast to ``output_dtype`` (default the scale's)."""
     op = "dequantize"
-    _one_offset(op, zero_point, minval)
-    axis = _check_granularity(op, input, scale, axis,
-                              {"zero_point": zero_point, "minval": minval})
-    rank = input.dim()
-    s, zp, mv = (_along(t, axis, rank) for t in (scale, zero_point, minval))
-    assert s is not None
+    s, zp, mv = _checked_params(op, input, scale, zero_point, minval, axis)
     if input.is_floating_point():
         if zero_point is not None or minval is not None:
             raise _fail(op, "float data takes no zero_point or minval")
