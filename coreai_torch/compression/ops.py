@@ -76,7 +76,7 @@ def _blocks(param: Tensor, shape: torch.Size | list[int], op: str, what: str) ->
 
 
 def _checked_params(op: str, input: Tensor, scale: Tensor, zero_point: Tensor | None,
-                    minval: Tensor | None, axis: int | None,
+                    minval: Tensor | None, axis: int,
                     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``scale``, ``zero_point`` and ``minval`` of ``op`` checked (one offset at most, a
     granularity that fits ``input``) and shaped to broadcast against ``input``."""
