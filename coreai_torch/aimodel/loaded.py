@@ -279,7 +279,7 @@ class LoadedAimodel:
 
         ``inputs`` maps input names to arrays (or lists them in input order); int64/float64
         arrays are narrowed as on export. State works like ``Program.run``: without
-        ``state`` the asset's held :attr:`state` is read and updated; with ``state`` (a
+        ``state`` the asset's held ``state`` is read and updated; with ``state`` (a
         mutable mapping from state names to arrays) that mapping is read and, after a
         successful call, updated in place. Either way successive calls (of one function, or
         of several sharing state names, e.g. ``prefill`` then ``decode``) continue from it.

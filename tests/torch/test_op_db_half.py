@@ -149,8 +149,11 @@ def _judge(what: str, torch_out: torch.Tensor, exact: torch.Tensor, got: np.ndar
 @pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
 def test_half_as_accurate_as_torch(entry: OpEntry) -> None:
     pairs = [(d, p) for d in HALF_DTYPES for p in PEAKS[d]]
-    if HALF_EXAMPLES == 1:  # the CI profile: one pair per entry, rotated (see HALF_EXAMPLES)
-        pairs = [pairs[zlib.crc32(entry.id.encode()) % len(pairs)]]
+    if HALF_EXAMPLES == 1:  # the CI profile: one pair per entry, rotated (see HALF_EXAMPLES);
+        # the entry's own range at that type too, for entries a scaled peak cannot satisfy
+        # (probabilities of bernoulli)
+        dtype, peak = pairs[zlib.crc32(entry.id.encode()) % len(pairs)]
+        pairs = [(dtype, peak), (dtype, None)]
 
     @settings(max_examples=HALF_EXAMPLES, suppress_health_check=[HealthCheck.filter_too_much])
     @given(sample=entry.samples.filter(lambda s: bool(_floats(s))),
