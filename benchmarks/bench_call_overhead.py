@@ -3,7 +3,9 @@
 Programs: chains of 1, 10 and 100 elementwise ops on a 4-element float32 vector (inputs
 checked as on every call), a one-op stateful counter (state read, updated and written back),
 and the zoo's MLP (3 linear layers, GELU, tanh, LayerNorm on [3, 16]) against torch eager.
-The per-op cost is the slope of the 1/10/100-op times, the fixed cost their intercept.
+The per-op cost is the slope of the 1/10/100-op times, the fixed cost their intercept; the
+same slope for the ufunc calls alone in straight-line Python (``numpy_chain``) is numpy's
+floor, below which no runtime built on numpy ufuncs can go.
 Targets: <= 15 us fixed, <= 0.3 us per op. Each figure is the minimum over ``--repeat``
 batches of ``--number`` calls (the minimum: a busy machine only adds time).
 
@@ -74,6 +76,20 @@ def mlp() -> tuple[Program, dict[str, np.ndarray], Callable[[], Any]]:
     return program, {program.input_names[0]: x.numpy()}, eager
 
 
+def numpy_chain(n: int) -> Callable[[], Any]:
+    """numpy's own floor for ``chain(n)``: the same ufuncs on the same 4-element vector, as
+    straight-line calls writing into one buffer (0-d array constants: numpy's fastest call),
+    with no plan, checks or outputs around them."""
+    lines = [f"    {'mul' if i % 2 else 'add'}(v, {'half' if i % 2 else 'one'}, v)"
+             for i in range(n)]
+    source = "def run(v):\n" + "\n".join(lines) + "\n"
+    namespace = {"add": np.add, "mul": np.multiply, "one": np.array(1.0, np.float32),
+                 "half": np.array(0.5, np.float32)}
+    exec(compile(source, f"<numpy chain of {n}>", "exec"), namespace)
+    v = np.ones(4, np.float32)
+    return lambda: namespace["run"](v)
+
+
 def per_call(fn: Callable[[], Any], number: int, repeat: int) -> float:
     """Seconds per call: the minimum over ``repeat`` batches of ``number`` calls."""
     fn()
@@ -94,6 +110,8 @@ def main() -> None:
         times[n] = per_call(lambda p=p, feeds=feeds: p.run(feeds), args.number, args.repeat)
         rows.append([f"{n}-op elementwise chain", times[n] * us, "-"])
     slope, intercept = np.polyfit(list(times), list(times.values()), 1)
+    floor = {n: per_call(numpy_chain(n), args.number, args.repeat) for n in (1, 10, 100)}
+    floor_slope = np.polyfit(list(floor), list(floor.values()), 1)[0]
     p, feeds = counter()
     t_counter = per_call(lambda: p.run(feeds), args.number, args.repeat)
     rows.append(["1-op stateful counter", t_counter * us, "-"])
@@ -103,7 +121,8 @@ def main() -> None:
     rows.append(["zoo MLP", t_mlp * us, t_eager * us])
     print_table(["program", "run() us", "torch eager us"], rows)
     print(f"\nfixed cost per call: {intercept * us:.1f} us (target <= 15); per elementwise op: "
-          f"{slope * us:.2f} us (target <= 0.3)")
+          f"{slope * us:.2f} us (target <= 0.3); numpy's own ufunc call, straight-line code: "
+          f"{floor_slope * us:.2f} us per op")
     if args.profile:
         p, feeds = chain(1)
         profiler = cProfile.Profile()

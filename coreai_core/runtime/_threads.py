@@ -17,6 +17,7 @@ between its threads, so a run's parallelism is the runtime's own pool.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -35,12 +36,14 @@ __all__ = ["BLAS", "BlasThreads", "RunContext", "active_pool", "available_cores"
 
 _POOL: ContextVar[tuple[ThreadPoolExecutor, int] | None] = ContextVar("coreai_runtime_pool",
                                                                      default=None)
-# Multiply-adds (or equivalent) of one block: ~1-3 ms on one core, so a block's Python and
-# pool hand-off (~20 us) stays under 2%; work below it runs as one block.
-BLOCK_WORK = 1 << 22
+# Multiply-adds (or equivalent) of one block: ~0.3-0.5 ms on one core (OpenBLAS runs 35-60
+# float32 G multiply-adds/s per core), so the hand-off of blocks to threads stays under a few
+# percent; work below two blocks runs as one. (A quarter of this, ~0.1 ms blocks, gave a
+# second core only 1.1-1.4x on BERT's products instead of 1.6-1.9x.)
+BLOCK_WORK = 1 << 24
 # One numpy pass over one element (a ufunc with out=, memory-bound) costs about this many of
 # BLAS's multiply-adds: the work of elementwise blocks is counted in passes times this.
-PASS_COST = 8
+PASS_COST = 32
 # At most this many blocks per kernel call: enough to balance 16 threads, few enough that the
 # hand-offs stay cheap.
 MAX_BLOCKS = 64
@@ -198,15 +201,43 @@ def fixed_bounds(count: int, work: int, quantum: int = 1) -> list[int]:
 def parallel_chunks(bounds: list[int], fn: Callable[[int, int], Any]) -> list[Any]:
     """``[fn(a, b) for a, b in consecutive bounds]``, the calls spread over the run's pool
     when there is one and several chunks, in order on the calling thread otherwise. The
-    results come back in chunk order either way."""
+    results come back in chunk order either way.
+
+    The calling thread and up to ``width - 1`` pool threads each take the next block not yet
+    taken until none is left: one hand-off per thread rather than per block (a future per
+    block cost ~20-50 us of contended Python each and halved the gain of a second core on
+    BERT's products), and a thread that finishes early takes more blocks. Which thread runs
+    a block never changes what the block computes.
+    """
     pairs = list(itertools.pairwise(bounds))
     active = _POOL.get()
     if active is None or len(pairs) < 2:
         return [fn(a, b) for a, b in pairs]
-    pool = active[0]
-    futures = [pool.submit(fn, a, b) for a, b in pairs[1:]]
-    first = fn(*pairs[0])  # the calling thread takes a block too instead of only waiting
-    return [first, *(f.result() for f in futures)]
+    pool, width = active
+    results: list[Any] = [None] * len(pairs)
+    taken = itertools.count()  # next() on it is atomic: each index goes to one thread
+    failed: list[BaseException] = []
+
+    def take_blocks() -> None:
+        for i in taken:
+            if i >= len(pairs) or failed:
+                return
+            try:
+                results[i] = fn(*pairs[i])
+            except BaseException as error:
+                failed.append(error)
+                raise
+
+    helpers = [pool.submit(take_blocks) for _ in range(min(width, len(pairs)) - 1)]
+    try:
+        take_blocks()
+    finally:
+        for helper in helpers:  # wait for every block in flight, even after an error
+            with contextlib.suppress(BaseException):
+                helper.result()
+    if failed:
+        raise failed[0]
+    return results
 
 
 def in_row_blocks(x: np.ndarray, keep: int, passes: int,

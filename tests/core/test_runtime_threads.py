@@ -5,7 +5,9 @@ restored after."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
+import itertools
 import math
 import os
 import threading
@@ -348,6 +350,53 @@ def test_blas_on_one_thread_in_every_worker_and_restored_after() -> None:
     assert len(seen) == 8 and len({ident for ident, _ in seen}) > 1
     assert all(set(counts) == {1} for _, counts in seen)
     np.testing.assert_array_equal(y, np.tanh(x))
+
+
+@pytest.mark.parametrize("width", [2, 3, 8])
+def test_parallel_chunks_returns_every_block_once_in_block_order(width: int) -> None:
+    """However the threads take the blocks (here the caller's blocks are slow, so the pool
+    takes most of them), each runs once and the results come back in block order."""
+    calls: list[tuple[int, int]] = []
+    caller = threading.get_ident()
+
+    def block(a: int, b: int) -> tuple[int, int]:
+        calls.append((a, b))
+        if threading.get_ident() == caller:
+            time.sleep(0.005)
+        return a, b
+
+    bounds = [0, 1, 3, 4, 9, 10, 15, 16, 20]
+    pairs = list(itertools.pairwise(bounds))
+    with concurrent.futures.ThreadPoolExecutor(width) as pool, \
+            _threads.RunContext(pool, width, blas=False):
+        got = _threads.parallel_chunks(bounds, block)
+    assert got == pairs
+    assert sorted(calls) == pairs
+
+
+def test_parallel_chunks_raises_a_blocks_error_after_the_blocks_in_flight_end() -> None:
+    """A failing block's error reaches the caller, and no block still runs after the call
+    returns (a kernel's output buffer is never written behind the caller's back)."""
+    running = threading.Event()
+    finished: list[int] = []
+
+    def block(a: int, b: int) -> int:
+        if a == 0:
+            running.wait(1.0)  # fail only once another thread holds a block
+            raise ValueError("block 0 failed")
+        running.set()
+        time.sleep(0.02)
+        finished.append(a)
+        return a
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool, \
+            _threads.RunContext(pool, 2, blas=False):
+        with pytest.raises(ValueError, match="block 0 failed"):
+            _threads.parallel_chunks(list(range(0, 6)), block)
+        done = list(finished)
+    time.sleep(0.05)
+    assert finished == done  # nothing finished after the call returned
+    assert len(finished) < 5  # the blocks stop once one has failed
 
 
 ZOO = ("mlp", "cnn_batchnorm", "lstm", "bert[sdpa]", "llama[sdpa]",
