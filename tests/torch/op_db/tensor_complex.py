@@ -1,4 +1,4 @@
-"""Op-database entries (complex family): the data-movement ops (views, reshapes, splits, creation,
+"""Op-database entries (tensor family): the data-movement ops (views, reshapes, splits, creation,
 indexing, gather/scatter, masks) on complex64/complex128 tensors.
 
 Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs

@@ -1,12 +1,12 @@
-"""Op-database entries (complex family): the nn-side ops torch runs on complex64/complex128 tensors
+"""Op-database entries (nn family): the nn-side ops torch runs on complex64/complex128 tensors
 — matrix products, convolution, col2im, padding, embedding, _trilinear, addbmm, dropout (eval), and
 bincount's weights — as complex variants (``complex_variant``) of the real entries in the family
-modules. Random ops on complex tensors are in ``complex_random.py``.
+modules. Random ops on complex tensors are in ``random_complex.py``.
 
 Left out although the dtype audit lists them: ``native_layer_norm_backward`` (torch's CPU
 kernel rejects complex; eager only "accepts" empty inputs that never reach it),
 ``_upsample_bilinear2d_aa`` (no complex kernel either), training-mode ``native_dropout``
-(torch.export cannot trace it on complex: see ``complex_random.py``).
+(torch.export cannot trace it on complex: see ``random_complex.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Op-database entries (complex family): random ops with complex64/complex128 results.
+"""Op-database entries (random family): random ops with complex64/complex128 results.
 
 torch fills ``view_as_real`` of a complex tensor, so its real and imaginary parts are two
 independent draws: uniforms (``rand``, ``uniform_``) draw each part in ``[low, high)``; normals
