@@ -290,6 +290,18 @@ def _clip_tensor(draw: Any) -> Sample:
 
 add("aten::clip.Tensor", lambda x, lo, hi: aten.clip.Tensor(x, lo, hi), _clip_tensor())
 
+@st.composite
+def _one_hot(draw: Any) -> Sample:
+    shape = draw(shapes(0, 3))
+    classes = draw(st.sampled_from((1, 3, 7, 47)))
+    x = draw(tensors(shape, torch.int64, low=0, high=classes - 1))
+    return Sample((x,), {"num_classes": classes})
+
+
+# one_hot is CompositeImplicit: export traces it into eq(x[..., None], arange(num_classes))
+add("aten::eq.Tensor", F.one_hot, _one_hot(), name="one_hot")
+
+
 # -- ldexp: self * 2**other ----------------------------------------------------------------
 add("aten::ldexp.Tensor", torch.ldexp,
     pair(FLOATS, low=-4.0, high=4.0, special=False).map(
