@@ -1,7 +1,8 @@
 """Op-database entries (tensor family): the data-movement ops (views, reshapes, splits, creation,
-indexing, gather/scatter, masks) on complex64/complex128 tensors.
+indexing, gather/scatter, masks, padding, embedding), conversions, sums and means on
+complex64/complex128 tensors.
 
-Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs
+Most entries are the real entries of the ``tensor_*`` modules again with complex inputs
 (``complex_variants``); the focused entries below cover what those cannot express: Python
 complex scalars as fill values, factories with a complex dtype, nonzero of values with only one
 non-zero part, and the scatter reductions torch implements for complex (not amax/amin).
