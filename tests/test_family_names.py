@@ -8,7 +8,9 @@ tests (``tests/core/test_kernels_<...>.py``) are named ``<family>.py`` or, where
 several files, ``<family>_<part>.py``; every family has at least one module in each layer. The
 ``.aimodel`` exporter's op mappings (``coreai_torch/aimodel/mappings/``) follow the same names,
 each module mapping only its family's ops; a family whose ops are all left unexported has no
-module there.
+module there. An op-database module holds only entries whose target is lowered by its own
+family's lowerings modules (an entry on complex or half inputs goes to the family of its op,
+e.g. ``nn_complex.py``, never to a module named after the dtype).
 Modules starting with ``_`` are shared helpers, outside the rule. A module's docstring names its
 family on its first line: ``(<family> family)``.
 """
@@ -129,6 +131,29 @@ def test_aimodel_module_maps_only_its_family_ops(module: ModuleType) -> None:
     assert names and not stray, (
         f"{module.__name__}: maps ops of other families "
         f"{[(n, family_of_op(n)) for n in stray]}; move each to its family's module")
+
+
+def _lowering_family_of_target() -> dict[str, str]:
+    """Every built-in lowering's target -> the family of the lowerings module registering it."""
+    return {name: family_of(module.__name__.rsplit(".", 1)[1])
+            for module in coreai_torch.lowerings.FAMILIES for name in module.LOWERINGS.own_names()}
+
+
+@pytest.mark.parametrize("module", tests.torch.op_db.FAMILIES,
+                         ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_op_db_module_holds_only_its_family_entries(module: ModuleType) -> None:
+    """An entry (or a ``COVERED_ELSEWHERE`` name) lives in the op-db module of its target's
+    lowering family: a module named after its inputs' dtype (``complex_nn``) or holding another
+    family's targets fails here."""
+    stem = module.__name__.rsplit(".", 1)[1]
+    lowered_by = _lowering_family_of_target()
+    ids = {e.id: e.target for e in module.ENTRIES}
+    ids.update({name: name for name in getattr(module, "COVERED_ELSEWHERE", {})})
+    stray = [(i, lowered_by.get(target)) for i, target in ids.items()
+             if lowered_by.get(target) != family_of(stem)]
+    assert not stray, (
+        f"op_db/{stem}.py: entries whose targets another family lowers {stray}; move each to "
+        f"op_db/<family>.py or op_db/<family>_<part>.py of that family")
 
 
 def test_aimodel_mappings_are_the_union_of_the_modules() -> None:

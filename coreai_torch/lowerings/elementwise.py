@@ -138,6 +138,36 @@ _pow = lower_binary(coreai.broadcasting_pow)
 for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar"):
     reg(f"aten::pow.{_overload}")(_pow)
 
+# Overloads of the bitwise ops the table above leaves out: a Python number on either side
+# (cast to the tensor's dtype, wrapping like torch) and the operator forms.
+for _name, _builder in [
+    ("bitwise_and", coreai.broadcasting_bitwise_and),
+    ("bitwise_or", coreai.broadcasting_bitwise_or),
+    ("bitwise_xor", coreai.broadcasting_bitwise_xor),
+]:
+    reg(f"aten::{_name}.Scalar_Tensor")(lower_binary(_builder))
+for _name, _op, _builder in [
+    ("bitwise_left_shift", "__lshift__", coreai.broadcasting_shift_left),
+    ("bitwise_right_shift", "__rshift__", coreai.broadcasting_shift_right),
+]:
+    _shift = lower_binary(_builder)
+    for _qn in (f"aten::{_name}.Tensor_Scalar", f"aten::{_name}.Scalar_Tensor",
+                f"aten::{_op}.Tensor", f"aten::{_op}.Scalar"):
+        reg(_qn)(_shift)
+
+
+@reg("aten::ldexp.Tensor")
+def aten_ldexp_tensor(self: Value, other: Value) -> Value:
+    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: self * 2**other, as torch computes it"""
+    # torch computes mul(self, pow(2.0, other)): a floating exponent's power is rounded to
+    # the exponent's dtype before the product is promoted; an integer one is exact (result dtype)
+    dtype = result_dtype()
+    kind = other.type.element_type
+    exponent = other if kind.is_float or kind.is_complex else cast_to(other, dtype)
+    scale = coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent)
+    return coreai.broadcasting_mul(cast_to(self, dtype), cast_to(scale, dtype))
+
+
 _COMPARE: dict[str, Builder] = {
     "eq": coreai.broadcasting_equal, "ne": coreai.broadcasting_not_equal,
     "lt": coreai.broadcasting_less, "le": coreai.broadcasting_less_equal,

@@ -1,5 +1,5 @@
 """Built-in lowerings (special family): special functions, orthogonal polynomials and the
-elementwise long tail.
+dialect's numeric long tail (fmax, fmin, copysign, hypot, nextafter, gcd, lcm, frexp, signbit).
 
 Special functions lower onto ``coreai.special`` / ``coreai.special_binary`` named by ``fn``
 (see ``coreai_core.dialects._special``), with the operands in torch's result dtype (integer
@@ -120,7 +120,7 @@ for _overload in ("Tensor", "Scalar_Self", "Scalar_Other"):
     reg(f"aten::xlogy.{_overload}")(_xlogy)
 
 
-# -- the elementwise numeric long tail -----------------------------------------------------------
+# -- the numeric long tail (the special family's ops in coreai_core.dialects._special) ----------
 
 for _name, _builder in [
     ("fmax", coreai.broadcasting_fmax), ("fmin", coreai.broadcasting_fmin),
@@ -132,41 +132,12 @@ _copysign = lower_binary(coreai.broadcasting_copysign)
 reg("aten::copysign.Tensor")(_copysign)
 reg("aten::copysign.Scalar")(_copysign)
 
-# Overloads of the bitwise ops the elementwise family does not register: a Python number on
-# either side (cast to the tensor's dtype, wrapping like torch) and the operator forms.
-for _name, _builder in [
-    ("bitwise_and", coreai.broadcasting_bitwise_and),
-    ("bitwise_or", coreai.broadcasting_bitwise_or),
-    ("bitwise_xor", coreai.broadcasting_bitwise_xor),
-]:
-    reg(f"aten::{_name}.Scalar_Tensor")(lower_binary(_builder))
-for _name, _op, _builder in [
-    ("bitwise_left_shift", "__lshift__", coreai.broadcasting_shift_left),
-    ("bitwise_right_shift", "__rshift__", coreai.broadcasting_shift_right),
-]:
-    _shift = lower_binary(_builder)
-    for _qn in (f"aten::{_name}.Tensor_Scalar", f"aten::{_name}.Scalar_Tensor",
-                f"aten::{_op}.Tensor", f"aten::{_op}.Scalar"):
-        reg(_qn)(_shift)
-
 
 @reg("aten::frexp.Tensor")
 def aten_frexp_tensor(self: Value) -> tuple[Value, Value]:
     """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
     mantissa, exponent = coreai.frexp(self)
     return mantissa, exponent
-
-
-@reg("aten::ldexp.Tensor")
-def aten_ldexp_tensor(self: Value, other: Value) -> Value:
-    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: self * 2**other, as torch computes it"""
-    # torch computes mul(self, pow(2.0, other)): a floating exponent's power is rounded to
-    # the exponent's dtype before the product is promoted; an integer one is exact (result dtype)
-    dtype = result_dtype()
-    kind = other.type.element_type
-    exponent = other if kind.is_float or kind.is_complex else cast_to(other, dtype)
-    scale = coreai.broadcasting_pow(scalar_like(2.0, exponent), exponent)
-    return coreai.broadcasting_mul(cast_to(self, dtype), cast_to(scale, dtype))
 
 
 @reg("aten::signbit.default")

@@ -12,23 +12,24 @@ import attrs
 
 from tests.torch.op_db import (
     complex,
-    complex_data,
-    complex_nn,
-    complex_random,
     compression,
     control,
     elementwise,
+    elementwise_complex,
     fft,
     linalg,
     nn,
     nn_attention,
     nn_backward,
+    nn_complex,
     nn_pooling,
     nn_pooling_fractional,
     nn_resample,
     nn_resample_general,
     random,
+    random_complex,
     special,
+    tensor_complex,
     tensor_counting,
     tensor_indexing,
     tensor_reduction,
@@ -38,17 +39,18 @@ from tests.torch.op_db import (
 from tests.torch.op_db._entry import OpEntry, Sample
 
 FAMILIES = (
-    complex, complex_data, complex_nn, complex_random,
+    complex,
     compression,
     control,
-    elementwise,
+    elementwise, elementwise_complex,
     fft,
     linalg,
-    nn, nn_attention, nn_backward, nn_pooling, nn_pooling_fractional, nn_resample,
+    nn, nn_attention, nn_backward, nn_complex, nn_pooling, nn_pooling_fractional, nn_resample,
     nn_resample_general,
-    random,
+    random, random_complex,
     special,
-    tensor_counting, tensor_indexing, tensor_reduction, tensor_shape, tensor_symbolic,
+    tensor_complex, tensor_counting, tensor_indexing, tensor_reduction, tensor_shape,
+    tensor_symbolic,
 )
 
 POLYNOMIALS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -18,6 +18,10 @@ FLOATS = st.sampled_from(FLOAT_DTYPES)
 NUMERIC = st.sampled_from((*FLOAT_DTYPES, *INT_DTYPES))
 SIGNED = st.sampled_from((*FLOAT_DTYPES, torch.int8, torch.int16, torch.int32, torch.int64))
 ANY = st.sampled_from(ALL_DTYPES)
+
+# why entries on complex inputs are not run in float16/bfloat16 by tests/torch/test_op_db_half.py
+COMPLEX_NO_HALF = ("complex values, for which torch has no bfloat16 type and only an "
+                   "experimental complex32")
 
 # Default comparison tolerance per dtype, with the reason.
 # float32/float64: numpy and torch may differ by a few ulps in transcendental functions.
@@ -105,6 +109,16 @@ class EntrySet(list[OpEntry]):
         entry = OpEntry(target, fn, samples, **{**self.defaults, **fields})
         self.append(entry)
         return entry
+
+
+def by_id(entries: Iterable[OpEntry], ids: Iterable[str]) -> list[OpEntry]:
+    """The entries named by ``ids`` (an entry's ``id``: its name, else its target), in order."""
+    wanted = list(ids)
+    found = {e.id: e for e in entries if e.id in wanted}
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise ValueError(f"no op-database entries with ids {missing}")
+    return [found[i] for i in wanted]
 
 
 # -- strategies ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Op-database entries (elementwise family): elementwise math, comparisons, logical ops,
-activations."""
+activations, ldexp and the bitwise/shift overloads with a Python number."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.torch.op_db._entry import (
 )
 
 aten = torch.ops.aten
+INTS = st.sampled_from(INT_DTYPES)
 
 
 def unary(dtypes: st.SearchStrategy = FLOATS, low: float = -4.0, high: float = 4.0,
@@ -77,6 +78,24 @@ def nonzero_rhs(sample: Sample) -> Sample:
     return Sample((x, y), sample.kwargs)
 
 
+def pair(dtypes: st.SearchStrategy, low: float = -4.0, high: float = 4.0,
+         rhs_low: float | None = None, rhs_high: float | None = None, special: bool = True,
+         mixed: bool = True) -> st.SearchStrategy[Sample]:
+    """Two broadcastable tensors (either may be the larger); sometimes of different dtypes."""
+    @st.composite
+    def build(draw: Any) -> Sample:
+        dtype = draw(dtypes)
+        shape = draw(shapes())
+        x = draw(tensors(shape, dtype, low=low, high=high, special=special))
+        other = draw(dtypes) if mixed and draw(st.booleans()) else dtype
+        lo = low if rhs_low is None else rhs_low
+        hi = high if rhs_high is None else rhs_high
+        y = draw(tensors(draw(broadcastable(shape)), other, low=lo, high=hi, special=special))
+        return Sample((x, y))
+
+    return build()
+
+
 ENTRIES = EntrySet()
 
 
@@ -117,6 +136,13 @@ add("aten::gelu.default", lambda x, approximate: F.gelu(x, approximate=approxima
     # torch's gelu(+inf) is NaN or +inf depending on the CPU's vector unit, gelu(-inf) NaN
     # where the limit is -0.0
     reference=reference.gelu)
+# torch.special functions torch decomposes into this family's ops; the entries check torch's
+# special values.
+add("aten::sin.default", torch.sinc, unary(low=-5.0, high=5.0), name="sinc[decomposed]")
+add("aten::log.default", torch.special.entr, unary(low=-1.0, high=5.0),
+    name="special_entr[decomposed]")
+add("aten::erf.default", torch.special.ndtr, unary(low=-6.0, high=6.0),
+    name="special_ndtr[decomposed]")
 
 # -- binary -----------------------------------------------------------------------------------
 for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul)]:
@@ -264,6 +290,66 @@ def _clip_tensor(draw: Any) -> Sample:
 
 add("aten::clip.Tensor", lambda x, lo, hi: aten.clip.Tensor(x, lo, hi), _clip_tensor())
 
+@st.composite
+def _one_hot(draw: Any) -> Sample:
+    shape = draw(shapes(0, 3))
+    classes = draw(st.sampled_from((1, 3, 7, 47)))
+    x = draw(tensors(shape, torch.int64, low=0, high=classes - 1))
+    return Sample((x,), {"num_classes": classes})
+
+
+# one_hot is CompositeImplicit: export traces it into eq(x[..., None], arange(num_classes))
+add("aten::eq.Tensor", F.one_hot, _one_hot(), name="one_hot")
+
+
+# -- ldexp: self * 2**other ----------------------------------------------------------------
+add("aten::ldexp.Tensor", torch.ldexp,
+    pair(FLOATS, low=-4.0, high=4.0, special=False).map(
+        lambda s: Sample((s.args[0], s.args[1].round().to(torch.int32)))))
+add("aten::ldexp.Tensor", torch.ldexp, pair(NUMERIC, low=-6, high=6, special=False),
+    name="ldexp[mixed]")
+# integer exponents beyond float32's range: torch scales exactly in the result dtype
+add("aten::ldexp.Tensor", torch.ldexp,
+    pair(st.sampled_from((torch.float64, torch.complex128)), special=False).map(
+        lambda s: Sample((s.args[0], (s.args[1].real * 300).round().to(torch.int64)))),
+    name="ldexp[wide exponents]")
+
+
+# -- bitwise ops on every integer dtype, shift amounts out of range included -----------------------
+@st.composite
+def _shift(draw: Any, form: str) -> Sample:
+    dtype = draw(INTS)
+    bits = torch.iinfo(dtype).bits
+    shape = draw(shapes())
+    x = draw(tensors(shape, dtype, low=-2**63, high=2**63 - 2))
+    if form == "scalar":  # wraps to the tensor's dtype, like torch
+        return Sample((x, draw(st.integers(-3, 300))))
+    s = draw(tensors(draw(broadcastable(shape)), dtype, low=-3, high=bits + 3))
+    if form == "scalar_tensor":
+        return Sample((draw(st.integers(-100, 100)), s))
+    return Sample((x, s) if draw(st.booleans()) else (s, x))
+
+
+for name, op in [("bitwise_left_shift", "__lshift__"), ("bitwise_right_shift", "__rshift__")]:
+    fn = getattr(torch, name)
+    add(f"aten::{name}.Tensor", fn, _shift("tensor"), name=f"{name}.Tensor[all dtypes]")
+    add(f"aten::{name}.Tensor_Scalar", fn, _shift("scalar"))
+    add(f"aten::{name}.Scalar_Tensor", fn, _shift("scalar_tensor"))
+    method = getattr(torch.Tensor, op)
+    add(f"aten::{op}.Tensor", method, _shift("tensor"))
+    add(f"aten::{op}.Scalar", method, _shift("scalar"))
+
+
+@st.composite
+def _scalar_tensor(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((*INT_DTYPES, torch.bool)))
+    x = draw(tensors(draw(shapes()), dtype, low=-2**63, high=2**63 - 2))
+    return Sample((draw(st.booleans() if dtype == torch.bool else st.integers(-100, 100)), x))
+
+
+for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    add(f"aten::{name}.Scalar_Tensor", getattr(aten, name).Scalar_Tensor, _scalar_tensor())
+
 # -- the same entries on complex inputs (torch supports these targets on complex tensors) -------
 ENTRIES += complex_variants(ENTRIES, [
     "aten::logical_not.default", "aten::logical_and.default", "aten::logical_or.default",
@@ -281,3 +367,5 @@ ENTRIES += [complex_variant(e, imag=0.0, name=f"{e.id}[complex, real-valued]")
                                              "aten::logical_or.default",
                                              "aten::logical_xor.default"}
             and not e.name]
+# ldexp of a complex mantissa (the exponent stays an integer tensor)
+ENTRIES += complex_variants([e for e in ENTRIES if not e.name], ["aten::ldexp.Tensor"])

@@ -40,8 +40,9 @@ from tests.torch.op_db._linalg_inputs import (
 )
 
 aten = torch.ops.aten
-ENTRIES = EntrySet(no_half="torch's CPU LAPACK-backed kernels reject float16/bfloat16 (\"not "
-                              "implemented for 'Half'\"); half inputs are the [half] entries")
+LAPACK_NO_HALF = ("torch's CPU LAPACK-backed kernels reject float16/bfloat16 (\"not implemented "
+                  "for 'Half'\"); half inputs are the [half] entries")
+ENTRIES = EntrySet(no_half=LAPACK_NO_HALF)
 
 
 add = ENTRIES.add
@@ -333,7 +334,7 @@ add("aten::linalg_lu_solve.default", lambda lu, p, b, left, adjoint: torch.linal
 
 
 @st.composite
-def _solve_args(draw: Any) -> Sample:
+def solve_args(draw: Any) -> Sample:
     """A and B for solve: matrix B (batch broadcast), one vector, or a batch of vectors."""
     g, batch, dtype = draw(seeds()), draw(batches()), draw(LINALG_DTYPES)
     n, left = draw(matrix_size()), draw(st.booleans())
@@ -348,9 +349,9 @@ def _solve_args(draw: Any) -> Sample:
 
 
 add("aten::_linalg_solve_ex.default", lambda a, b, left: aten._linalg_solve_ex(a, b, left=left),
-    _solve_args(), compare=matches)
+    solve_args(), compare=matches)
 add("aten::_linalg_solve_ex.default", lambda a, b, left: torch.linalg.solve_ex(a, b, left=left),
-    _solve_args(), compare=matches, name="linalg.solve_ex")
+    solve_args(), compare=matches, name="linalg.solve_ex")
 add("aten::linalg_inv_ex.default", torch.linalg.inv_ex, matrices(general), compare=matches)
 
 # The LU outputs are those of A.T (torch factors the column-major view of a row-major A).
@@ -464,18 +465,3 @@ add("aten::linalg_ldl_factor_ex.default",
 
 add("aten::linalg_ldl_solve.default", lambda ld, p, b, hermitian: torch.linalg.ldl_solve(
     ld, p, b, hermitian=hermitian), _ldl_args(solve=True), compare=matches)
-
-
-# -- torch.linalg's checked forms: *_ex plus with_effects(_linalg_check_errors) -----------------
-
-WITH_EFFECTS = "higher_order::with_effects.default"
-add(WITH_EFFECTS, torch.linalg.inv, matrices(general), compare=matches, name="linalg.inv")
-add(WITH_EFFECTS, lambda a, b, left: torch.linalg.solve(a, b, left=left), _solve_args(),
-    compare=matches, name="linalg.solve")
-add(WITH_EFFECTS, lambda a, upper: torch.linalg.cholesky(a, upper=upper),
-    matrices(spd, upper=st.booleans()), compare=matches, name="linalg.cholesky")
-add(WITH_EFFECTS, torch.linalg.lu_factor, matrices(general, square=False), compare=matches,
-    name="linalg.lu_factor")
-add(WITH_EFFECTS, torch.linalg.ldl_factor, matrices(
-    lambda g, b, m, n, cplx: symmetric(g, b, m, cplx=cplx, hermitian=False)), compare=matches,
-    name="linalg.ldl_factor")

@@ -1,5 +1,5 @@
 """Op-database entries (nn family): matmuls and other products (_trilinear, addbmm),
-convolution, col2im, dropout, distances, normalization.
+convolution, col2im, distances, normalization (dropout is random-family: op_db/random.py).
 
 Pooling, resampling and attention entries are the family's parts ``nn_pooling.py``,
 ``nn_resample.py`` and ``nn_attention.py``, like their lowerings.
@@ -184,19 +184,6 @@ def col2im_samples(draw: Any) -> Sample:
 
 
 add("aten::col2im.default", F.fold, col2im_samples())
-
-
-# -- dropout -------------------------------------------------------------------------------------
-
-@st.composite
-def dropout_samples(draw: Any) -> Sample:
-    x = draw(tensors(tuple(draw(dim()) for _ in range(draw(st.integers(0, 3)))),
-                     draw(FLOATS)))
-    p, train = draw(st.sampled_from(((0.5, False), (0.0, False), (0.0, True), (1.0, True))))
-    return Sample((x, p, train))
-
-
-add("aten::native_dropout.default", aten.native_dropout, dropout_samples())
 
 
 # -- distances ------------------------------------------------------------------------------------

@@ -1,14 +1,18 @@
-"""Op-database entries (nn family): scaled dot-product attention."""
+"""Op-database entries (nn family): scaled dot-product attention, with dropout included."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
+from tests.random_stats import check_mean
+from tests.torch.harness import to_numpy
 from tests.torch.op_db._entry import FLOAT_DTYPES, EntrySet, OpEntry, Sample, half_variant, tensors
+from tests.torch.op_db.random import f64, same_layout
 
 aten = torch.ops.aten
 ENTRIES = EntrySet()
@@ -67,3 +71,44 @@ ENTRIES.append(OpEntry("aten::_scaled_dot_product_flash_attention_for_cpu.defaul
                        sdpa_samples(flash=True)))
 # float16/bfloat16 (the mask in the same dtype, as the flash kernel requires)
 ENTRIES.append(half_variant(ENTRIES[-1]))
+
+
+# -- with dropout: random, so the compare checks the dropout rate (as in op_db/random.py) -----
+
+@st.composite
+def sdpa_dropout_samples(draw: Any) -> Sample:
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    batch = draw(st.sampled_from(((), (2,), (1, 3))))
+    length, source = draw(st.sampled_from((1, 3, 47))), draw(st.integers(1, 6))
+    q = draw(tensors((*batch, length, source), dtype, low=-2.0, high=2.0))
+    k = draw(tensors((*batch, source, source), dtype, low=-2.0, high=2.0))
+    # value = identity: the output is the attention weights themselves, after dropout
+    v = torch.eye(source, dtype=dtype).expand(*batch, source, source).contiguous()
+    return Sample((q, k, v), {"dropout_p": draw(st.sampled_from((0.2, 0.5))),
+                              "is_causal": draw(st.booleans()) and length == source})
+
+
+def _sdpa_dropout(got: list[np.ndarray], sample: Sample) -> None:
+    q, k, v = sample.args
+    p = sample.kwargs["dropout_p"]
+    weights = F.scaled_dot_product_attention(q, k, v, is_causal=sample.kwargs["is_causal"])
+    w = f64(to_numpy(weights))
+    out = f64(got[0])
+    kept = out != 0
+    # half inputs (tests/torch/test_op_db_half.py): torch rounds the weights to the half type
+    # before scaling by 1/(1-p), the runtime rounds the scaled float32 weight once: 2 ulps
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12}.get(q.dtype) or \
+        2 * torch.finfo(q.dtype).eps
+    np.testing.assert_allclose(out[kept], w[kept] / (1 - p), rtol=tol, atol=tol)
+    nonzero = w > 0
+    check_mean(~kept[nonzero], p, p * (1 - p), "attention dropout rate")
+
+
+ENTRIES.append(OpEntry(
+    "aten::scaled_dot_product_attention.default",
+    lambda q, k, v, dropout_p, is_causal: F.scaled_dot_product_attention(
+        q, k, v, dropout_p=dropout_p, is_causal=is_causal),
+    sdpa_dropout_samples(), name="aten::scaled_dot_product_attention.default[dropout]",
+    compare=lambda expected, got, s: (same_layout(expected, [np.asarray(g) for g in got],
+                                                  "sdpa dropout"),
+                                      _sdpa_dropout([np.asarray(g) for g in got], s))))

@@ -1,5 +1,5 @@
 """Op-database entries (random family): random ops — factories, bernoulli, normal, samplers,
-multinomial, dropout and rrelu in training mode, attention with dropout.
+multinomial, dropout and rrelu in training mode.
 
 A converted program draws from its own generator (seeded by ``run(..., seed=)``), never
 torch's, so values cannot be compared with torch. Each entry's ``compare`` checks, for every
@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from tests.random_stats import (
@@ -443,7 +442,19 @@ def _multinomial(got: list[np.ndarray], sample: Sample) -> None:
 add("aten::multinomial.default", torch.multinomial, multinomial_samples(), _multinomial)
 
 
-# -- dropout, rrelu, attention -------------------------------------------------------------------
+# -- dropout, rrelu ----------------------------------------------------------------------------
+
+# eval mode (or p = 0) is deterministic: compared with torch's values like any other entry
+@st.composite
+def dropout_samples(draw: Any) -> Sample:
+    x = draw(tensors(tuple(draw(sizes(1, 6)) for _ in range(draw(st.integers(0, 3)))),
+                     draw(FLOATS)))
+    p, train = draw(st.sampled_from(((0.5, False), (0.0, False), (0.0, True), (1.0, True))))
+    return Sample((x, p, train))
+
+
+ENTRIES.append(OpEntry("aten::native_dropout.default", aten.native_dropout, dropout_samples()))
+
 
 @st.composite
 def dropout_train_samples(draw: Any) -> Sample:
@@ -512,45 +523,6 @@ def rrelu_eval_samples(draw: Any) -> Sample:
 ENTRIES.append(OpEntry("aten::rrelu_with_noise_functional.default",
                        aten.rrelu_with_noise_functional, rrelu_eval_samples(),
                        name="aten::rrelu_with_noise_functional.default[eval]"))
-
-
-@st.composite
-def sdpa_dropout_samples(draw: Any) -> Sample:
-    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
-    batch = draw(st.sampled_from(((), (2,), (1, 3))))
-    length, source = draw(st.sampled_from((1, 3, 47))), draw(st.integers(1, 6))
-    q = draw(tensors((*batch, length, source), dtype, low=-2.0, high=2.0))
-    k = draw(tensors((*batch, source, source), dtype, low=-2.0, high=2.0))
-    # value = identity: the output is the attention weights themselves, after dropout
-    v = torch.eye(source, dtype=dtype).expand(*batch, source, source).contiguous()
-    return Sample((q, k, v), {"dropout_p": draw(st.sampled_from((0.2, 0.5))),
-                              "is_causal": draw(st.booleans()) and length == source})
-
-
-def _sdpa_dropout(got: list[np.ndarray], sample: Sample) -> None:
-    q, k, v = sample.args
-    p = sample.kwargs["dropout_p"]
-    weights = F.scaled_dot_product_attention(q, k, v, is_causal=sample.kwargs["is_causal"])
-    w = f64(to_numpy(weights))
-    out = f64(got[0])
-    kept = out != 0
-    # half inputs (tests/torch/test_op_db_half.py): torch rounds the weights to the half type
-    # before scaling by 1/(1-p), the runtime rounds the scaled float32 weight once: 2 ulps
-    tol = {torch.float32: 1e-5, torch.float64: 1e-12}.get(q.dtype) or \
-        2 * torch.finfo(q.dtype).eps
-    np.testing.assert_allclose(out[kept], w[kept] / (1 - p), rtol=tol, atol=tol)
-    nonzero = w > 0
-    check_mean(~kept[nonzero], p, p * (1 - p), "attention dropout rate")
-
-
-ENTRIES.append(OpEntry(
-    "aten::scaled_dot_product_attention.default",
-    lambda q, k, v, dropout_p, is_causal: F.scaled_dot_product_attention(
-        q, k, v, dropout_p=dropout_p, is_causal=is_causal),
-    sdpa_dropout_samples(), name="aten::scaled_dot_product_attention.default[dropout]",
-    compare=lambda expected, got, s: (same_layout(expected, [np.asarray(g) for g in got],
-                                                  "sdpa dropout"),
-                                      _sdpa_dropout([np.asarray(g) for g in got], s))))
 
 
 # -- the generator= overloads: torch's Generator is lifted to an input the program ignores ------

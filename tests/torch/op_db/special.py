@@ -1,5 +1,5 @@
-"""Op-database entries (special family): special functions, orthogonal polynomials, the elementwise
-long tail.
+"""Op-database entries (special family): special functions, orthogonal polynomials and the
+dialect's numeric long tail (fmax, copysign, hypot, nextafter, gcd, lcm, frexp, signbit).
 
 Float inputs mix in 0, +-inf and NaN (``tensors(special=True)``). Where torch's own result is
 not the correctly rounded one, ``reference`` computes the expected values instead, each with
@@ -29,11 +29,10 @@ from tests.torch.op_db._entry import (
     EntrySet,
     Sample,
     broadcastable,
-    complex_variants,
     shapes,
     tensors,
 )
-from tests.torch.op_db.elementwise import unary
+from tests.torch.op_db.elementwise import pair, unary
 
 aten = torch.ops.aten
 S = torch.special
@@ -59,24 +58,6 @@ def in_float64(fn: Callable[..., torch.Tensor],
         return out.to(dtype)
 
     return reference
-
-
-def pair(dtypes: st.SearchStrategy, low: float = -4.0, high: float = 4.0,
-         rhs_low: float | None = None, rhs_high: float | None = None, special: bool = True,
-         mixed: bool = True) -> st.SearchStrategy[Sample]:
-    """Two broadcastable tensors (either may be the larger); sometimes of different dtypes."""
-    @st.composite
-    def build(draw: Any) -> Sample:
-        dtype = draw(dtypes)
-        shape = draw(shapes())
-        x = draw(tensors(shape, dtype, low=low, high=high, special=special))
-        other = draw(dtypes) if mixed and draw(st.booleans()) else dtype
-        lo = low if rhs_low is None else rhs_low
-        hi = high if rhs_high is None else rhs_high
-        y = draw(tensors(draw(broadcastable(shape)), other, low=lo, high=hi, special=special))
-        return Sample((x, y))
-
-    return build()
 
 
 def with_scalar(dtypes: st.SearchStrategy, scalars: st.SearchStrategy, low: float = -4.0,
@@ -145,10 +126,6 @@ for target, fn, dtypes, lo, hi in [
     add(target, fn, unary(dtypes, low=lo, high=hi))
     add(target, fn, unary(INTS, low=0, high=5, special=False), name=f"{op}[int]")
 
-# Decomposed by torch into ops lowered elsewhere; the entries check torch's special values.
-add("aten::sin.default", torch.sinc, unary(low=-5.0, high=5.0), name="sinc[decomposed]")
-add("aten::log.default", S.entr, unary(low=-1.0, high=5.0), name="special_entr[decomposed]")
-add("aten::erf.default", S.ndtr, unary(low=-6.0, high=6.0), name="special_ndtr[decomposed]")
 
 
 # -- special functions of two arguments ------------------------------------------------------------
@@ -290,7 +267,7 @@ for target, fn, y_low in [("aten::special_xlog1py", S.xlog1py, -1.5),
     add(f"{target}.{other_scalar}", fn, with_scalar(FLOATS, scalars, low=-2.0))
 
 
-# -- the elementwise long tail ---------------------------------------------------------------------
+# -- the numeric long tail ----------------------------------------------------------------------
 add("aten::fmax.default", torch.fmax, pair(NUMERIC))
 add("aten::fmin.default", torch.fmin, pair(NUMERIC))
 add("aten::fmax.default", torch.fmax, pair(st.just(torch.bool)), name="fmax[bool]")
@@ -334,52 +311,3 @@ def _signed_floats(draw: Any, dtypes: st.SearchStrategy = FLOATS) -> torch.Tenso
 add("aten::frexp.Tensor", torch.frexp, st.builds(lambda x: Sample((x,)), _signed_floats()))
 add("aten::signbit.default", torch.signbit,
     st.builds(lambda x: Sample((x,)), _signed_floats(ANY)))
-add("aten::ldexp.Tensor", torch.ldexp,
-    pair(FLOATS, low=-4.0, high=4.0, special=False).map(
-        lambda s: Sample((s.args[0], s.args[1].round().to(torch.int32)))))
-add("aten::ldexp.Tensor", torch.ldexp, pair(NUMERIC, low=-6, high=6, special=False),
-    name="ldexp[mixed]")
-# integer exponents beyond float32's range: torch scales exactly in the result dtype
-add("aten::ldexp.Tensor", torch.ldexp,
-    pair(st.sampled_from((torch.float64, torch.complex128)), special=False).map(
-        lambda s: Sample((s.args[0], (s.args[1].real * 300).round().to(torch.int64)))),
-    name="ldexp[wide exponents]")
-
-
-# -- bitwise ops on every integer dtype, shift amounts out of range included -----------------------
-@st.composite
-def _shift(draw: Any, form: str) -> Sample:
-    dtype = draw(INTS)
-    bits = torch.iinfo(dtype).bits
-    shape = draw(shapes())
-    x = draw(tensors(shape, dtype, low=-2**63, high=2**63 - 2))
-    if form == "scalar":  # wraps to the tensor's dtype, like torch
-        return Sample((x, draw(st.integers(-3, 300))))
-    s = draw(tensors(draw(broadcastable(shape)), dtype, low=-3, high=bits + 3))
-    if form == "scalar_tensor":
-        return Sample((draw(st.integers(-100, 100)), s))
-    return Sample((x, s) if draw(st.booleans()) else (s, x))
-
-
-for name, op in [("bitwise_left_shift", "__lshift__"), ("bitwise_right_shift", "__rshift__")]:
-    fn = getattr(torch, name)
-    add(f"aten::{name}.Tensor", fn, _shift("tensor"), name=f"{name}.Tensor[all dtypes]")
-    add(f"aten::{name}.Tensor_Scalar", fn, _shift("scalar"))
-    add(f"aten::{name}.Scalar_Tensor", fn, _shift("scalar_tensor"))
-    method = getattr(torch.Tensor, op)
-    add(f"aten::{op}.Tensor", method, _shift("tensor"))
-    add(f"aten::{op}.Scalar", method, _shift("scalar"))
-
-
-@st.composite
-def _scalar_tensor(draw: Any) -> Sample:
-    dtype = draw(st.sampled_from((*INT_DTYPES, torch.bool)))
-    x = draw(tensors(draw(shapes()), dtype, low=-2**63, high=2**63 - 2))
-    return Sample((draw(st.booleans() if dtype == torch.bool else st.integers(-100, 100)), x))
-
-
-for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    add(f"aten::{name}.Scalar_Tensor", getattr(aten, name).Scalar_Tensor, _scalar_tensor())
-
-# ldexp of a complex mantissa (the exponent stays an integer tensor)
-ENTRIES += complex_variants([e for e in ENTRIES if not e.name], ["aten::ldexp.Tensor"])

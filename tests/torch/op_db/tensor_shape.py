@@ -446,18 +446,6 @@ add("aten::tril_indices.default", _tril, _triangle())
 add("aten::triu_indices.default", _triu, _triangle())
 
 
-@st.composite
-def _one_hot(draw: Any) -> Sample:
-    shape = draw(shapes(0, 3))
-    classes = draw(st.sampled_from((1, 3, 7, 47)))
-    x = draw(tensors(shape, torch.int64, low=0, high=classes - 1))
-    return Sample((x,), {"num_classes": classes})
-
-
-# one_hot is CompositeImplicit: export traces it into eq(x[..., None], arange(num_classes))
-add("aten::eq.Tensor", F.one_hot, _one_hot(), name="one_hot")
-
-
 # -- _to_copy: every dtype pair, memory formats ---------------------------------------------------
 
 def _to_all(x: torch.Tensor, dsts: tuple[torch.dtype, ...]) -> tuple[torch.Tensor, ...]:

@@ -1,7 +1,8 @@
-"""Op-database entries (complex family): the data-movement ops (views, reshapes, splits, creation,
-indexing, gather/scatter, masks) on complex64/complex128 tensors.
+"""Op-database entries (tensor family): the data-movement ops (views, reshapes, splits, creation,
+indexing, gather/scatter, masks, padding, embedding), conversions, sums and means on
+complex64/complex128 tensors.
 
-Most entries are the real entries of ``tensor_shape``/``tensor_indexing`` again with complex inputs
+Most entries are the real entries of the ``tensor_*`` modules again with complex inputs
 (``complex_variants``); the focused entries below cover what those cannot express: Python
 complex scalars as fill values, factories with a complex dtype, nonzero of values with only one
 non-zero part, and the scatter reductions torch implements for complex (not amax/amin).
@@ -15,18 +16,21 @@ import attrs
 import torch
 from hypothesis import strategies as st
 
-from tests.torch.op_db import tensor_indexing, tensor_shape
+from tests.torch.op_db import tensor_counting, tensor_indexing, tensor_shape
 from tests.torch.op_db._entry import (
     ALL_DTYPES,
+    COMPLEX_NO_HALF,
     EntrySet,
     OpEntry,
     Sample,
     broadcastable,
+    by_id,
     complex_variant,
     complex_variants,
     shapes,
     tensors,
 )
+from tests.torch.op_db.complex import REAL, one
 
 COMPLEX = st.sampled_from((torch.complex64, torch.complex128))
 # Python complex scalars (a real and an integer one too: torch promotes them to the complex type)
@@ -34,8 +38,7 @@ VALUES = st.sampled_from((1j, 2 - 0.5j, -1.5 + 3j, complex(-0.0, 0.0), 2.25, -3)
 # the scatter_reduce reductions torch implements for complex tensors (amax/amin need an order)
 COMPLEX_REDUCTIONS = ("sum", "prod", "mean")
 
-ENTRIES = EntrySet(no_half="the complex family: complex values, for which torch has no bfloat16 "
-                              "type and only an experimental complex32")
+ENTRIES = EntrySet(no_half=COMPLEX_NO_HALF)
 
 
 add = ENTRIES.add
@@ -176,3 +179,60 @@ add("aten::nonzero_static.default",
     lambda x, size, fill: torch.nonzero_static(x, size=size, fill_value=fill),
     st.builds(lambda z, n, f: Sample((z, n, f)), _sparse_parts(), st.integers(0, 8),
               st.sampled_from((-1, 7))), name="nonzero_static[complex_parts]")
+
+
+# -- conversions, reductions and views drawing one complex dtype each -------------------------
+add("aten::_to_copy.default", lambda z, d: z.to(d), st.one_of(
+    one(st.just(torch.complex64), d=st.just(torch.complex128)),
+    one(st.just(torch.complex128), d=st.just(torch.complex64))), name="to[complex]")
+add("aten::_to_copy.default", lambda x, d: x.to(d),
+    one(REAL, d=st.sampled_from((torch.complex64, torch.complex128))), name="to[real->complex]")
+add("aten::_to_copy.default", lambda z, d: z.to(d),  # keeps the real part (torch warns)
+    one(d=st.sampled_from((torch.float32, torch.float64, torch.int32, torch.bool))),
+    name="to[complex->real]")
+
+# -- reductions and data movement -----------------------------------------------------------------
+add("aten::sum.dim_IntList", lambda z, d: z.sum(d), one(min_rank=1, d=st.just(-1)),
+    name="sum[complex]")
+add("aten::mean.dim", lambda z, d: z.mean(d), one(min_rank=1, d=st.just(0)),
+    name="mean[complex]")
+add("aten::permute.default", lambda z: z.permute(*reversed(range(z.dim()))).contiguous(),
+    one(min_rank=1), name="permute[complex]")
+add("aten::view.default", lambda z: z.reshape(-1), one(min_rank=1), name="view[complex]")
+add("aten::cat.default", lambda a, b: torch.cat([a, b], 0), st.builds(
+    lambda a, b: Sample((a, b)), tensors((2, 47), torch.complex128),
+    tensors((1, 47), torch.complex128)), name="cat[complex]")
+add("aten::slice.Tensor", lambda z: z[..., 1::2], one(min_rank=1), name="slice[complex]")
+add("aten::flip.default", lambda z: z.flip(0), one(min_rank=1), name="flip[complex]")
+add("aten::expand.default", lambda z: z.expand(3, *z.shape), one(), name="expand[complex]")
+# the general cat entries on complex inputs
+ENTRIES += complex_variants([e for e in tensor_shape.ENTRIES if not e.name], ["aten::cat.default"])
+
+
+# -- padding, embedding and bincount's weights, as complex variants of the real entries --------
+ENTRIES += [complex_variant(e) for e in by_id(tensor_shape.ENTRIES, (
+    "aten::constant_pad_nd.default",
+    *(f"aten::{mode}_pad{n}d.default" for mode in ("reflection", "replication")
+      for n in (1, 2, 3))))]
+ENTRIES += [complex_variant(e) for e in by_id(tensor_indexing.ENTRIES, (
+    "aten::embedding.default", "aten::embedding_dense_backward.default"))]
+
+
+def _complex_fill(sample: Sample) -> Sample:
+    return Sample(sample.args, {**sample.kwargs,
+                                "value": complex(sample.kwargs["value"], -1.25)})
+
+
+# a complex fill value: aten.constant_pad_nd takes any Scalar (F.pad only floats)
+_pad = by_id(ENTRIES, ["aten::constant_pad_nd.default[complex]"])[0]
+ENTRIES.append(attrs.evolve(
+    _pad, name="constant_pad_nd[complex value]", samples=_pad.samples.map(_complex_fill),
+    fn=lambda x, pad, value: torch.ops.aten.constant_pad_nd(x, pad, value)))
+
+# torch casts complex weights to float64, discarding the imaginary part (with a warning): the
+# lowering does the same, and this entry pins it. Not on an empty input: there torch's eager
+# kernel returns int64 zeros whatever the weights while its meta (which the exported graph
+# and so the lowering follow) says float64.
+_bincount = complex_variant(by_id(tensor_counting.ENTRIES, ["aten::bincount.default"])[0])
+ENTRIES.append(attrs.evolve(
+    _bincount, samples=_bincount.samples.filter(lambda s: s.args[0].numel() > 0)))

@@ -1,4 +1,5 @@
-"""Op-database entries (complex family): random ops with complex64/complex128 results.
+"""Op-database entries (random family): random ops with complex64/complex128 results, and
+dropout in eval mode on complex inputs.
 
 torch fills ``view_as_real`` of a complex tensor, so its real and imaginary parts are two
 independent draws: uniforms (``rand``, ``uniform_``) draw each part in ``[low, high)``; normals
@@ -29,12 +30,18 @@ from hypothesis import strategies as st
 from tests.random_stats import check_mean, check_normal, check_uniform
 from tests.torch.harness import to_numpy
 from tests.torch.op_db import random
-from tests.torch.op_db._entry import EntrySet, OpEntry, Sample, complex_variant, tensors
+from tests.torch.op_db._entry import (
+    COMPLEX_NO_HALF,
+    EntrySet,
+    OpEntry,
+    Sample,
+    complex_variant,
+    tensors,
+)
 from tests.torch.op_db.random import GEN, SIZES, f64, same_layout
 
 COMPLEX = (torch.complex64, torch.complex128)
-ENTRIES = EntrySet(no_half="the complex family: complex values, for which torch has no bfloat16 "
-                              "type and only an experimental complex32")
+ENTRIES = EntrySet(no_half=COMPLEX_NO_HALF)
 
 Check = Callable[[np.ndarray, Sample], None]
 
@@ -167,3 +174,6 @@ def _uniform_check(z: np.ndarray, sample: Sample) -> None:
 add("aten::uniform.default", random._uniform_,
     complex_variant(_by_id("aten::uniform.default")).samples, _uniform_check,
     name="aten::uniform.default[complex]")
+
+# dropout in eval mode (or p = 0): deterministic, compared with torch's values
+ENTRIES.append(complex_variant(_by_id("aten::native_dropout.default")))
