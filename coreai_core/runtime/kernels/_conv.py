@@ -22,10 +22,11 @@ The methods, picked by shape:
   ``_DEPTHWISE_BLOCK_BYTES``. numpy has no fused multiply-add, so each tap is two passes:
   per-tap BLAS (im2col + matrix-vector products, or shifted matmuls) measured slower.
 
-Every method cuts its work into blocks fixed by the shapes (pointwise: blocks of pixels;
-im2col: its chunks, or blocks of output channels when there is one chunk; depthwise: its
-blocks of samples and channels) and runs them on the run's thread pool when there is one, so
-the result is bit-identical on any number of threads.
+Pointwise and im2col cut their work into blocks fixed by the shapes (pointwise: blocks of
+pixels; im2col: its chunks, or blocks of output channels when there is one chunk) and run
+them on the run's thread pool when there is one, so the result is bit-identical on any number
+of threads. Depthwise runs its blocks of samples and channels on the calling thread (see
+``_in_blocks``).
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, o
                block: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray],
                ) -> np.ndarray:
     """[N, cc, *out] computed by ``block`` over blocks of ``sb`` samples and ``cb`` channels
-    (each input channel repeated for its ``og`` outputs), the blocks on the run's pool."""
+    (each input channel repeated for its ``og`` outputs), in order on the calling thread."""
     nb = x.shape[0]
     y = np.empty((nb, cc, *out), x.dtype)
     blocks = [(a, c0) for a in range(0, nb, sb) for c0 in range(0, cc, cb)]
@@ -240,9 +241,11 @@ def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, o
                 xb = np.repeat(xb, og, axis=1)
             y[a:a + sb, c0:c1] = block(xb, w[c0:c1], None if bias is None else bias[c0:c1])
 
-    # two numpy passes (multiply, add) per tap and output element
-    work = 2 * _threads.PASS_COST * y.size * math.prod(w.shape[2:])
-    _threads.parallel_chunks(_threads.fixed_bounds(len(blocks), work), some)
+    # On the calling thread only: a block is ~20 numpy calls of ~10 us, shorter than a
+    # waiting thread takes to wake for the interpreter lock, so two threads took turns at
+    # the lock's 5 ms switch interval instead of overlapping (MobileNetV2: 34 ms on one
+    # thread, 37-45 ms with its depthwise blocks on two).
+    some(0, len(blocks))
     return y
 
 
