@@ -229,23 +229,19 @@ def _in_blocks(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, cc: int, o
                ) -> np.ndarray:
     """[N, cc, *out] computed by ``block`` over blocks of ``sb`` samples and ``cb`` channels
     (each input channel repeated for its ``og`` outputs), in order on the calling thread."""
+    # On the calling thread only: a block is ~20 numpy calls of ~10 us, shorter than a
+    # waiting thread takes to wake for the interpreter lock, so two threads took turns at
+    # the lock's 5 ms switch interval instead of overlapping (MobileNetV2: 34 ms on one
+    # thread, 37-45 ms with its depthwise blocks on two).
     nb = x.shape[0]
     y = np.empty((nb, cc, *out), x.dtype)
-    blocks = [(a, c0) for a in range(0, nb, sb) for c0 in range(0, cc, cb)]
-
-    def some(i: int, j: int) -> None:
-        for a, c0 in blocks[i:j]:
+    for a in range(0, nb, sb):
+        for c0 in range(0, cc, cb):
             c1 = min(c0 + cb, cc)
             xb = x[a:a + sb, c0 // og:c1 // og]
             if og > 1:
                 xb = np.repeat(xb, og, axis=1)
             y[a:a + sb, c0:c1] = block(xb, w[c0:c1], None if bias is None else bias[c0:c1])
-
-    # On the calling thread only: a block is ~20 numpy calls of ~10 us, shorter than a
-    # waiting thread takes to wake for the interpreter lock, so two threads took turns at
-    # the lock's 5 ms switch interval instead of overlapping (MobileNetV2: 34 ms on one
-    # thread, 37-45 ms with its depthwise blocks on two).
-    some(0, len(blocks))
     return y
 
 
