@@ -88,6 +88,27 @@ OPS: Registry[OpDef] = Registry("op definition", "the op definitions", callable_
                                 describe=_describe)
 
 
+# The traits an op definition may carry, and what each one tells the code reading it. A trait
+# outside this list is rejected by :func:`defop`: a misspelt "heavy" would silently let a
+# rewrite copy a convolution.
+TRAITS: dict[str, str] = {
+    "elementwise": "each result element depends on the operand elements at its index only",
+    "unary": "an elementwise op of one operand (the docs probe these with complex operands)",
+    "binary": "an elementwise op of two operands",
+    "commutative": "the two operands may be swapped (CSE merges ``a + b`` with ``b + a``)",
+    "reduction": "reduces its operand over axes (``keep_dims`` keeps them, as size 1)",
+    "multi_result": "the builder returns a tuple of Values, even of one result",
+    "control": "control flow (regions or a callee): never constant-folded",
+    "decompression": "expands compressed weights: never constant-folded (the folded data "
+                     "would take the space the compression saved)",
+    "random": "results differ between runs: never folded or merged, removed when dead",
+    "heavy": "costs a contraction, a factorization or a transform: a rewrite may replace one "
+             "but never leave two where there was one",
+    "impure": "has an effect beyond its results: never folded, merged or deleted",
+    "side_effects": "the same as ``impure`` (the name other IRs use)",
+}
+
+
 @attrs.frozen
 class Range:
     """The accepted values of a numeric attribute (each entry of an ``Ints``/``Floats`` one):
@@ -250,6 +271,11 @@ def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> _Define:
 
     def wrap(rule: Callable[..., Any]) -> Builder[Any]:
         op_name = name or "coreai." + rule.__name__.rstrip("_")
+        unknown = sorted(set(traits) - TRAITS.keys())
+        if unknown:
+            raise ValueError(f"op {op_name!r} ({describe_entry(rule)}): unknown trait(s) "
+                             f"{unknown}; the known traits are {sorted(TRAITS)}, each described "
+                             "in coreai_core._opdef.TRAITS")
         existing = OPS.get(op_name)
         if existing is not None:
             raise ValueError(f"op {op_name!r} is already defined by "
@@ -263,6 +289,17 @@ def defop(name: str | None = None, *, traits: Sequence[str] = ()) -> _Define:
         return opdef.builder
 
     return cast(_Define, wrap)
+
+
+def builder_names(module: str) -> list[str]:
+    """The public builders of the ops whose type rules ``module`` defines, in definition order.
+
+    A dialect family module starts its ``__all__`` from this, so a new op is exported by its
+    definition alone. A builder named with a leading ``_`` is not listed: its public face is a
+    wrapper the family names itself (``constant`` over ``_constant``).
+    """
+    return [d.rule.__name__ for d in OPS.values()
+            if d.rule.__module__ == module and not d.rule.__name__.startswith("_")]
 
 
 # -- attribute normalization ---------------------------------------------------------------------

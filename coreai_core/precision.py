@@ -46,7 +46,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import Graph, Location, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS, build_operation
 from coreai_core.errors import TypeRuleError
-from coreai_core.optimizer._rewrite import all_graphs, weight_refs
+from coreai_core.optimizer import all_graphs, weight_refs
 from coreai_core.text import result_names
 from coreai_core.verifier import verify
 

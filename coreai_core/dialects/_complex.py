@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
-from coreai_core._opdef import defop
+from coreai_core._opdef import builder_names, defop
 from coreai_core._shapes import broadcast_shapes, expect, same_dtype
-
-__all__ = ["complex_", "conj", "imag", "real", "view_as_complex", "view_as_real"]
 
 
 def _expect_complex(x: Value, what: str = "x") -> DType:
@@ -73,3 +71,7 @@ def view_as_complex(x: Value) -> TensorType:
     expect(x.type.rank >= 1 and x.type.shape[-1] == 2,
            f"the last axis of x must have size 2 (real, imag), got {x.type}")
     return TensorType(x.type.shape[:-1], dtype.complex_dtype)
+
+
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

@@ -23,7 +23,7 @@ import math
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
-from coreai_core._opdef import Ints, defop
+from coreai_core._opdef import Ints, builder_names, defop
 from coreai_core._shapes import expect, norm_axis
 
 DECOMPRESSION = ("decompression",)
@@ -170,5 +170,5 @@ def sparse_to_dense(mask: Value, nonzero_data: Value, shape: Ints) -> TensorType
     return TensorType(tuple(shape), nonzero_data.type.element_type)
 
 
-__all__ = ["constexpr_blockwise_shift_scale", "dequantize", "lut_to_dense", "quantize",
-           "sparse_to_dense"]
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

@@ -8,7 +8,7 @@ from typing import Any
 from coreai_core._builder import current
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Graph, TensorType, Value
-from coreai_core._opdef import as_value, defop
+from coreai_core._opdef import as_value, builder_names, defop
 from coreai_core._shapes import expect, fail
 
 
@@ -53,7 +53,7 @@ def while_(init: Sequence[Value], cond: Graph, body: Graph) -> list[TensorType]:
     return [v.type for v in init]
 
 
-@defop(traits=("multi_result", "control"))
+@defop(traits=("multi_result", "control", "heavy"))
 def invoke(args: Sequence[Value], callee: str) -> list[TensorType]:
     """Call entrypoint graph ``callee`` of the same program with ``args``."""
     program = current().graph.program
@@ -129,4 +129,5 @@ def yield_(*values: Value) -> None:
     current().graph.outputs([as_value(v) for v in values])
 
 
-__all__ = ["if_", "invoke", "output", "while_", "yield_"]
+# the builders of the ops defined above (see builder_names), and the conveniences this module adds
+__all__ = [*builder_names(__name__), "output", "yield_"]

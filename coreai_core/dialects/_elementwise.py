@@ -14,6 +14,7 @@ from coreai_core._opdef import (
     DTypeLike,
     ValueLike,
     build_constant,
+    builder_names,
     defop,
 )
 from coreai_core._shapes import broadcast_shapes, expect, fail, norm_axis, same_dtype
@@ -267,18 +268,5 @@ def broadcasting_where(condition: Value, lhs: Value, rhs: Value) -> TensorType:
 where = broadcasting_where
 
 
-__all__ = [
-    "constant", "cast", "abs_", "neg", "sign", "floor", "ceil", "round_", "trunc", "relu", "acos",
-    "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "exp",
-    "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "erf",
-    "erfinv", "lgamma", "digamma", "sigmoid", "silu", "not_", "bitwise_not", "isnan", "isinf",
-    "gelu", "softmax", "log_softmax", "broadcasting_add", "broadcasting_sub", "broadcasting_mul",
-    "broadcasting_divide", "broadcasting_floor_divide", "broadcasting_modulo",
-    "broadcasting_remainder", "broadcasting_pow", "broadcasting_atan2", "broadcasting_maximum",
-    "broadcasting_minimum", "broadcasting_equal", "broadcasting_not_equal", "broadcasting_greater",
-    "broadcasting_greater_equal", "broadcasting_less", "broadcasting_less_equal",
-    "broadcasting_and", "broadcasting_or", "broadcasting_xor", "broadcasting_bitwise_and",
-    "broadcasting_bitwise_or", "broadcasting_bitwise_xor", "broadcasting_shift_left",
-    "broadcasting_shift_right", "add", "sub", "mul", "divide", "broadcasting_bitwise_not",
-    "broadcasting_where", "where"
-]
+# the builders of the ops defined above (see builder_names), and the conveniences this module adds
+__all__ = ["constant", *builder_names(__name__), "broadcasting_bitwise_not", "where"]

@@ -26,11 +26,9 @@ from typing import Literal
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
-from coreai_core._opdef import Ints, defop
+from coreai_core._opdef import Ints, builder_names, defop
 from coreai_core._shapes import expect, norm_axis
 from coreai_core.errors import TypeRuleError
-
-__all__ = ["fft_c2c", "fft_c2r", "fft_r2c"]
 
 Normalization = Literal["none", "by_root_n", "by_n"]
 
@@ -49,7 +47,7 @@ def _expect_real(x: Value) -> DType:
     return dtype
 
 
-@defop()
+@defop(traits=("heavy",))
 def fft_c2c(x: Value, axes: Ints, forward: bool, normalization: Normalization = "none",
             ) -> TensorType:
     """Complex-to-complex transform over ``axes`` (forward: ``exp(-2*pi*i ...)``); same type."""
@@ -58,7 +56,7 @@ def fft_c2c(x: Value, axes: Ints, forward: bool, normalization: Normalization = 
     return x.type
 
 
-@defop()
+@defop(traits=("heavy",))
 def fft_r2c(x: Value, axes: Ints, normalization: Normalization = "none",
             onesided: bool = True) -> TensorType:
     """Forward transform of a real tensor over ``axes``; complex of the same precision. With
@@ -75,7 +73,7 @@ def fft_r2c(x: Value, axes: Ints, normalization: Normalization = "none",
     return TensorType(shape, dtype.complex_dtype)
 
 
-@defop()
+@defop(traits=("heavy",))
 def fft_c2r(x: Value, axes: Ints, last_dim_size: int, normalization: Normalization = "none",
             ) -> TensorType:
     """Inverse transform of a onesided spectrum over ``axes`` into a real tensor whose last
@@ -92,3 +90,7 @@ def fft_c2r(x: Value, axes: Ints, last_dim_size: int, normalization: Normalizati
            f"entries, got {x.type}")
     shape[ax[-1]] = last_dim_size
     return TensorType(shape, dtype.real_dtype)
+
+
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

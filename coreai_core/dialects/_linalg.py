@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
-from coreai_core._opdef import defop
+from coreai_core._opdef import builder_names, defop
 from coreai_core._shapes import broadcast_shapes, expect, same_dtype
 
 _LINALG_DTYPES = (DType.float32, DType.float64, DType.complex64, DType.complex128)
@@ -54,7 +54,7 @@ def _pivots(pivots: Value, what: str) -> None:
            f"{what} pivots must be an int32 vector (stack), got {pivots.type}")
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def svd(x: Value, full_matrices: bool = False, compute_uv: bool = True) -> list[TensorType]:
     """Singular value decomposition ``x = u @ diag(s) @ vh`` with s descending.
 
@@ -72,7 +72,7 @@ def svd(x: Value, full_matrices: bool = False, compute_uv: bool = True) -> list[
     return [u, s, vh]
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def eigh(x: Value, upper: bool = False, compute_v: bool = True) -> list[TensorType]:
     """Eigen-decomposition of symmetric matrices, reading only the lower (or ``upper``) triangle.
 
@@ -85,7 +85,7 @@ def eigh(x: Value, upper: bool = False, compute_v: bool = True) -> list[TensorTy
     return [w, x.type] if compute_v else [w]
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def eig(x: Value) -> tuple[TensorType, TensorType]:
     """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
 
@@ -99,7 +99,7 @@ def eig(x: Value) -> tuple[TensorType, TensorType]:
     return TensorType([*batch, n], c), x.type.with_dtype(c)
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def cholesky(x: Value, upper: bool = False) -> tuple[TensorType, TensorType]:
     """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
 
@@ -111,7 +111,7 @@ def cholesky(x: Value, upper: bool = False) -> tuple[TensorType, TensorType]:
     return x.type, TensorType(list(batch), DType.int32)
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def lu_factor(x: Value) -> tuple[TensorType, TensorType, TensorType]:
     """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
 
@@ -124,7 +124,7 @@ def lu_factor(x: Value) -> tuple[TensorType, TensorType, TensorType]:
             TensorType(list(batch), DType.int32))
 
 
-@defop()
+@defop(traits=("heavy",))
 def lu_solve(lu: Value, pivots: Value, b: Value, adjoint: bool = False) -> TensorType:
     """Solve ``A @ X = B`` (``A.T @ X = B`` with ``adjoint``) from ``lu_factor``'s lu and pivots.
 
@@ -154,7 +154,7 @@ def pivots_to_permutation(pivots: Value, size: int) -> TensorType:
     return TensorType([*pivots.type.shape[:-1], size], DType.int64)
 
 
-@defop()
+@defop(traits=("heavy",))
 def triangular_solve(a: Value, b: Value, upper: bool, left: bool = True,
                      unitriangular: bool = False) -> TensorType:
     """Solve ``A @ X = B`` (or ``X @ A = B`` when not ``left``) for triangular A (BLAS trsm).
@@ -170,7 +170,7 @@ def triangular_solve(a: Value, b: Value, upper: bool, left: bool = True,
     return TensorType([*broadcast_shapes(ab, bb), rows, cols], dtype)
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def geqrf(x: Value) -> tuple[TensorType, TensorType]:
     """QR factorization in LAPACK's Householder form (geqrf).
 
@@ -182,7 +182,7 @@ def geqrf(x: Value) -> tuple[TensorType, TensorType]:
     return x.type, TensorType([*batch, _min(m, n)], x.type.element_type)
 
 
-@defop()
+@defop(traits=("heavy",))
 def householder_product(a: Value, tau: Value) -> TensorType:
     """The first n columns of ``H_0 @ ... @ H_{k-1}`` (LAPACK orgqr) for ``a`` ``[*, m, n]``.
 
@@ -202,7 +202,7 @@ def householder_product(a: Value, tau: Value) -> TensorType:
     return TensorType([*batch, m, n], dtype)
 
 
-@defop()
+@defop(traits=("heavy",))
 def matrix_exp(x: Value) -> TensorType:
     """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
     with a Pade approximant, as scipy.linalg.expm computes it)."""
@@ -210,7 +210,7 @@ def matrix_exp(x: Value) -> TensorType:
     return x.type
 
 
-@defop(traits=("multi_result",))
+@defop(traits=("multi_result", "heavy"))
 def ldl_factor(x: Value, hermitian: bool = False) -> tuple[TensorType, TensorType, TensorType]:
     """Bunch-Kaufman LDL^T factorization of symmetric matrices (LAPACK sytrf, lower triangle).
 
@@ -225,7 +225,7 @@ def ldl_factor(x: Value, hermitian: bool = False) -> tuple[TensorType, TensorTyp
     return x.type, TensorType([*batch, n], DType.int32), TensorType(list(batch), DType.int32)
 
 
-@defop()
+@defop(traits=("heavy",))
 def ldl_solve(ld: Value, pivots: Value, b: Value, hermitian: bool = False) -> TensorType:
     """Solve ``A @ X = B`` from ``ldl_factor``'s ld and pivots (LAPACK sytrs; hetrs for a
     complex ``hermitian`` factor).
@@ -240,6 +240,5 @@ def ldl_solve(ld: Value, pivots: Value, b: Value, hermitian: bool = False) -> Te
     return TensorType([*broadcast_shapes(lb, pivots.type.shape[:-1], bb), n, k], dtype)
 
 
-__all__ = ["cholesky", "eig", "eigh", "geqrf", "householder_product", "ldl_factor", "ldl_solve",
-           "lu_factor", "lu_solve", "matrix_exp", "pivots_to_permutation", "svd",
-           "triangular_solve"]
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, overload
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, Location, TensorType, Value
-from coreai_core._opdef import Floats, Ints, IntsLike, Range, ValueLike, defop
+from coreai_core._opdef import Floats, Ints, IntsLike, Range, ValueLike, builder_names, defop
 from coreai_core._shapes import (
     broadcast_shapes,
     expect,
@@ -27,7 +27,7 @@ KernelSize = Annotated[Ints, Range(lo=1)]
 Groups = Annotated[int, Range(lo=1)]
 
 
-@defop()
+@defop(traits=("heavy",))
 def batch_matmul(lhs: Value, rhs: Value) -> TensorType:
     """``numpy.matmul``: batch dims broadcast; 1-d operands are promoted and squeezed."""
     dtype = same_dtype(lhs, rhs)
@@ -77,7 +77,7 @@ def _static_kernel(weight: Value) -> list[int]:
     return k
 
 
-@defop()
+@defop(traits=("heavy",))
 def conv(x: Value, weight: Value, bias: Value | None = None, strides: Strides = None,
          pads: Pads = None, dilation: Dilation = None, groups: Groups = 1) -> TensorType:
     """N-d convolution (cross-correlation): x ``[N, C, *S]``, weight ``[O, C/groups, *K]``."""
@@ -100,7 +100,7 @@ def conv(x: Value, weight: Value, bias: Value | None = None, strides: Strides = 
     return TensorType([x.type.shape[0], o, *spatial], dtype)
 
 
-@defop()
+@defop(traits=("heavy",))
 def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
                    strides: Strides = None, pads: Pads = None, dilation: Dilation = None,
                    groups: Groups = 1,
@@ -252,7 +252,5 @@ def maxpool2d(x: ValueLike, kernel_size: IntsLike, strides: IntsLike | None = No
     return (out[0], out[1]) if return_indices else out[0]
 
 
-__all__ = [
-    "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool", "avgpool", "interpolate",
-    "conv2d", "sumpool2d", "maxpool2d"
-]
+# the builders of the ops defined above (see builder_names), and the conveniences this module adds
+__all__ = [*builder_names(__name__), "conv2d", "sumpool2d", "maxpool2d"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
-from coreai_core._opdef import defop
+from coreai_core._opdef import builder_names, defop
 from coreai_core._shapes import expect, expect_int_vector
 from coreai_core.dialects._tensor import _shape_from
 
@@ -149,5 +149,5 @@ def random_multinomial(weights: Value, num_samples: int, replacement: bool = Fal
     return TensorType([*weights.type.shape[:-1], num_samples], DType.int64)
 
 
-__all__ = ["random_bernoulli", "random_integers", "random_multinomial", "random_normal",
-           "random_permutation", "random_uniform"]
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import TensorType, Value
-from coreai_core._opdef import Builder, defop
+from coreai_core._opdef import Builder, builder_names, defop
 from coreai_core._shapes import broadcast_shapes, fail, same_dtype
 from coreai_core.dialects._elementwise import ANY, FLOAT, INTEGER, binary_op
 
@@ -170,8 +170,5 @@ def signbit(x: Value) -> TensorType:
     return x.type.with_dtype(DType.bool)
 
 
-__all__ = [
-    "broadcasting_copysign", "broadcasting_fmax", "broadcasting_fmin", "broadcasting_gcd",
-    "broadcasting_hypot", "broadcasting_lcm", "broadcasting_nextafter", "frexp", "signbit",
-    "special", "special_binary",
-]
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
-from coreai_core._opdef import Builder, Ints, constant_data, defop
+from coreai_core._opdef import Builder, Ints, builder_names, constant_data, defop
 from coreai_core._shapes import (
     broadcast_shapes,
     const_ints,
@@ -415,10 +415,5 @@ def non_zero(x: Value) -> TensorType:
     return TensorType([Dim("nnz"), x.type.rank], DType.int64)
 
 
-__all__ = [
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_product", "all_", "any_",
-    "argmax", "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
-    "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
-    "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
-    "scatter_along_axis", "scatter_nd", "non_zero"
-]
+# the builders of the ops defined above (see builder_names)
+__all__ = [*builder_names(__name__)]

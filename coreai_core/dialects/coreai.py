@@ -9,7 +9,6 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 
 from types import ModuleType
 
-from coreai_core import _graph_decorator
 from coreai_core._opdef import OPS
 from coreai_core.dialects import (
     _complex,
@@ -22,10 +21,11 @@ from coreai_core.dialects import (
     _random,
     _special,
     _tensor,
+    graph_decorator,
 )
 
-# The family modules, in the order their names are listed; each one's ``__all__`` names its
-# builders, so a new op is exported by its definition's module alone.
+# The family modules, in the order their names are listed; each one's ``__all__`` is derived
+# from its op definitions (``builder_names``), so a new op is exported by its definition alone.
 _FAMILIES: tuple[ModuleType, ...] = (
     _control, _elementwise, _nn, _tensor, _compression, _random, _special, _complex, _fft,
     _linalg,
@@ -47,6 +47,6 @@ def _exports(families: tuple[ModuleType, ...]) -> dict[str, object]:
 
 
 # the graph decorator (Apple's form of a composite built in a lowering) builds no op of its own
-_EXPORTED = (*_FAMILIES, _graph_decorator)
+_EXPORTED = (*_FAMILIES, graph_decorator)
 globals().update(_exports(_EXPORTED))
 __all__ = ["OPS", *_exports(_EXPORTED)]

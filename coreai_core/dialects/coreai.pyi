@@ -11,8 +11,6 @@ signatures from ``coreai.pyi``, generated from the op definitions by
 from collections.abc import Sequence
 from typing import Literal
 
-from coreai_core._graph_decorator import CompositeDeclaration as CompositeDeclaration
-from coreai_core._graph_decorator import graph as graph
 from coreai_core._ir import Location, Value
 from coreai_core._opdef import OPS as OPS
 from coreai_core._opdef import (
@@ -29,9 +27,11 @@ from coreai_core.dialects._elementwise import constant as constant
 from coreai_core.dialects._nn import conv2d as conv2d
 from coreai_core.dialects._nn import maxpool2d as maxpool2d
 from coreai_core.dialects._nn import sumpool2d as sumpool2d
+from coreai_core.dialects.graph_decorator import CompositeDeclaration as CompositeDeclaration
+from coreai_core.dialects.graph_decorator import graph as graph
 
 __all__ = [
-    "OPS", "if_", "invoke", "output", "while_", "yield_", "constant", "cast", "abs_", "neg",
+    "OPS", "if_", "while_", "invoke", "output", "yield_", "constant", "cast", "abs_", "neg",
     "sign", "floor", "ceil", "round_", "trunc", "relu", "acos", "acosh", "asin", "asinh", "atan",
     "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "exp", "exp2", "expm1", "log", "log2",
     "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "erf", "erfinv", "lgamma", "digamma",
@@ -43,22 +43,22 @@ __all__ = [
     "broadcasting_greater_equal", "broadcasting_less", "broadcasting_less_equal",
     "broadcasting_and", "broadcasting_or", "broadcasting_xor", "broadcasting_bitwise_and",
     "broadcasting_bitwise_or", "broadcasting_bitwise_xor", "broadcasting_shift_left",
-    "broadcasting_shift_right", "add", "sub", "mul", "divide", "broadcasting_bitwise_not",
-    "broadcasting_where", "where", "batch_matmul", "conv", "conv_transpose", "maxpool", "sumpool",
-    "avgpool", "interpolate", "conv2d", "sumpool2d", "maxpool2d", "reduce_sum", "reduce_mean",
-    "reduce_max", "reduce_min", "reduce_product", "all_", "any_", "argmax", "argmin", "scan",
-    "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose", "expand_dims",
-    "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad", "reverse",
-    "get_shape", "range_", "gather", "gather_along_axis", "gather_nd", "scatter_along_axis",
-    "scatter_nd", "non_zero", "constexpr_blockwise_shift_scale", "dequantize", "lut_to_dense",
-    "quantize", "sparse_to_dense", "random_bernoulli", "random_integers", "random_multinomial",
-    "random_normal", "random_permutation", "random_uniform", "broadcasting_copysign",
-    "broadcasting_fmax", "broadcasting_fmin", "broadcasting_gcd", "broadcasting_hypot",
-    "broadcasting_lcm", "broadcasting_nextafter", "frexp", "signbit", "special", "special_binary",
-    "complex_", "conj", "imag", "real", "view_as_complex", "view_as_real", "fft_c2c", "fft_c2r",
-    "fft_r2c", "cholesky", "eig", "eigh", "geqrf", "householder_product", "ldl_factor",
-    "ldl_solve", "lu_factor", "lu_solve", "matrix_exp", "pivots_to_permutation", "svd",
-    "triangular_solve", "CompositeDeclaration", "graph"
+    "broadcasting_shift_right", "add", "sub", "mul", "divide", "broadcasting_where",
+    "broadcasting_bitwise_not", "where", "batch_matmul", "conv", "conv_transpose", "maxpool",
+    "sumpool", "avgpool", "interpolate", "conv2d", "sumpool2d", "maxpool2d", "reduce_sum",
+    "reduce_mean", "reduce_max", "reduce_min", "reduce_product", "all_", "any_", "argmax",
+    "argmin", "scan", "sort", "argsort", "topk", "reshape", "broadcast_to", "transpose",
+    "expand_dims", "shrink_dims", "tile", "concat", "split", "slice_", "slice_update", "pad",
+    "reverse", "get_shape", "range_", "gather", "gather_along_axis", "gather_nd",
+    "scatter_along_axis", "scatter_nd", "non_zero", "lut_to_dense",
+    "constexpr_blockwise_shift_scale", "quantize", "dequantize", "sparse_to_dense",
+    "random_uniform", "random_normal", "random_integers", "random_permutation", "random_bernoulli",
+    "random_multinomial", "special", "special_binary", "broadcasting_fmax", "broadcasting_fmin",
+    "broadcasting_copysign", "broadcasting_hypot", "broadcasting_nextafter", "broadcasting_gcd",
+    "broadcasting_lcm", "frexp", "signbit", "complex_", "real", "imag", "conj", "view_as_real",
+    "view_as_complex", "fft_c2c", "fft_r2c", "fft_c2r", "svd", "eigh", "eig", "cholesky",
+    "lu_factor", "lu_solve", "pivots_to_permutation", "triangular_solve", "geqrf",
+    "householder_product", "matrix_exp", "ldl_factor", "ldl_solve", "CompositeDeclaration", "graph"
 ]
 
 def if_(
@@ -75,15 +75,6 @@ def if_(
     """
 
 
-def invoke(
-    args: Sequence[ValueLike],
-    callee: str,
-    *,
-    loc: Location | None = None,
-) -> tuple[Value, ...]:
-    """Call entrypoint graph ``callee`` of the same program with ``args``."""
-
-
 def while_(
     init: Sequence[ValueLike],
     cond: RegionLike,
@@ -92,6 +83,15 @@ def while_(
     loc: Location | None = None,
 ) -> tuple[Value, ...]:
     """Loop: while ``cond(*carried)`` is true, ``carried = body(*carried)``; yields carried."""
+
+
+def invoke(
+    args: Sequence[ValueLike],
+    callee: str,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, ...]:
+    """Call entrypoint graph ``callee`` of the same program with ``args``."""
 
 
 def cast(x: ValueLike, dtype: DTypeLike, *, loc: Location | None = None) -> Value:
@@ -846,36 +846,6 @@ def non_zero(x: ValueLike, *, loc: Location | None = None) -> Value:
     """
 
 
-def constexpr_blockwise_shift_scale(
-    data: ValueLike,
-    scale: ValueLike,
-    offset: ValueLike | None = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Blockwise dequantization: ``out = (data - offset[p // block]) * scale[p // block]``.
-
-    ``data`` is int4, uint4, int8, uint8, float4_e2m1fn, float8_e4m3fn or float8_e5m2;
-    ``scale`` is a float tensor of the data's rank whose sizes divide the data's (the block
-    size along axis ``d`` is ``data.shape[d] // scale.shape[d]``); ``offset`` (optional, the
-    zero point) has the scale's shape and the data's element type. Computed in the scale's
-    type (float32 for float16/bfloat16) and returned in the scale's type.
-    """
-
-
-def dequantize(
-    x: ValueLike,
-    scale: ValueLike,
-    zero_point: ValueLike | None = ...,
-    axis: int | None = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """``(x - zero_point) * scale`` in the scale's float type, per tensor, per channel
-    (``axis``) or per block.
-    """
-
-
 def lut_to_dense(
     indices: ValueLike,
     lut: ValueLike,
@@ -890,6 +860,23 @@ def lut_to_dense(
     ``shape[d]``), each with its own table of ``2**nbits`` values (1 <= nbits <= 8).
     ``indices`` is the uint8 bit stream of the ``prod(shape)`` row-major ``nbits``-bit
     indices.
+    """
+
+
+def constexpr_blockwise_shift_scale(
+    data: ValueLike,
+    scale: ValueLike,
+    offset: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Blockwise dequantization: ``out = (data - offset[p // block]) * scale[p // block]``.
+
+    ``data`` is int4, uint4, int8, uint8, float4_e2m1fn, float8_e4m3fn or float8_e5m2;
+    ``scale`` is a float tensor of the data's rank whose sizes divide the data's (the block
+    size along axis ``d`` is ``data.shape[d] // scale.shape[d]``); ``offset`` (optional, the
+    zero point) has the scale's shape and the data's element type. Computed in the scale's
+    type (float32 for float16/bfloat16) and returned in the scale's type.
     """
 
 
@@ -911,6 +898,19 @@ def quantize(
     """
 
 
+def dequantize(
+    x: ValueLike,
+    scale: ValueLike,
+    zero_point: ValueLike | None = ...,
+    axis: int | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """``(x - zero_point) * scale`` in the scale's float type, per tensor, per channel
+    (``axis``) or per block.
+    """
+
+
 def sparse_to_dense(
     mask: ValueLike,
     nonzero_data: ValueLike,
@@ -921,73 +921,6 @@ def sparse_to_dense(
     """Sparse weight: a 1-bit ``mask`` stream over the ``prod(shape)`` row-major positions
     (uint8, see the module docstring) and ``nonzero_data``, the values where the mask is set,
     in order; every other element is zero.
-    """
-
-
-def random_bernoulli(p: ValueLike, *, loc: Location | None = None) -> Value:
-    """Bool tensor shaped like ``p``: True with probability ``p`` (float, each in [0, 1]).
-
-    Element ``i`` is ``u_i < p_i`` for a float64 uniform ``u_i``; a probability outside
-    ``[0, 1]`` (or NaN) makes the kernel raise.
-    """
-
-
-def random_integers(
-    shape: ValueLike,
-    low: int,
-    high: int,
-    dtype: DTypeLike = ...,
-    bounds: ValueLike | None = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type).
-
-    ``bounds`` (a 1-d int tensor ``[lo, hi]``) gives the interval ``[lo, hi)`` at run time
-    instead; ``low``/``high`` then bound it: the kernel raises unless
-    ``low <= lo < hi <= high``.
-    """
-
-
-def random_multinomial(
-    weights: ValueLike,
-    num_samples: int,
-    replacement: bool = ...,
-    samples: ValueLike | None = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Category indices drawn from each row of ``weights`` [..., n] -> int64 [..., num_samples].
-
-    Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
-    With ``replacement`` the samples are independent; without, each draw excludes the
-    categories already drawn (weights renormalized), so a row needs at least ``num_samples``
-    positive weights. Indices are in draw order. ``samples`` (a 0-d int tensor) gives
-    ``num_samples`` at run time instead; ``num_samples`` is then -1.
-    """
-
-
-def random_normal(
-    shape: ValueLike,
-    mean: float = ...,
-    std: float = ...,
-    dtype: DTypeLike = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Normal floats ``mean + std * z`` of ``shape``, ``z`` standard normal (in float64)."""
-
-
-def random_permutation(
-    n: int,
-    dtype: DTypeLike = ...,
-    length: ValueLike | None = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``).
-
-    ``length`` (a 0-d int tensor) gives ``n`` at run time instead; ``n`` is then -1.
     """
 
 
@@ -1008,43 +941,71 @@ def random_uniform(
     """
 
 
-def broadcasting_copysign(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative). Numpy broadcasting."""
+def random_normal(
+    shape: ValueLike,
+    mean: float = ...,
+    std: float = ...,
+    dtype: DTypeLike = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Normal floats ``mean + std * z`` of ``shape``, ``z`` standard normal (in float64)."""
 
 
-def broadcasting_fmax(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax. Numpy broadcasting."""
+def random_integers(
+    shape: ValueLike,
+    low: int,
+    high: int,
+    dtype: DTypeLike = ...,
+    bounds: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Uniform integers in ``[low, high)`` of ``shape``, as ``dtype`` (an int or float type).
 
-
-def broadcasting_fmin(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin. Numpy broadcasting."""
-
-
-def broadcasting_gcd(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) = 0). The minimum integer's absolute value wraps to itself, so results involving it can be negative, exactly as in torch. Numpy broadcasting."""
-
-
-def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either is +-inf. Numpy broadcasting."""
-
-
-def broadcasting_lcm(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """Least common multiple, ``|lhs / gcd * rhs|`` in C integer arithmetic (0 if either is 0). Numpy broadcasting."""
-
-
-def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
-    """The next representable value after lhs in the direction of rhs (in lhs's dtype). Numpy broadcasting."""
-
-
-def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
-    """x = mantissa * 2**exponent with ``0.5 <= |mantissa| < 1``; exponent is int32.
-
-    Zero, +-inf and NaN give themselves as mantissa and exponent 0.
+    ``bounds`` (a 1-d int tensor ``[lo, hi]``) gives the interval ``[lo, hi)`` at run time
+    instead; ``low``/``high`` then bound it: the kernel raises unless
+    ``low <= lo < hi <= high``.
     """
 
 
-def signbit(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """True where the sign bit is set (-0.0 and negative NaN included)."""
+def random_permutation(
+    n: int,
+    dtype: DTypeLike = ...,
+    length: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """A uniformly random permutation of ``0 .. n-1`` (1-d, length ``n``).
+
+    ``length`` (a 0-d int tensor) gives ``n`` at run time instead; ``n`` is then -1.
+    """
+
+
+def random_bernoulli(p: ValueLike, *, loc: Location | None = None) -> Value:
+    """Bool tensor shaped like ``p``: True with probability ``p`` (float, each in [0, 1]).
+
+    Element ``i`` is ``u_i < p_i`` for a float64 uniform ``u_i``; a probability outside
+    ``[0, 1]`` (or NaN) makes the kernel raise.
+    """
+
+
+def random_multinomial(
+    weights: ValueLike,
+    num_samples: int,
+    replacement: bool = ...,
+    samples: ValueLike | None = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Category indices drawn from each row of ``weights`` [..., n] -> int64 [..., num_samples].
+
+    Each row holds non-negative, finite weights with a positive sum (they need not sum to 1).
+    With ``replacement`` the samples are independent; without, each draw excludes the
+    categories already drawn (weights renormalized), so a row needs at least ``num_samples``
+    positive weights. Indices are in draw order. ``samples`` (a 0-d int tensor) gives
+    ``num_samples`` at run time instead; ``num_samples`` is then -1.
+    """
 
 
 def special(
@@ -1072,33 +1033,72 @@ def special_binary(
     """
 
 
+def broadcasting_fmax(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise max that ignores NaN (NaN only where both are NaN), like torch.fmax. Numpy broadcasting."""
+
+
+def broadcasting_fmin(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Elementwise min that ignores NaN (NaN only where both are NaN), like torch.fmin. Numpy broadcasting."""
+
+
+def broadcasting_copysign(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """``|lhs|`` with the sign bit of rhs (-0.0 and -NaN count as negative). Numpy broadcasting."""
+
+
+def broadcasting_hypot(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """sqrt(lhs**2 + rhs**2) without intermediate overflow; inf if either is +-inf. Numpy broadcasting."""
+
+
+def broadcasting_nextafter(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """The next representable value after lhs in the direction of rhs (in lhs's dtype). Numpy broadcasting."""
+
+
+def broadcasting_gcd(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Greatest common divisor by torch's Euclid on ``|lhs|``, ``|rhs|`` (gcd(0, 0) = 0). The minimum integer's absolute value wraps to itself, so results involving it can be negative, exactly as in torch. Numpy broadcasting."""
+
+
+def broadcasting_lcm(lhs: ValueLike, rhs: ValueLike, *, loc: Location | None = None) -> Value:
+    """Least common multiple, ``|lhs / gcd * rhs|`` in C integer arithmetic (0 if either is 0). Numpy broadcasting."""
+
+
+def frexp(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """x = mantissa * 2**exponent with ``0.5 <= |mantissa| < 1``; exponent is int32.
+
+    Zero, +-inf and NaN give themselves as mantissa and exponent 0.
+    """
+
+
+def signbit(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """True where the sign bit is set (-0.0 and negative NaN included)."""
+
+
 def complex_(real: ValueLike, imag: ValueLike, *, loc: Location | None = None) -> Value:
     """``real + i * imag``; float32 parts give complex64, float64 complex128. Numpy
     broadcasting.
     """
 
 
-def conj(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """Complex conjugate ``real - i * imag`` (the imaginary part's sign flips, NaN included)."""
+def real(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The real part of a complex tensor (float32 for complex64, float64 for complex128)."""
 
 
 def imag(x: ValueLike, *, loc: Location | None = None) -> Value:
     """The imaginary part of a complex tensor (float32 for complex64, float64 for complex128)."""
 
 
-def real(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """The real part of a complex tensor (float32 for complex64, float64 for complex128)."""
-
-
-def view_as_complex(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """The inverse of ``view_as_real``: a float32/float64 tensor of shape ``S + [2]`` read as
-    complex numbers of shape ``S`` (index 0 of the last axis is the real part).
-    """
+def conj(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """Complex conjugate ``real - i * imag`` (the imaginary part's sign flips, NaN included)."""
 
 
 def view_as_real(x: ValueLike, *, loc: Location | None = None) -> Value:
     """A complex tensor of shape ``S`` as its parts, shape ``S + [2]`` (real at index 0,
     imaginary at index 1), like ``torch.view_as_real``.
+    """
+
+
+def view_as_complex(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The inverse of ``view_as_real``: a float32/float64 tensor of shape ``S + [2]`` read as
+    complex numbers of shape ``S`` (index 0 of the last axis is the real part).
     """
 
 
@@ -1111,6 +1111,19 @@ def fft_c2c(
     loc: Location | None = None,
 ) -> Value:
     """Complex-to-complex transform over ``axes`` (forward: ``exp(-2*pi*i ...)``); same type."""
+
+
+def fft_r2c(
+    x: ValueLike,
+    axes: IntsLike,
+    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
+    onesided: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Forward transform of a real tensor over ``axes``; complex of the same precision. With
+    ``onesided`` the last listed axis keeps ``n // 2 + 1`` entries.
+    """
 
 
 def fft_c2r(
@@ -1127,40 +1140,18 @@ def fft_c2r(
     """
 
 
-def fft_r2c(
+def svd(
     x: ValueLike,
-    axes: IntsLike,
-    normalization: Literal['none', 'by_root_n', 'by_n'] = ...,
-    onesided: bool = ...,
+    full_matrices: bool = ...,
+    compute_uv: bool = ...,
     *,
     loc: Location | None = None,
-) -> Value:
-    """Forward transform of a real tensor over ``axes``; complex of the same precision. With
-    ``onesided`` the last listed axis keeps ``n // 2 + 1`` entries.
-    """
+) -> tuple[Value, ...]:
+    """Singular value decomposition ``x = u @ diag(s) @ vh`` with s descending.
 
-
-def cholesky(
-    x: ValueLike,
-    upper: bool = ...,
-    *,
-    loc: Location | None = None,
-) -> tuple[Value, Value]:
-    """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
-
-    Results ``(factor, info)``: ``x = L @ L.T`` with L lower triangular (or ``x = U.T @ U``
-    with ``upper``), read from that triangle of x; the other triangle of the factor is zero.
-    ``info = k > 0`` when the leading minor of order k is not positive definite.
-    """
-
-
-def eig(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
-    """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
-
-    Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
-    columns of ``v`` ``[*, n, n]`` with ``x @ v = v @ diag(w)``, each scaled to unit norm
-    (unique up to a unit complex factor for distinct eigenvalues). The element type is the
-    complex type of the input's precision (complex64 for float32 and complex64 input).
+    Results ``(u, s, vh)`` with u ``[*, m, m|k]``, s ``[*, k]``, vh ``[*, n|k, n]`` where
+    ``k = min(m, n)`` (``full_matrices`` selects the square forms); only ``(s,)`` when not
+    ``compute_uv``. Singular vectors are unique up to a common sign per singular pair.
     """
 
 
@@ -1179,6 +1170,78 @@ def eigh(
     """
 
 
+def eig(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
+    """Eigen-decomposition of general square matrices (LAPACK geev), always complex.
+
+    Results ``(w, v)``: eigenvalues ``[*, n]`` in no particular order and eigenvectors as the
+    columns of ``v`` ``[*, n, n]`` with ``x @ v = v @ diag(w)``, each scaled to unit norm
+    (unique up to a unit complex factor for distinct eigenvalues). The element type is the
+    complex type of the input's precision (complex64 for float32 and complex64 input).
+    """
+
+
+def cholesky(
+    x: ValueLike,
+    upper: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> tuple[Value, Value]:
+    """Cholesky factor of symmetric positive-definite matrices, and an int32 info per matrix.
+
+    Results ``(factor, info)``: ``x = L @ L.T`` with L lower triangular (or ``x = U.T @ U``
+    with ``upper``), read from that triangle of x; the other triangle of the factor is zero.
+    ``info = k > 0`` when the leading minor of order k is not positive definite.
+    """
+
+
+def lu_factor(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value, Value]:
+    """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
+
+    Results ``(lu, pivots, info)``: L (unit lower, diagonal not stored) and U packed in one
+    ``[*, m, n]`` matrix, 1-based int32 ``pivots`` ``[*, min(m, n)]`` and int32 ``info``
+    ``[*]`` (``k > 0`` when ``U[k-1, k-1]`` is exactly zero). ``x = P @ L @ U``.
+    """
+
+
+def lu_solve(
+    lu: ValueLike,
+    pivots: ValueLike,
+    b: ValueLike,
+    adjoint: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (``A.T @ X = B`` with ``adjoint``) from ``lu_factor``'s lu and pivots.
+
+    ``lu`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
+    """
+
+
+def pivots_to_permutation(pivots: ValueLike, size: int, *, loc: Location | None = None) -> Value:
+    """The row order that LAPACK pivots produce: int64 ``perm`` ``[*, size]``.
+
+    Starting from ``0, 1, ..., size - 1``, entry ``i`` is swapped with entry ``pivots[i] - 1``
+    for each i in order, so that ``x[perm] = L @ U`` for ``x``'s ``lu_factor`` (``P.T @ x``).
+    """
+
+
+def triangular_solve(
+    a: ValueLike,
+    b: ValueLike,
+    upper: bool,
+    left: bool = ...,
+    unitriangular: bool = ...,
+    *,
+    loc: Location | None = None,
+) -> Value:
+    """Solve ``A @ X = B`` (or ``X @ A = B`` when not ``left``) for triangular A (BLAS trsm).
+
+    Only the ``upper`` (or lower) triangle of ``a`` is read; with ``unitriangular`` its
+    diagonal is taken as ones. ``a`` ``[*, n, n]``; ``b`` ``[*, n, k]`` (``[*, k, n]`` when not
+    ``left``); batch dims broadcast. A zero on the diagonal gives inf/NaN, not an error.
+    """
+
+
 def geqrf(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value]:
     """QR factorization in LAPACK's Householder form (geqrf).
 
@@ -1193,6 +1256,12 @@ def householder_product(a: ValueLike, tau: ValueLike, *, loc: Location | None = 
 
     ``a`` holds the Householder vectors below its diagonal (as ``geqrf`` leaves them; the rest
     is ignored) and ``tau`` ``[*, k]`` their scales, with ``m >= n >= k``.
+    """
+
+
+def matrix_exp(x: ValueLike, *, loc: Location | None = None) -> Value:
+    """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
+    with a Pade approximant, as scipy.linalg.expm computes it).
     """
 
 
@@ -1225,73 +1294,4 @@ def ldl_solve(
     complex ``hermitian`` factor).
 
     ``ld`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
-    """
-
-
-def lu_factor(x: ValueLike, *, loc: Location | None = None) -> tuple[Value, Value, Value]:
-    """LU factorization with partial pivoting (LAPACK getrf) of ``[*, m, n]`` matrices.
-
-    Results ``(lu, pivots, info)``: L (unit lower, diagonal not stored) and U packed in one
-    ``[*, m, n]`` matrix, 1-based int32 ``pivots`` ``[*, min(m, n)]`` and int32 ``info``
-    ``[*]`` (``k > 0`` when ``U[k-1, k-1]`` is exactly zero). ``x = P @ L @ U``.
-    """
-
-
-def lu_solve(
-    lu: ValueLike,
-    pivots: ValueLike,
-    b: ValueLike,
-    adjoint: bool = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Solve ``A @ X = B`` (``A.T @ X = B`` with ``adjoint``) from ``lu_factor``'s lu and pivots.
-
-    ``lu`` ``[*, n, n]``, ``pivots`` ``[*, n]``, ``b`` ``[*, n, k]``; batch dims broadcast.
-    """
-
-
-def matrix_exp(x: ValueLike, *, loc: Location | None = None) -> Value:
-    """The matrix exponential ``sum_k x^k / k!`` of square matrices (scaling and squaring
-    with a Pade approximant, as scipy.linalg.expm computes it).
-    """
-
-
-def pivots_to_permutation(pivots: ValueLike, size: int, *, loc: Location | None = None) -> Value:
-    """The row order that LAPACK pivots produce: int64 ``perm`` ``[*, size]``.
-
-    Starting from ``0, 1, ..., size - 1``, entry ``i`` is swapped with entry ``pivots[i] - 1``
-    for each i in order, so that ``x[perm] = L @ U`` for ``x``'s ``lu_factor`` (``P.T @ x``).
-    """
-
-
-def svd(
-    x: ValueLike,
-    full_matrices: bool = ...,
-    compute_uv: bool = ...,
-    *,
-    loc: Location | None = None,
-) -> tuple[Value, ...]:
-    """Singular value decomposition ``x = u @ diag(s) @ vh`` with s descending.
-
-    Results ``(u, s, vh)`` with u ``[*, m, m|k]``, s ``[*, k]``, vh ``[*, n|k, n]`` where
-    ``k = min(m, n)`` (``full_matrices`` selects the square forms); only ``(s,)`` when not
-    ``compute_uv``. Singular vectors are unique up to a common sign per singular pair.
-    """
-
-
-def triangular_solve(
-    a: ValueLike,
-    b: ValueLike,
-    upper: bool,
-    left: bool = ...,
-    unitriangular: bool = ...,
-    *,
-    loc: Location | None = None,
-) -> Value:
-    """Solve ``A @ X = B`` (or ``X @ A = B`` when not ``left``) for triangular A (BLAS trsm).
-
-    Only the ``upper`` (or lower) triangle of ``a`` is read; with ``unitriangular`` its
-    diagonal is taken as ones. ``a`` ``[*, n, n]``; ``b`` ``[*, n, k]`` (``[*, k, n]`` when not
-    ``left``); batch dims broadcast. A zero on the diagonal gives inf/NaN, not an error.
     """

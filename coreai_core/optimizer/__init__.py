@@ -27,8 +27,14 @@ that report without changing the program. See :mod:`coreai_core.optimizer.valida
 Custom pipelines: pass names or instances, e.g. ``optimize(p, ["cse", "dce"])`` or
 ``optimize(p, [*default_passes(), MyPass()])``; a pass is any object with a ``name`` and a
 ``run(program) -> PassStats`` method (see :class:`Pass`).
+
+For code that walks or edits programs the way the passes do (``coreai_core.precision``, a
+custom pass): :func:`all_graphs`, :func:`weight_refs` and :func:`count_ops` walk a program;
+:func:`is_pure`, :func:`is_deterministic` and :func:`is_heavy` answer what a rewrite may do
+with an op, from its definition's traits.
 """
 
+from coreai_core.optimizer._context import PassContext
 from coreai_core.optimizer._manager import (
     OptimizeReport,
     PassManager,
@@ -39,11 +45,14 @@ from coreai_core.optimizer._manager import (
     resolve_pass,
     validate_optimization,
 )
-from coreai_core.optimizer._rewrite import (
+from coreai_core.optimizer._pass import (
     Pass,
-    PassContext,
     PassStats,
     RewriteObserver,
+)
+from coreai_core.optimizer._predicates import is_deterministic, is_heavy, is_pure
+from coreai_core.optimizer._program_walk import all_graphs, count_ops, weight_refs
+from coreai_core.optimizer._rewriter import (
     RewritePass,
     Rewriter,
 )
@@ -66,7 +75,8 @@ __all__ = [
     "CSEPass", "CanonicalizePass", "Check", "ConstantFoldingPass", "Culprit", "DCEPass",
     "FoldAffinePass", "InlineCompositesPass", "OptimizationMismatchError", "OptimizeReport",
     "OutputDiff", "Pass", "PassCheck", "PassContext", "PassManager", "PassRecord", "PassStats",
-    "RewriteObserver", "RewritePass", "Rewriter", "ValidationReport", "copy_program",
-    "default_passes", "optimize", "pass_names", "random_inputs", "resolve_pass",
-    "validate_optimization",
+    "RewriteObserver", "RewritePass", "Rewriter", "ValidationReport", "all_graphs",
+    "copy_program", "count_ops", "default_passes", "is_deterministic", "is_heavy", "is_pure",
+    "optimize", "pass_names", "random_inputs", "resolve_pass", "validate_optimization",
+    "weight_refs",
 ]

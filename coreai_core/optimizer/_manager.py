@@ -9,7 +9,8 @@ from typing import Any
 import attrs
 
 from coreai_core._ir import ProgramData
-from coreai_core.optimizer._rewrite import Pass, PassStats, count_ops
+from coreai_core.optimizer._pass import Pass, PassStats
+from coreai_core.optimizer._program_walk import count_ops
 from coreai_core.optimizer.canonicalize import CanonicalizePass
 from coreai_core.optimizer.constant_folding import ConstantFoldingPass
 from coreai_core.optimizer.cse import CSEPass

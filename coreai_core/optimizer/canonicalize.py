@@ -32,7 +32,9 @@ import numpy as np
 from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
 from coreai_core.dialects._nn import _pads
-from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, at_most_one_dynamic
+from coreai_core.optimizer._context import PassContext
+from coreai_core.optimizer._predicates import at_most_one_dynamic
+from coreai_core.optimizer._rewriter import RewritePass, Rewriter
 from coreai_core.registry import Registry
 
 Rule = Callable[[Operation, Rewriter], "Value | Sequence[Value] | None"]

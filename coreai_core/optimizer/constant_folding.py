@@ -32,7 +32,8 @@ import numpy as np
 from coreai_core._builder import INLINE_LIMIT
 from coreai_core._ir import Operation, Value
 from coreai_core._opdef import OPS
-from coreai_core.optimizer._rewrite import RewritePass, Rewriter, is_deterministic
+from coreai_core.optimizer._predicates import is_deterministic
+from coreai_core.optimizer._rewriter import RewritePass, Rewriter
 from coreai_core.runtime import Runtime, evaluate_op
 
 DEFAULT_MAX_ELEMENTS = 1 << 16

@@ -24,7 +24,9 @@ import numpy as np
 
 from coreai_core._ir import Operation, ProgramData, Value, WeightRef, _attr_key
 from coreai_core._opdef import OPS
-from coreai_core.optimizer._rewrite import PassContext, RewritePass, Rewriter, is_deterministic
+from coreai_core.optimizer._context import PassContext
+from coreai_core.optimizer._predicates import is_deterministic
+from coreai_core.optimizer._rewriter import RewritePass, Rewriter
 
 # Elements sampled from each weight to find candidate duplicates before comparing all bytes.
 _SAMPLES = 64

@@ -12,12 +12,9 @@ its results; ops without a definition count as impure and stay.
 from __future__ import annotations
 
 from coreai_core._ir import Graph, ProgramData
-from coreai_core.optimizer._rewrite import (
-    PassStats,
-    drop_unreferenced_weights,
-    is_pure,
-    weight_refs,
-)
+from coreai_core.optimizer._pass import PassStats
+from coreai_core.optimizer._predicates import is_pure
+from coreai_core.optimizer._program_walk import drop_unreferenced_weights, weight_refs
 
 
 def eliminate_dead_ops(graph: Graph) -> int:

@@ -39,7 +39,8 @@ import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
-from coreai_core.optimizer._rewrite import RewritePass, Rewriter, weight_hint
+from coreai_core.optimizer._program_walk import weight_hint
+from coreai_core.optimizer._rewriter import RewritePass, Rewriter
 
 FOLDED_DTYPES = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
 SCALES = {"coreai.mul": "mul", "coreai.broadcasting_mul": "mul", "coreai.divide": "div",

@@ -23,7 +23,7 @@ from typing import Any
 
 from coreai_core._ir import Composite, Dim, Graph, Operation, ProgramData, TensorType, Value
 from coreai_core.dialects._control import call_binding
-from coreai_core.optimizer._rewrite import PassStats
+from coreai_core.optimizer._pass import PassStats
 
 __all__ = ["InlineCompositesPass", "inline_composites"]
 

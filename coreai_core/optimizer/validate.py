@@ -38,7 +38,9 @@ import numpy as np
 
 from coreai_core._ir import Location, Operation, ProgramData, TensorType, Value
 from coreai_core.errors import RuntimeInputError
-from coreai_core.optimizer._rewrite import Pass, PassStats, RewritePass, all_graphs
+from coreai_core.optimizer._pass import Pass, PassStats
+from coreai_core.optimizer._program_walk import all_graphs
+from coreai_core.optimizer._rewriter import RewritePass
 from coreai_core.optimizer.validate_report import (
     Culprit,
     OptimizationMismatchError,

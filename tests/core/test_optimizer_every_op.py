@@ -14,8 +14,7 @@ import pytest
 from coreai_core import Program, TensorType, parse
 from coreai_core.dialects import coreai
 from coreai_core.errors import TypeRuleError
-from coreai_core.optimizer import default_passes
-from coreai_core.optimizer._rewrite import is_deterministic
+from coreai_core.optimizer import default_passes, is_deterministic
 from tests.core.op_samples import SAMPLES, build_sample
 
 

@@ -1,5 +1,8 @@
 """``coreai.graph``: a Python function of Values as a graph of the program, called with
-``coreai.invoke`` (Apple's decorator form, for composite ops built inside a lowering)."""
+``coreai.invoke`` (Apple's decorator form, for composite ops built inside a lowering).
+
+Not an op family (it defines no op): ``coreai_core.dialects.coreai`` re-exports its names.
+"""
 
 from __future__ import annotations
 

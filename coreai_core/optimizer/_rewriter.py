@@ -15,9 +15,10 @@ Invariants every rewrite keeps:
   weight takes over its name at the end of the pass. A reader of the old data that is still
   live (a user the sweep has not reached yet, or one that kept its operand) never sees the
   new data.
-- **Heavy ops are never duplicated.** A rewrite that inserts a heavy op (:data:`HEAVY_OPS`,
-  or an op with regions) is accepted only if at least as many heavy ops die with the op it
-  replaces (:meth:`Rewriter.sweep` checks this for every rule of every pass).
+- **Heavy ops are never duplicated.** A rewrite that inserts a heavy op (one whose definition
+  carries the ``heavy`` trait, or one with regions) is accepted only if at least as many heavy
+  ops die with the op it replaces (:meth:`Rewriter.sweep` checks this for every rule of every
+  pass).
 
 Preconditions. A rule states what it assumes in its docstring and checks it with the queries
 of :class:`Rewriter`, which see the whole sweep: :meth:`Rewriter.use_count` counts the uses
@@ -33,230 +34,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-import attrs
 import numpy as np
 
 from coreai_core._builder import INLINE_LIMIT, insertion_point
-from coreai_core._ir import Graph, Location, Operation, ProgramData, TensorType, Value, WeightRef
+from coreai_core._ir import Graph, Location, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS, build_operation
 from coreai_core.errors import TypeRuleError
-
-# Traits that mark an op as having an effect beyond its results: such ops are never folded,
-# merged or deleted. No dialect op has one today; the check keeps the passes honest when one
-# (or a custom op) does.
-IMPURE_TRAITS = frozenset({"impure", "side_effects"})
-
-# Traits of ops whose results differ from one execution to the next (random draws): such an op
-# may be removed when dead, but never folded or merged, and neither may an op whose regions
-# or callee contain one.
-NONDETERMINISTIC_TRAITS = frozenset({"random"})
-
-# Ops whose cost grows with a contraction, a factorization or a transform: a rewrite may
-# replace one (fold a scale into a conv's weights) but never leave two where there was one.
-# Ops with regions and ``invoke`` (a call of a whole graph) count as heavy too.
-HEAVY_OPS = frozenset({
-    "coreai.conv", "coreai.conv_transpose", "coreai.batch_matmul", "coreai.invoke",
-    "coreai.fft_c2c", "coreai.fft_c2r", "coreai.fft_r2c",
-    "coreai.svd", "coreai.eigh", "coreai.eig", "coreai.cholesky", "coreai.lu_factor",
-    "coreai.lu_solve", "coreai.geqrf", "coreai.householder_product", "coreai.matrix_exp",
-    "coreai.ldl_factor", "coreai.ldl_solve", "coreai.triangular_solve",
-})
-
-
-@attrs.define
-class PassStats:
-    """What one pass run did: ops removed, added and rewritten, weights removed and added."""
-
-    removed: int = 0
-    added: int = 0
-    rewritten: int = 0
-    weights_removed: int = 0
-    weights_added: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return any(attrs.astuple(self))
-
-    def __iadd__(self, other: PassStats) -> PassStats:
-        for f in attrs.fields(PassStats):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-        return self
-
-
-def is_pure(op: Operation) -> bool:
-    """True when ``op`` only computes its results (ops without a definition are not)."""
-    opdef = OPS.get(op.name)
-    return opdef is not None and not (opdef.traits & IMPURE_TRAITS)
-
-
-def is_heavy(op: Operation) -> bool:
-    """True for ops a rewrite must never duplicate: :data:`HEAVY_OPS` and ops with regions."""
-    return op.name in HEAVY_OPS or bool(op.regions)
-
-
-def is_deterministic(op: Operation, program: ProgramData | None = None,
-                     memo: dict[int, bool] | None = None) -> bool:
-    """True when ``op`` is pure and gives the same results for the same operands.
-
-    Random ops are not, nor is an op with a random op anywhere in its regions or, for
-    ``invoke``, in its callee graph (resolved in ``program``). ``memo`` caches the answer per
-    graph across calls of one pass.
-    """
-    if not is_pure(op):
-        return False
-    if OPS[op.name].traits & NONDETERMINISTIC_TRAITS:
-        return False
-    memo = {} if memo is None else memo
-    graphs = list(op.regions.values())
-    if op.name == "coreai.invoke":
-        callee = program.graphs.get(op.attributes["callee"]) if program is not None else None
-        if callee is None:
-            return False  # unknown callee: assume the worst
-        graphs.append(callee)
-    return all(_graph_is_deterministic(g, program, memo) for g in graphs)
-
-
-def _graph_is_deterministic(graph: Graph, program: ProgramData | None,
-                            memo: dict[int, bool]) -> bool:
-    known = memo.get(id(graph))
-    if known is None:
-        memo[id(graph)] = True  # a recursive invoke adds nothing new while we look
-        known = all(is_deterministic(o, program, memo) for o in graph.ops)
-        memo[id(graph)] = known
-    return known
-
-
-def all_graphs(program: ProgramData) -> list[Graph]:
-    """Every graph of ``program``: entrypoints and, recursively, the regions of their ops."""
-    out: list[Graph] = []
-
-    def visit(g: Graph) -> None:
-        out.append(g)
-        for op in g.ops:
-            for region in op.regions.values():
-                visit(region)
-
-    for g in program.graphs.values():
-        visit(g)
-    return out
-
-
-def weight_refs(program: ProgramData) -> Counter[str]:
-    """How many constant ops (in all graphs and regions) reference each weight."""
-    refs: Counter[str] = Counter()
-    for g in all_graphs(program):
-        for op in g.ops:
-            if op.name == "coreai.constant" and isinstance(op.attributes["value"], WeightRef):
-                refs[op.attributes["value"].name] += 1
-    return refs
-
-
-def count_ops(program: ProgramData) -> int:
-    return sum(len(g.ops) for g in all_graphs(program))
-
-
-def drop_unreferenced_weights(program: ProgramData, refs: Counter[str]) -> int:
-    """Delete the weights that no constant references; return how many."""
-    dropped = 0
-    for name in list(program.weights):
-        if refs.get(name, 0) <= 0:
-            del program.weights[name]
-            program.weight_types.pop(name, None)
-            dropped += 1
-    return dropped
-
-
-def weight_hint(name: str, suffix: str) -> str:
-    """A readable name for a weight derived from ``name`` (``conv.weight`` -> ``conv.bias``)."""
-    if suffix == "bias" and name.endswith("weight"):
-        return name[: -len("weight")] + "bias"
-    return f"{name}.{suffix}"
-
-
-@runtime_checkable
-class Pass(Protocol):
-    """An optimizer pass: a ``name`` and ``run(program)`` editing it in place.
-
-    ``run`` returns the :class:`PassStats` of what it changed (all zero when nothing did) and
-    must call ``program.invalidate()`` when it edited a graph.
-    """
-
-    name: str
-
-    def run(self, program: ProgramData) -> PassStats: ...
-
-
-class RewriteObserver(Protocol):
-    """Watches the rewrites of one pass run (translation validation bisects with it).
-
-    ``visiting(op)`` is asked before each op is visited: False leaves the op unvisited (a
-    budget that stops a pass after a number of visits); ``rewrote(op, new)`` hears of each
-    replacement a visit returned.
-    """
-
-    def visiting(self, op: Operation) -> bool: ...
-
-    def rewrote(self, op: Operation, new: list[Value]) -> None: ...
-
-
-class PassContext:
-    """Program-wide bookkeeping of one pass run: statistics and weight reference counts."""
-
-    def __init__(self, program: ProgramData, observer: RewriteObserver | None = None) -> None:
-        self.program = program
-        self.observer = observer
-        self.stats = PassStats()
-        self.refs = weight_refs(program)
-        self.released: set[str] = set()
-        self.created: set[str] = set()
-        # weight made from another one's data -> that weight (Rewriter.derived_constant)
-        self.derived_from: dict[str, str] = {}
-        # the constant op that references a weight created in this run
-        self.created_by: dict[str, Operation] = {}
-
-    def finish(self) -> PassStats:
-        """Drop weights this run made unreferenced; invalidate run plans if anything changed.
-
-        A weight derived from a dropped one takes over its name (and its place in the
-        program's weights), so a folded ``conv.weight`` is still called ``conv.weight``.
-        """
-        dropped = [name for name in sorted(self.released)
-                   if name in self.program.weights and self.refs.get(name, 0) <= 0]
-        for name in self._adopt_names(set(dropped)):
-            dropped.remove(name)
-        for name in dropped:
-            del self.program.weights[name]
-            self.program.weight_types.pop(name, None)
-            if name in self.created:  # made and dropped again: no net change
-                self.stats.weights_added -= 1
-            else:
-                self.stats.weights_removed += 1
-        if self.stats.changed:
-            self.program.invalidate()
-        return self.stats
-
-    def _adopt_names(self, dropped: set[str]) -> list[str]:
-        """Move each live derived weight into the name of the dropped weight it came from."""
-        adopted: list[str] = []
-        for new, source in self.derived_from.items():
-            root = source
-            while root in self.derived_from and root in dropped:  # a chain of folds
-                root = self.derived_from[root]
-            op = self.created_by.get(new)
-            if root not in dropped or root in adopted or self.refs.get(new, 0) <= 0 \
-                    or op is None:
-                continue
-            # the source is unreferenced: its slot (and name) can hold the new data
-            self.program.weights[root] = self.program.weights.pop(new)
-            self.program.weight_types[root] = self.program.weight_types.pop(new)
-            op.attributes = {**op.attributes, "value": WeightRef(root)}
-            self.refs[root], self.refs[new] = self.refs[new], 0
-            self.stats.weights_added -= 1  # a replacement, not an addition and a removal
-            adopted.append(root)
-        return adopted
-
+from coreai_core.optimizer._context import PassContext
+from coreai_core.optimizer._pass import PassStats, RewriteObserver
+from coreai_core.optimizer._predicates import is_constant, is_heavy, is_pure
+from coreai_core.optimizer._program_walk import all_graphs
 
 Visit = Callable[[Operation, "Rewriter"], "Value | Sequence[Value] | None"]
 
@@ -502,12 +291,12 @@ class Rewriter:
 
     def _remap(self, op: Operation) -> None:
         new = [self._resolve(v) for v in op.operands]
-        if any(n is not o and _is_constant(n) for n, o in zip(new, op.operands)) \
+        if any(n is not o and is_constant(n) for n, o in zip(new, op.operands)) \
                 and not self._same_types(op, new):
             # The op's type depends on the substituted constant data: keep those operands.
             # Other substitutions still move (a type never depends on a computed value's
             # data), so the ops they replace still die.
-            new = [o if n is not o and _is_constant(n) else n for n, o in zip(new, op.operands)]
+            new = [o if n is not o and is_constant(n) else n for n, o in zip(new, op.operands)]
             if not self._same_types(op, new):
                 return
         for old, n in zip(op.operands, new):
@@ -610,12 +399,3 @@ class RewritePass:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-def _is_constant(v: Value) -> bool:
-    return v.owner is not None and v.owner.name == "coreai.constant"
-
-
-def at_most_one_dynamic(t: TensorType) -> bool:
-    """A type whose shape is fixed by its element count (at most one unknown dimension)."""
-    return sum(1 for d in t.shape if not isinstance(d, int)) <= 1
