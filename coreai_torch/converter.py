@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import functools
-import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -28,6 +26,8 @@ from coreai_torch._lowerer import (
 )
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import CompositeBuilder
+from coreai_torch.decompositions import decompose_unsupported
+from coreai_torch.decompositions import torch_decomposition as _torch_decomposition
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
 from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
@@ -264,77 +264,11 @@ class TorchConverter:
 
     def _decompose_unsupported(self, name: str, staged: Staged) -> Staged:
         """Auto-decomposition fallback: ops with no lowering but a torch decomposition are
-        decomposed now (repeatedly, as a decomposition may produce further such ops)."""
-        ep = staged.program
-        failed: set[Any] = set()
-        counts, examples = self._unsupported(ep)
-        mutating = sorted(qn for qn, node in examples.items() if _mutates(node.target))
-        if mutating:
-            # torch.export keeps in-place ops (copy_ into a select view, x[:, 1] = y) until the
-            # program is decomposed; an empty table functionalizes it and decomposes nothing
-            ep = ep.run_decompositions({})
-            self.conversion_log.append(
-                f"{name}: functionalized the program on the fly: it calls the in-place "
-                f"op(s) {', '.join(mutating)}, which become functional writes")
-            _LOG.info(self.conversion_log[-1])
-        for _ in range(_MAX_DECOMPOSITION_ROUNDS):
-            counts, examples = self._unsupported(ep)
-            table = {}
-            for qn, node in examples.items():
-                if node.target in failed:
-                    continue
-                decomposition = _torch_decomposition(node.target)
-                if decomposition is not None:
-                    table[node.target] = decomposition
-                    self.conversion_log.append(
-                        f"{name}: decomposed {qn} ({counts[qn]} node(s)) on the fly: it has no "
-                        "lowering but torch has a decomposition")
-                    _LOG.info(self.conversion_log[-1])
-            if not table:
-                break
-            ep = self._apply_decompositions(name, ep, table, failed)
+        decomposed now (see :func:`~coreai_torch.decompositions.decompose_unsupported`)."""
+        # _torch_decomposition is read here, at call time: tests substitute it on this module
+        ep = decompose_unsupported(staged.program, self._unsupported, entrypoint=name,
+                                   log=self.conversion_log, find=_torch_decomposition)
         return attrs.evolve(staged, program=ep)
-
-    def _apply_decompositions(self, name: str, ep: ExportedProgram, table: dict[Any, Callable],
-                              failed: set[Any]) -> ExportedProgram:
-        """``ep`` decomposed by ``table``. A torch decomposition is left out (its op stays
-        unsupported and is reported under its own name) when it does not trace (aten.complex
-        writes into ``new_empty`` in place, which export's functionalization rejects) or when
-        it produces ops that have neither a lowering nor a decomposition (copysign becomes
-        prims::signbit/where/abs): the user then reads the op they called, not torch's
-        internals."""
-        if len(table) > 1:
-            try:
-                out = ep.run_decompositions(table)
-                if not self._introduced(ep, out):
-                    return out
-            except Exception:
-                pass
-            for target, fn in table.items():  # find the failing ones, keep the rest
-                ep = self._apply_decompositions(name, ep, {target: fn}, failed)
-            return ep
-        target = next(iter(table))
-        why = ""
-        try:
-            out = ep.run_decompositions(table)
-        except Exception as e:
-            why = f"failed to trace ({type(e).__name__})"
-        else:
-            introduced = self._introduced(ep, out)
-            if not introduced:
-                return out
-            why = f"produces {', '.join(sorted(introduced))}, which have no lowering"
-        failed.add(target)
-        self.conversion_log.append(f"{name}: torch's decomposition of {qualified_name(target)} "
-                                   f"{why}; the op stays unsupported")
-        _LOG.info(self.conversion_log[-1])
-        return ep
-
-    def _introduced(self, before: ExportedProgram, after: ExportedProgram) -> set[str]:
-        """Unsupported ops in ``after`` that ``before`` lacks and no decomposition removes."""
-        old = set(self._unsupported(before)[0])
-        return {qn for qn, node in self._unsupported(after)[1].items()
-                if qn not in old and _torch_decomposition(node.target) is None}
 
     def _preflight(self, programs: Sequence[ExportedProgram]) -> None:
         counts: Counter[str] = Counter()
@@ -348,40 +282,6 @@ class TorchConverter:
             raise UnsupportedOpsError([
                 UnsupportedOp(qn, c, examples[qn].name, describe(examples[qn]))
                 for qn, c in sorted(counts.items())])
-
-
-_MAX_DECOMPOSITION_ROUNDS = 8
-_LOG = logging.getLogger("coreai_torch")
-
-
-def _mutates(target: Any) -> bool:
-    """Whether ``target`` is an aten op that writes into one of its arguments."""
-    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
-
-
-def _torch_decomposition(target: Any) -> Callable | None:
-    """torch's decomposition of an aten OpOverload, if it has one."""
-    if not isinstance(target, torch._ops.OpOverload):
-        return None
-    from torch._decomp import decomposition_table
-
-    fn = decomposition_table.get(target)
-    if fn is not None:
-        return fn
-    composite = torch._C.DispatchKey.CompositeImplicitAutograd
-    if not target.has_kernel_for_dispatch_key(composite):
-        return None
-    kernel = target.py_kernels.get(composite)
-    if kernel is not None and not isinstance(kernel, torch._C.DispatchKey):
-        return kernel
-    return functools.partial(_run_composite_kernel, target)
-
-
-def _run_composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
-    # Not ``op.decompose``: run_decompositions installs each table entry as the op's Python
-    # CompositeImplicitAutograd kernel, and ``decompose`` calls that kernel, i.e. itself again
-    # (RecursionError, e.g. on aten::instance_norm). The C++ composite kernel is what we want.
-    return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
 def _check_name(arg: str, name: Any) -> None:
