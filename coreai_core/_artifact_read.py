@@ -180,23 +180,30 @@ def check_revision(root: Path, manifest: Manifest) -> Path:
         if name not in manifest.files:
             raise ArtifactError(f"{manifest.revision}/{name}: file is not listed in {MANIFEST}")
     for name, (size, sha) in manifest.files.items():
-        rel = f"{manifest.revision}/{name}"
-        try:
-            path = no_symlink(root, rel)
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{rel}: not a regular file")
-            if info.st_size != size:
-                raise ArtifactError(f"{rel}: size {info.st_size} bytes, {MANIFEST} says {size} "
-                                    "(truncated or modified)")
-            if digest(path) != sha:
-                raise ArtifactError(f"{rel}: SHA-256 checksum does not match {MANIFEST} "
-                                    "(file modified)")
-        except FileNotFoundError:
-            raise ArtifactError(f"{rel}: file is missing") from None
-        except OSError as e:
-            raise ArtifactError(f"{rel}: cannot read: {e.strerror or e}") from None
+        check_listed_file(root, f"{manifest.revision}/{name}", size, sha, MANIFEST)
     return folder
+
+
+def check_listed_file(root: Path, rel: str, size: int, sha: str, manifest: str) -> Path:
+    """The path of file ``rel`` below ``root`` after checking it is what ``manifest`` lists:
+    a regular file (no symlink on the way) of ``size`` bytes whose SHA-256 is ``sha``;
+    otherwise an ArtifactError naming the file and what differs."""
+    try:
+        path = no_symlink(root, rel)
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ArtifactError(f"{rel}: not a regular file")
+        if info.st_size != size:
+            raise ArtifactError(f"{rel}: size {info.st_size} bytes, {manifest} says {size} "
+                                "(truncated or modified)")
+        if digest(path) != sha:
+            raise ArtifactError(f"{rel}: SHA-256 checksum does not match {manifest} "
+                                "(file modified)")
+    except FileNotFoundError:
+        raise ArtifactError(f"{rel}: file is missing") from None
+    except OSError as e:
+        raise ArtifactError(f"{rel}: cannot read: {e.strerror or e}") from None
+    return path
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from coreai_core._artifact_read import PROGRAM_FILE, assemble, digest, no_symlink
+from coreai_core._artifact_read import PROGRAM_FILE, assemble, check_listed_file
 from coreai_core._dtypes import SUB_BYTE, DType
 from coreai_core._ir import ProgramData
 from coreai_core._safetensors_io import MMAP_BYTES, element_type_of, some
@@ -51,22 +50,8 @@ def _checked_files(root: Path, files: Any) -> dict[str, Path]:
         sha = entry.get("sha256") if isinstance(entry, dict) else None
         if type(size) is not int or not isinstance(sha, str):
             raise ArtifactError(f"manifest.json: file {rel!r} needs 'sha256' and 'size'")
-        try:
-            path = no_symlink(root, rel)  # weights/ and state/ too, not only the file
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{rel}: not a regular file")
-            if info.st_size != size:
-                raise ArtifactError(f"{rel}: size {info.st_size} bytes, manifest.json says "
-                                    f"{size} (truncated or modified)")
-            if digest(path) != sha:
-                raise ArtifactError(f"{rel}: SHA-256 checksum does not match manifest.json "
-                                    "(file modified)")
-        except FileNotFoundError:
-            raise ArtifactError(f"{rel}: file is missing") from None
-        except OSError as e:
-            raise ArtifactError(f"{rel}: cannot read: {e.strerror or e}") from None
-        out[rel] = path
+        # no symlink anywhere on the way: weights/ and state/ too, not only the file
+        out[rel] = check_listed_file(root, rel, size, sha, "manifest.json")
     return out
 
 

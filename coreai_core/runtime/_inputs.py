@@ -210,21 +210,9 @@ def bind_named(graph: str, types: Mapping[str, TensorType],
         given = list(inputs)[:len(names)] + [None] * (len(names) - len(inputs))
     else:
         raise TypeError(f"inputs must be a dict by name or a sequence, got {type(inputs)}")
-    arrays: list[Any] = []
-    dims = {} if dims is None else dims
-    for n, x in zip(names, given, strict=True):
-        if x is None:
-            arrays.append(None)
-            continue
-        a = _convert(n, x, types[n], problems)
-        if a is not None:
-            problems += input_type_problems(n, a, types[n], dims)
-        arrays.append(a)
-    if not problems:
-        check_dims(checks, dims, problems)
-    if problems:
-        _raise("inputs", graph, problems)
-    return arrays
+    return _checked_arrays("inputs", graph, [None if x is None else (n, x, types[n])
+                                             for n, x in zip(names, given, strict=True)],
+                           problems, dims, checks)
 
 
 def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, Any],
@@ -238,18 +226,32 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
     dynamic symbols (state typed like a mutated input shares them).
     """
     problems = _names_problems("state", list(types), list(state), extra_ok=known)
+    # state given as None is converted (and reported); state not given stays None
+    return _checked_arrays("state", graph, [(f"state {n}", state[n], t) if n in state else None
+                                            for n, t in types.items()],
+                           problems, dims, checks)
+
+
+def _checked_arrays(what: str, graph: str,
+                    given: Sequence[tuple[str, Any, TensorType] | None], problems: list[str],
+                    dims: dict[str, tuple[int, str]] | None,
+                    checks: DimChecks | None) -> list[Any]:
+    """Each given ``(label, value, type)`` converted to an array and checked against its type
+    (None where nothing is given); raises one ``RuntimeInputError`` listing ``problems`` and
+    every problem found here. ``dims`` collects the sizes bound to dynamic symbols."""
     arrays: list[Any] = []
     dims = {} if dims is None else dims
-    for n, t in types.items():
-        if n not in state:
+    for entry in given:
+        if entry is None:
             arrays.append(None)
             continue
-        a = _convert(f"state {n}", state[n], t, problems)
+        label, x, t = entry
+        a = _convert(label, x, t, problems)
         if a is not None:
-            problems += input_type_problems(f"state {n}", a, t, dims)
+            problems += input_type_problems(label, a, t, dims)
         arrays.append(a)
     if not problems:
         check_dims(checks, dims, problems)
     if problems:
-        _raise("state", graph, problems)
+        _raise(what, graph, problems)
     return arrays

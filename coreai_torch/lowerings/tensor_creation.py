@@ -92,10 +92,19 @@ def _constant_factory(value: int) -> Callable[..., Value]:
     return lowering
 
 
-for _name, _value in (("zeros.default", 0), ("ones.default", 1), ("empty.memory_format", 0),
-                      ("empty_strided.default", 0)):
-    _fn = reg(f"aten::{_name}")(_constant_factory(_value))
-    _fn.__doc__ = f"{_name}(SymInt[] size, ...) -> Tensor filled with {_value} (empty: zeros)"
+def _register_fills(rows: Sequence[tuple[str, int]], factory: Callable[[int], Callable[..., Value]],
+                    doc: str) -> None:
+    """Register ``factory(value)`` for ``aten::<overload>`` of each ``(overload, value)`` row,
+    documented by ``doc``, formatted with the row's ``value``, ``overload`` and ``op`` (the
+    overload's name before the dot)."""
+    for overload, value in rows:
+        doc_text = doc.format(overload=overload, op=overload.partition(".")[0], value=value)
+        reg(f"aten::{overload}")(factory(value)).__doc__ = doc_text
+
+
+_register_fills((("zeros.default", 0), ("ones.default", 1), ("empty.memory_format", 0),
+                 ("empty_strided.default", 0)), _constant_factory,
+                "{overload}(SymInt[] size, ...) -> Tensor filled with {value} (empty: zeros)")
 
 
 def _new_factory(value: int) -> Callable[..., Value]:
@@ -105,9 +114,9 @@ def _new_factory(value: int) -> Callable[..., Value]:
     return lowering
 
 
-for _name, _value in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
-    _fn = reg(f"aten::{_name}.default")(_new_factory(_value))
-    _fn.__doc__ = f"{_name}(Tensor self, SymInt[] size, ...) -> Tensor filled with {_value}"
+_register_fills((("new_zeros.default", 0), ("new_ones.default", 1), ("new_empty.default", 0)),
+                _new_factory, "{op}(Tensor self, SymInt[] size, ...) -> Tensor filled with "
+                "{value}")
 
 
 @reg("aten::new_full.default")
@@ -124,9 +133,8 @@ def _like_factory(value: int) -> Callable[..., Value]:
     return lowering
 
 
-for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
-    _fn = reg(f"aten::{_name}.default")(_like_factory(_value))
-    _fn.__doc__ = f"{_name}(Tensor self, ...) -> Tensor filled with {_value}"
+_register_fills((("zeros_like.default", 0), ("ones_like.default", 1), ("empty_like.default", 0)),
+                _like_factory, "{op}(Tensor self, ...) -> Tensor filled with {value}")
 
 
 @reg("aten::full_like.default")

@@ -396,26 +396,32 @@ def _int_pow(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return np.where(neg, special, r).astype(r.dtype)
 
 
-def _shift_left(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """lhs << rhs in lhs's width; shifts < 0 or >= the bit width give 0 like torch."""
+def _shifted(lhs: np.ndarray, rhs: np.ndarray, shift: np.ufunc,
+             out_of_range: Callable[[np.ndarray], np.ndarray | np.generic]) -> np.ndarray:
+    """``shift(lhs, rhs)`` in lhs's width, and ``out_of_range(lhs)`` (torch's result) where
+    the shift is < 0 or >= the bit width."""
     if lhs.dtype == np.bool_:
-        return _shift_left(lhs.astype(np.uint8), rhs.astype(np.uint8)).astype(bool)
+        return _shifted(lhs.astype(np.uint8), rhs.astype(np.uint8), shift,
+                        out_of_range).astype(bool)
     bits = lhs.dtype.itemsize * 8
     bad = (rhs < 0) | (rhs >= bits)
-    r = np.left_shift(lhs, np.where(bad, rhs.dtype.type(0), rhs))
-    return np.where(bad, lhs.dtype.type(0), r)
+    r = shift(lhs, np.where(bad, rhs.dtype.type(0), rhs))
+    return np.where(bad, out_of_range(lhs), r)
+
+
+def _shift_left(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """lhs << rhs in lhs's width; shifts < 0 or >= the bit width give 0 like torch."""
+    return _shifted(lhs, rhs, np.left_shift, lambda x: x.dtype.type(0))
+
+
+def _sign_fill(x: np.ndarray) -> np.ndarray | np.generic:
+    return np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" \
+        else x.dtype.type(0)
 
 
 def _shift_right(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Arithmetic shift for signed types; out-of-range shifts fill with the sign like torch."""
-    if lhs.dtype == np.bool_:
-        return _shift_right(lhs.astype(np.uint8), rhs.astype(np.uint8)).astype(bool)
-    bits = lhs.dtype.itemsize * 8
-    bad = (rhs < 0) | (rhs >= bits)
-    r = np.right_shift(lhs, np.where(bad, rhs.dtype.type(0), rhs))
-    fill = np.where(lhs < 0, lhs.dtype.type(-1), lhs.dtype.type(0)) if lhs.dtype.kind == "i" \
-        else lhs.dtype.type(0)
-    return np.where(bad, fill, r)
+    return _shifted(lhs, rhs, np.right_shift, _sign_fill)
 
 
 _binary(_both("add"), np.add, "lhs + rhs (integers wrap).")

@@ -77,6 +77,26 @@ def _check(info: int, routine: str) -> None:
         raise RuntimeError(f"LAPACK {routine}: invalid argument {-info}")
 
 
+def _solve_each(factors: np.ndarray, pivots: np.ndarray, b: np.ndarray, routine: str,
+                check_pivots: Callable[[], None],
+                solve: Callable[..., tuple[np.ndarray, int]]) -> np.ndarray:
+    """LAPACK ``routine`` (a solve from a factorization and its pivots) once per matrix of the
+    broadcast batch of ``factors``, ``pivots`` and ``b``: ``solve(routine, factor, pivots,
+    rhs)`` returns ``(x, info)``. ``check_pivots`` runs first, unless there is nothing to
+    solve."""
+    batch, (f_b, piv_b, b_b) = _batches(factors, pivots, b, core=(2, 1, 2))
+    out = np.empty(batch + b.shape[-2:], b.dtype)
+    if out.size == 0:
+        return out
+    check_pivots()
+    fn = _lapack(routine, factors)
+    for i in _each(batch):
+        x, code = solve(fn, f_b[i], piv_b[i], b_b[i])
+        _check(code, routine)
+        out[i] = x
+    return out
+
+
 @KERNELS.register("coreai.svd")
 def svd(x: np.ndarray, *, full_matrices: bool = False, compute_uv: bool = True) -> list:
     """``numpy.linalg.svd`` (LAPACK gesdd, torch's CPU driver)."""
@@ -144,18 +164,10 @@ def lu_factor(x: np.ndarray) -> list:
 def lu_solve(lu: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
              adjoint: bool = False) -> np.ndarray:
     """LAPACK getrs per matrix of the broadcast batch."""
-    batch, (lu_b, piv_b, b_b) = _batches(lu, pivots, b, core=(2, 1, 2))
-    out = np.empty(batch + b.shape[-2:], b.dtype)
-    if out.size == 0:
-        return out
-    _check_lu_pivots(pivots, lu.shape[-1], "lu_solve")
-    getrs = _lapack("getrs", lu)
-    for i in _each(batch):
-        trans = (2 if np.iscomplexobj(lu) else 1) if adjoint else 0  # 2: conjugate transpose
-        x, code = getrs(lu_b[i], piv_b[i] - 1, b_b[i], trans=trans)
-        _check(code, "getrs")
-        out[i] = x
-    return out
+    trans = (2 if np.iscomplexobj(lu) else 1) if adjoint else 0  # 2: conjugate transpose
+    return _solve_each(lu, pivots, b, "getrs",
+                       lambda: _check_lu_pivots(pivots, lu.shape[-1], "lu_solve"),
+                       lambda getrs, f, p, rhs: getrs(f, p - 1, rhs, trans=trans))
 
 
 @KERNELS.register("coreai.pivots_to_permutation")
@@ -254,14 +266,6 @@ def ldl_factor(x: np.ndarray, *, hermitian: bool = False) -> list:
 def ldl_solve(ld: np.ndarray, pivots: np.ndarray, b: np.ndarray, *,
               hermitian: bool = False) -> np.ndarray:
     """LAPACK sytrs (hetrs for complex hermitian; lower) per matrix of the broadcast batch."""
-    batch, (ld_b, piv_b, b_b) = _batches(ld, pivots, b, core=(2, 1, 2))
-    out = np.empty(batch + b.shape[-2:], b.dtype)
-    if out.size == 0:
-        return out
-    _check_ldl_pivots(pivots, ld.shape[-1])
-    sytrs = _lapack("hetrs" if hermitian and np.iscomplexobj(ld) else "sytrs", ld)
-    for i in _each(batch):
-        x, code = sytrs(ld_b[i], piv_b[i], b_b[i], lower=1)
-        _check(code, "sytrs")
-        out[i] = x
-    return out
+    return _solve_each(ld, pivots, b, "hetrs" if hermitian and np.iscomplexobj(ld) else "sytrs",
+                       lambda: _check_ldl_pivots(pivots, ld.shape[-1]),
+                       lambda sytrs, f, p, rhs: sytrs(f, p, rhs, lower=1))
