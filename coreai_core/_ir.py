@@ -28,7 +28,7 @@ import numpy as np
 from coreai_core._dtypes import DType
 from coreai_core._syntax import IDENT, quote
 from coreai_core._tracked import tracked_dict, tracked_list
-from coreai_core._types import Dim, TensorType, _admits, format_type
+from coreai_core._types import Dim, TensorType, admits, format_type
 
 __all__ = [
     "Composite", "Dim", "TensorType", "Location", "Value", "Operation", "Graph", "ProgramData",
@@ -421,7 +421,7 @@ class ProgramData:
             arr = np.array(initial)  # the program's own copy: the caller may reuse its array
             t = TensorType(arr.shape, DType.of(arr.dtype))
             if type is not None:
-                if not _admits(type, arr):
+                if not admits(type, arr):
                     raise ValueError(f"state {name!r}: the initial value, {t}, is not a value "
                                      f"of the declared type {type}")
                 t = type
@@ -523,7 +523,10 @@ def _array_key(a: np.ndarray | None) -> Any:
     return (str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes())
 
 
-def _attr_key(v: Any, numbering: dict[int, Any]) -> Any:
+def attr_key(v: Any, numbering: dict[int, Any]) -> Any:
+    """A hashable key equal for equal attribute values: arrays by dtype, shape and bytes, NaN
+    equal to NaN, a region graph by its structure (``numbering`` keys the values of the
+    enclosing graphs a region may read)."""
     if isinstance(v, Graph):
         return _graph_key(v, numbering)
     if isinstance(v, np.ndarray):
@@ -531,7 +534,7 @@ def _attr_key(v: Any, numbering: dict[int, Any]) -> Any:
     if isinstance(v, float) and v != v:
         return ("nan",)
     if isinstance(v, (tuple, list)):
-        return tuple(_attr_key(x, numbering) for x in v)
+        return tuple(attr_key(x, numbering) for x in v)
     return v
 
 
@@ -544,7 +547,7 @@ def _graph_key(g: Graph, outer: dict[int, Any] | None = None) -> Any:
     ops = []
     for i, op in enumerate(g.ops):
         operands = tuple(numbering.get(id(v), ("undefined", id(v))) for v in op.operands)
-        attrs_key = tuple(sorted((k, _attr_key(v, numbering)) for k, v in op.attributes.items()))
+        attrs_key = tuple(sorted((k, attr_key(v, numbering)) for k, v in op.attributes.items()))
         ops.append((op.name, operands, attrs_key, tuple(r.type for r in op.results)))
         for j, r in enumerate(op.results):
             numbering[id(r)] = (i, j)
@@ -555,7 +558,7 @@ def _graph_key(g: Graph, outer: dict[int, Any] | None = None) -> Any:
         tuple((k, numbering.get(id(v))) for k, v in g.output_values.items()),
         tuple((k, numbering.get(id(v))) for k, v in g.state_outputs.items()),
         None if g.composite is None else (g.composite.name, g.composite.version,
-                                          tuple(sorted((k, _attr_key(v, numbering))
+                                          tuple(sorted((k, attr_key(v, numbering))
                                                 for k, v in g.composite.attributes.items()))),
     )
 

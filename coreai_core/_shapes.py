@@ -86,6 +86,27 @@ def tensor(shape: Sequence[DimT], dtype: DType | str) -> TensorType:
     return TensorType(tuple(shape), dtype)
 
 
+def per_axis(values: Sequence[int] | None, n: int, default: int, name: str) -> tuple[int, ...]:
+    """A window attribute (``strides``, ``dilation``, ...) with one entry per spatial axis:
+    ``default`` on every axis when None or empty, one entry repeated, or exactly ``n``."""
+    if values is None or len(values) == 0:
+        return (default,) * n
+    if len(values) == 1:
+        return tuple(values) * n
+    expect(len(values) == n, f"{name} needs {n} entries, got {list(values)}")
+    return tuple(values)
+
+
+def lo_hi_pads(pads: Sequence[int] | None, n: int) -> tuple[int, ...]:
+    """Pads as (lo0, hi0, lo1, hi1, ...); a list of n entries pads both sides equally."""
+    if pads is None or len(pads) == 0:
+        return (0,) * (2 * n)
+    if len(pads) == n:
+        return tuple(p for v in pads for p in (v, v))
+    expect(len(pads) == 2 * n, f"pads needs {n} or {2 * n} entries, got {list(pads)}")
+    return tuple(pads)
+
+
 @overload
 def window_out(size: int, k: int, s: int, pad_lo: int, pad_hi: int, d: int,
                ceil_mode: bool = False) -> int: ...

@@ -29,7 +29,7 @@ from coreai_core._ir import (
 )
 from coreai_core._opdef import OPS, OpDef, build_operation, normalize_attr
 from coreai_core._syntax import TERMINATORS
-from coreai_core._text_scanner import _NUMBER, _SINT, DEFAULT_MAX_BYTES, Scanner, clip
+from coreai_core._text_scanner import DEFAULT_MAX_BYTES, NUMBER, SIGNED_INT, Scanner, clip
 from coreai_core.errors import ParseError, TypeRuleError
 
 __all__ = ["DEFAULT_MAX_BYTES", "Parser", "parse_into", "parse_type"]
@@ -332,13 +332,13 @@ class Parser(Scanner):
             return WeightRef(self.symbol())
         if c and c in "-+.0123456789":
             start = self.pos
-            m = self.match(_NUMBER)
+            m = self.match(NUMBER)
             if m is None:
                 raise self.error(f"bad number {self.found()}")
             if len(m.group()) > 400:
                 raise self.error(f"number {clip(m.group())} is too long", start)
             s = m.group()
-            return int(s) if _SINT.fullmatch(s.lstrip("+")) else float(s)
+            return int(s) if SIGNED_INT.fullmatch(s.lstrip("+")) else float(s)
         start = self.pos
         word = self.word("an attribute value")
         keywords = {"true": True, "false": False, "none": None, "nan": math.nan, "inf": math.inf}

@@ -44,9 +44,9 @@ _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]++|\\.)*+"', re.ASCII)
 _WS = re.compile(r"(?:\s++|//[^\n]*+)++", re.ASCII)
 _SPACE_OR_SLASH = frozenset(" \t\n\r\f\v/")  # what _WS can start with
 _UINT = re.compile(r"\d++", re.ASCII)
-_SINT = re.compile(r"[-+]?+\d++", re.ASCII)
+SIGNED_INT = re.compile(r"[-+]?+\d++", re.ASCII)
 _FLOAT_BODY = r"[-+]?+(?:(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+|inf)"
-_NUMBER = re.compile(rf"(?>{_FLOAT_BODY}|[-+]?+nan)(?![A-Za-z0-9_.$])", re.ASCII)
+NUMBER = re.compile(rf"(?>{_FLOAT_BODY}|[-+]?+nan)(?![A-Za-z0-9_.$])", re.ASCII)
 _FLOAT_TOKEN = re.compile(_FLOAT_BODY, re.ASCII)
 _NAN_BITS = re.compile(r"nan\(0x([0-9a-fA-F]{1,16})\)", re.ASCII)
 # a complex element `(real, imag)` is one token; its parts may be `nan(0x...)`
@@ -118,7 +118,7 @@ class Scanner:
         self.skip()
         if self.pos >= len(self.text):
             return "end of text"
-        m = (_IDENT.match(self.text, self.pos) or _NUMBER.match(self.text, self.pos)
+        m = (_IDENT.match(self.text, self.pos) or NUMBER.match(self.text, self.pos)
              or _TOKEN.match(self.text, self.pos))
         return clip(m.group() if m else self.text[self.pos])
 
@@ -187,7 +187,7 @@ class Scanner:
         """An identifier or a quoted string."""
         return self.string() if self.peek('"') else self.word(what)
 
-    def integer(self, regex: re.Pattern[str] = _SINT) -> int:
+    def integer(self, regex: re.Pattern[str] = SIGNED_INT) -> int:
         self.skip()
         start = self.pos
         m = self.match(regex)
@@ -371,7 +371,7 @@ class Scanner:
                     return np.array([s == "true" for s in toks], dtype=np.bool_)
             elif dtype.is_int:
                 bad = next((i for i, s in enumerate(toks)
-                            if len(s) > 40 or not _SINT.fullmatch(s)), None)
+                            if len(s) > 40 or not SIGNED_INT.fullmatch(s)), None)
                 if bad is None:
                     return np.array([int(s) for s in toks], dtype=dtype.numpy)
             elif dtype.is_complex:

@@ -106,7 +106,7 @@ class TensorType:
         return format_type(self)
 
 
-def _admits(t: TensorType, arr: np.ndarray) -> bool:
+def admits(t: TensorType, arr: np.ndarray) -> bool:
     """Whether ``arr`` is a value of ``t``: its dtype, rank, static sizes, bounds, and one size
     per named symbol."""
     if DType.of(arr.dtype) != t.element_type or arr.ndim != t.rank:

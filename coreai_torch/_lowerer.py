@@ -422,7 +422,7 @@ class GraphLowerer:
         if val is None:
             return
         try:
-            expected = _utils._type_of_val(val)
+            expected = _utils.type_of_value(val)
         except TypeError:
             return
         got = value.type

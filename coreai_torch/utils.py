@@ -134,10 +134,12 @@ def result_type(node: torch.fx.Node | None = None, index: int | None = None) -> 
     val = _val(_node_or_current(node))
     if index is not None:
         val = val[index]
-    return _type_of_val(val)
+    return type_of_value(val)
 
 
-def _type_of_val(val: Any) -> TensorType:
+def type_of_value(val: Any) -> TensorType:
+    """The Core AI type of a value torch recorded for a node (``node.meta["val"]``): a (fake)
+    tensor, or a Python or symbolic bool, int or float (a scalar of bool, int64, float64)."""
     if isinstance(val, torch.Tensor):
         ctx = current_context()
         return TensorType(tuple(ctx.dim(s) for s in val.shape), dtype_of(val.dtype))

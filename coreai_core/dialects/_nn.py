@@ -4,7 +4,6 @@ Quantization ops live with the compression ops (``_compression.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal, overload
 
 from coreai_core._dtypes import DType
@@ -14,6 +13,8 @@ from coreai_core._shapes import (
     broadcast_shapes,
     expect,
     expect_int_vector,
+    lo_hi_pads,
+    per_axis,
     same_dtype,
     window_out,
 )
@@ -52,25 +53,6 @@ def _spatial(x: Value, n: int | None, what: str) -> int:
     return rank - 2
 
 
-def _fill(values: Sequence[int] | None, n: int, default: int, name: str) -> tuple[int, ...]:
-    if values is None or len(values) == 0:
-        return (default,) * n
-    if len(values) == 1:
-        return tuple(values) * n
-    expect(len(values) == n, f"{name} needs {n} entries, got {list(values)}")
-    return tuple(values)
-
-
-def _pads(pads: Sequence[int] | None, n: int) -> tuple[int, ...]:
-    """Pads as (lo0, hi0, lo1, hi1, ...); a list of n entries pads both sides equally."""
-    if pads is None or len(pads) == 0:
-        return (0,) * (2 * n)
-    if len(pads) == n:
-        return tuple(p for v in pads for p in (v, v))
-    expect(len(pads) == 2 * n, f"pads needs {n} or {2 * n} entries, got {list(pads)}")
-    return tuple(pads)
-
-
 def _static_kernel(weight: Value) -> list[int]:
     k = [v for v in weight.type.shape[2:] if isinstance(v, int)]
     expect(len(k) == weight.type.rank - 2, "kernel sizes must be static")
@@ -84,7 +66,8 @@ def conv(x: Value, weight: Value, bias: Value | None = None, strides: Strides = 
     n = _spatial(x, None, "conv")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
-    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    s, d = per_axis(strides, n, 1, "strides"), per_axis(dilation, n, 1, "dilation")
+    p = lo_hi_pads(pads, n)
     c, o = x.type.shape[1], weight.type.shape[0]
     if isinstance(c, int) and isinstance(weight.type.shape[1], int):
         expect(c == weight.type.shape[1] * groups,
@@ -109,8 +92,9 @@ def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
     n = _spatial(x, None, "conv_transpose")
     dtype = same_dtype(x, weight)
     expect(weight.type.rank == n + 2, f"weight {weight.type} must have rank {n + 2}")
-    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
-    op_ = _fill(output_padding, n, 0, "output_padding")
+    s, d = per_axis(strides, n, 1, "strides"), per_axis(dilation, n, 1, "dilation")
+    p = lo_hi_pads(pads, n)
+    op_ = per_axis(output_padding, n, 0, "output_padding")
     for i in range(n):
         expect(op_[i] < max(s[i], d[i]), f"output_padding {op_[i]} on spatial axis {i} must be "
                f"smaller than the stride {s[i]} or the dilation {d[i]} (as in torch)")
@@ -139,9 +123,9 @@ def conv_transpose(x: Value, weight: Value, bias: Value | None = None,
 def _pool_shape(x: Value, kernel_size: Ints, strides: Ints | None, pads: Ints | None,
                 dilation: Ints | None, ceil_mode: bool) -> list:  # ranges checked by the ops
     n = _spatial(x, None, "pool")
-    k = _fill(kernel_size, n, 1, "kernel_size")
-    s = _fill(strides, n, 1, "strides") if strides else k
-    d, p = _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+    k = per_axis(kernel_size, n, 1, "kernel_size")
+    s = per_axis(strides, n, 1, "strides") if strides else k
+    d, p = per_axis(dilation, n, 1, "dilation"), lo_hi_pads(pads, n)
     for i in range(n):
         expect(max(p[2 * i], p[2 * i + 1]) <= k[i] // 2,
                f"padding {max(p[2 * i], p[2 * i + 1])} must be at most half the kernel size "

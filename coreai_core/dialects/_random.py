@@ -33,7 +33,7 @@ from coreai_core._dtypes import DType
 from coreai_core._ir import Dim, TensorType, Value
 from coreai_core._opdef import builder_names, defop
 from coreai_core._shapes import expect, expect_int_vector
-from coreai_core.dialects._tensor import _shape_from
+from coreai_core.dialects._tensor import shape_from
 
 RANDOM = ("random",)
 
@@ -56,7 +56,7 @@ def random_uniform(shape: Value, low: float = 0.0, high: float = 1.0,
     _float_dtype(dtype, "random_uniform")
     expect(math.isfinite(low) and math.isfinite(high) and low <= high,
            f"random_uniform needs finite low <= high, got [{low}, {high})")
-    return TensorType(_shape_from(shape), dtype)
+    return TensorType(shape_from(shape), dtype)
 
 
 @defop(traits=RANDOM)
@@ -66,7 +66,7 @@ def random_normal(shape: Value, mean: float = 0.0, std: float = 1.0,
     _float_dtype(dtype, "random_normal")
     expect(math.isfinite(mean) and math.isfinite(std) and std >= 0,
            f"random_normal needs a finite mean and std >= 0, got mean={mean}, std={std}")
-    return TensorType(_shape_from(shape), dtype)
+    return TensorType(shape_from(shape), dtype)
 
 
 @defop(traits=RANDOM)
@@ -87,7 +87,7 @@ def random_integers(shape: Value, low: int, high: int, dtype: DType = DType.int6
                f"[{low}, {high}) does not fit in {dtype}")
     if bounds is not None:
         expect_int_vector(bounds, "bounds", 2)
-    return TensorType(_shape_from(shape), dtype)
+    return TensorType(shape_from(shape), dtype)
 
 
 @defop(traits=RANDOM)

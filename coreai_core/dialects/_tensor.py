@@ -121,7 +121,10 @@ def topk(x: Value, k: int, axis: int = -1, largest: bool = True, sorted: bool = 
 
 # -- shape ---------------------------------------------------------------------------------------
 
-def _shape_from(shape: Value, numel_of: Value | None = None) -> tuple:
+def shape_from(shape: Value, numel_of: Value | None = None) -> tuple:
+    """The dims a 1-D int ``shape`` operand gives a result: its constant entries (one ``-1``
+    inferred from ``numel_of``'s element count, as ``reshape`` does), or unknown dims of its
+    static length when it is computed."""
     expect_int_vector(shape, "shape")
     rank = shape.type.shape[0]
     if not isinstance(rank, int):
@@ -151,7 +154,7 @@ def _shape_from(shape: Value, numel_of: Value | None = None) -> tuple:
 @defop()
 def reshape(x: Value, shape: Value) -> TensorType:
     """Reshape to ``shape`` (1-d int tensor; one entry may be -1). Row-major order."""
-    dims = _shape_from(shape, x)
+    dims = shape_from(shape, x)
     if x.type.is_static and all(isinstance(d, int) for d in dims):
         n = 1
         for d in dims:
@@ -163,7 +166,7 @@ def reshape(x: Value, shape: Value) -> TensorType:
 @defop()
 def broadcast_to(x: Value, shape: Value) -> TensorType:
     """Broadcast ``x`` to ``shape`` (1-d int tensor) with numpy rules."""
-    dims = _shape_from(shape)
+    dims = shape_from(shape)
     expect(len(dims) >= x.type.rank, f"cannot broadcast {x.type} to rank {len(dims)}")
     out = broadcast_shapes(x.type.shape, dims)
     for got, want in zip(out, dims, strict=True):

@@ -31,7 +31,7 @@ import numpy as np
 
 from coreai_core._dtypes import DType
 from coreai_core._ir import Operation, Value
-from coreai_core.dialects._nn import _pads
+from coreai_core._shapes import lo_hi_pads
 from coreai_core.optimizer._context import PassContext
 from coreai_core.optimizer._predicates import at_most_one_dynamic
 from coreai_core.optimizer._rewriter import RewritePass, Rewriter
@@ -250,7 +250,7 @@ def pad_into_conv(op: Operation, rw: Rewriter) -> Sequence[Value] | None:
     if value != 0.0 or math.copysign(1.0, value) < 0 or any(amounts[:4]) or min(amounts) < 0:
         return None
     spatial = len(amounts) // 2 - 2
-    own = _pads(op.attributes.get("pads"), spatial)
+    own = lo_hi_pads(op.attributes.get("pads"), spatial)
     pads = tuple(a + b for a, b in zip(own, amounts[4:], strict=True))
     return rw.replacement(op, "coreai.conv", [inner.operands[0], *op.operands[1:]],
                           {**op.attributes, "pads": pads})

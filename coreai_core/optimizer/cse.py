@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core._ir import Operation, ProgramData, Value, WeightRef, _attr_key
+from coreai_core._ir import Operation, ProgramData, Value, WeightRef, attr_key
 from coreai_core._opdef import OPS
 from coreai_core.optimizer._context import PassContext
 from coreai_core.optimizer._predicates import is_deterministic
@@ -104,5 +104,5 @@ class CSEPass(RewritePass):
         opdef = OPS[op.name]
         if "commutative" in opdef.traits and len(operands) == 2:
             operands = tuple(sorted(operands))
-        attributes = tuple(sorted((k, _attr_key(v, {})) for k, v in op.attributes.items()))
+        attributes = tuple(sorted((k, attr_key(v, {})) for k, v in op.attributes.items()))
         return (op.name, operands, attributes, tuple(r.type for r in op.results))

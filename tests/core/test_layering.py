@@ -118,3 +118,32 @@ def test_the_cycle_check_sees_type_checking_and_relative_imports(tmp_path: Path)
     (pkg / "d.py").write_text("from .c import x\n")
     (pkg / "e.py").write_text("import pkg.a\n")
     assert import_cycles(pkg) == [["pkg.a", "pkg.sub.b"], ["pkg.c", "pkg.d"]]
+
+
+def _private_names_imported(path: Path, module: str) -> list[str]:
+    """``from M import _x`` where ``_x`` is a name of module M (not a private submodule of a
+    package on ``module``'s own path: a package's ``_`` modules serve the package)."""
+    found = []
+    for node, imported in _imports(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom) or not imported.startswith("coreai_core"):
+            continue
+        for alias in node.names:
+            if not alias.name.startswith("_") or alias.name.startswith("__"):
+                continue
+            submodule = PACKAGE.parent / imported.replace(".", "/") / alias.name
+            is_module = submodule.with_suffix(".py").exists() or submodule.is_dir()
+            if is_module and (module + ".").startswith(imported + "."):
+                continue
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {imported}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A ``_`` name is its module's own; what other modules need has a public name in the
+    module that owns it (``coreai_core._shapes.per_axis``, not ``dialects._nn._fill``)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found += _private_names_imported(path, module)
+    assert found == []

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from coreai_core._dtypes import DType
-from coreai_core._shapes import window_out
-from coreai_core.dialects._nn import _fill, _pads
+from coreai_core._shapes import lo_hi_pads, per_axis, window_out
 
 Ints = Sequence[int]
 
@@ -45,11 +44,11 @@ def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Int
     n = len(shape) - 2
     k = tuple(kernel)
     if pool:
-        k = _fill(kernel, n, 1, "kernel_size")
-        s = _fill(strides, n, 1, "strides") if strides else k
+        k = per_axis(kernel, n, 1, "kernel_size")
+        s = per_axis(strides, n, 1, "strides") if strides else k
     else:
-        s = _fill(strides, n, 1, "strides")
-    d, p = _fill(dilation, n, 1, "dilation"), _pads(pads, n)
+        s = per_axis(strides, n, 1, "strides")
+    d, p = per_axis(dilation, n, 1, "dilation"), lo_hi_pads(pads, n)
     out = tuple(int(window_out(shape[2 + i], k[i], s[i], p[2 * i], p[2 * i + 1], d[i],
                                ceil_mode)) for i in range(n))
     return k, s, d, p, out
@@ -99,8 +98,9 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, strides: Ints | None, pads: Int
     n_batch, c = x.shape[:2]
     g, cg, og = groups, c // groups, w.shape[1]
     k = w.shape[2:]
-    s, d, p = _fill(strides, n, 1, "strides"), _fill(dilation, n, 1, "dilation"), _pads(pads, n)
-    op = _fill(output_padding, n, 0, "output_padding")
+    s, d = per_axis(strides, n, 1, "strides"), per_axis(dilation, n, 1, "dilation")
+    p = lo_hi_pads(pads, n)
+    op = per_axis(output_padding, n, 0, "output_padding")
     size = x.shape[2:]
     full = [(size[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 + op[i] for i in range(n)]
     # cols[N, g, Og*K, S] = w[g, Cg, Og*K]^T @ x[N, g, Cg, S]
