@@ -19,6 +19,7 @@ import numpy as np
 import scipy.special
 
 from coreai_core._dtypes import DType
+from coreai_core.dialects.coreai import OPS  # the op definitions the kernels document
 from coreai_core.registry import Registry
 from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
@@ -44,9 +45,11 @@ def up(x: np.ndarray) -> np.ndarray:
     return x.astype(F32) if x.dtype in HALF else x
 
 
-def _named(fn: Callable, op: str, doc: str) -> Callable:
+def _named(fn: Callable, op: str, note: str = "") -> Callable:
+    """``fn`` named after ``op`` and documented by the op's definition (what it computes),
+    then by ``note`` (how this kernel computes it, where that says more)."""
     fn.__name__ = fn.__qualname__ = op.removeprefix("coreai.")
-    fn.__doc__ = doc
+    fn.__doc__ = " ".join(part for part in (OPS[op].doc, note) if part)
     return fn
 
 
@@ -78,23 +81,23 @@ def cast(x: np.ndarray, *, dtype: DType) -> np.ndarray:
 
 # -- unary ---------------------------------------------------------------------------------------
 
-def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
+def _unary(op: str, fn: Callable[[np.ndarray], np.ndarray], note: str = "") -> None:
     def k(x: np.ndarray) -> np.ndarray:
         if x.dtype in HALF:
             r = fn(x.astype(F32))
             return r.astype(x.dtype) if r.dtype == F32 else r
         return fn(x)
 
-    kernel(op)(_named(k, op, doc))
+    kernel(op)(_named(k, op, note))
     if isinstance(fn, np.ufunc):
         UFUNCS.register(op, (fn, "fiubc", None))
 
 
-def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> None:
+def _special_unary(op: str, fn: Callable[[np.ndarray], np.ndarray], note: str = "") -> None:
     def k(x: np.ndarray) -> np.ndarray:
         return fn(x.astype(F64).reshape(-1)).reshape(x.shape).astype(x.dtype)
 
-    kernel(op)(_named(k, op, doc))
+    kernel(op)(_named(k, op, f"{note} Computed in float64, rounded once.".lstrip()))
 
 
 def _integral_identity(fn: Callable[[np.ndarray], np.ndarray]) -> Callable:
@@ -207,45 +210,45 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 _UNARY: list[tuple[str, Callable[[np.ndarray], np.ndarray], str]] = [
-    ("coreai.abs", np.abs, "Absolute value (wraps at the minimum integer); complex modulus."),
-    ("coreai.neg", np.negative, "Negation."),
-    ("coreai.sign", _sign, "Sign; NaN gives 0 like torch.sign."),
-    ("coreai.floor", _integral_identity(np.floor), "Round toward -inf."),
-    ("coreai.ceil", _integral_identity(np.ceil), "Round toward +inf."),
-    ("coreai.round", _integral_identity(np.rint), "Round half to even."),
-    ("coreai.trunc", _integral_identity(np.trunc), "Round toward zero."),
-    ("coreai.relu", lambda x: np.maximum(x, x.dtype.type(0)), "max(x, 0), NaN propagates."),
-    ("coreai.acos", np.arccos, "Inverse cosine."),
-    ("coreai.acosh", np.arccosh, "Inverse hyperbolic cosine."),
-    ("coreai.asin", np.arcsin, "Inverse sine."),
-    ("coreai.asinh", np.arcsinh, "Inverse hyperbolic sine."),
-    ("coreai.atan", np.arctan, "Inverse tangent."),
-    ("coreai.atanh", np.arctanh, "Inverse hyperbolic tangent."),
-    ("coreai.cos", np.cos, "Cosine."),
-    ("coreai.cosh", np.cosh, "Hyperbolic cosine."),
-    ("coreai.sin", np.sin, "Sine."),
-    ("coreai.sinh", np.sinh, "Hyperbolic sine."),
-    ("coreai.tan", np.tan, "Tangent."),
-    ("coreai.tanh", np.tanh, "Hyperbolic tangent."),
-    ("coreai.exp", np.exp, "e**x."),
-    ("coreai.exp2", np.exp2, "2**x."),
-    ("coreai.expm1", np.expm1, "e**x - 1."),
-    ("coreai.log", np.log, "Natural logarithm."),
-    ("coreai.log2", np.log2, "Base-2 logarithm."),
-    ("coreai.log10", np.log10, "Base-10 logarithm."),
-    ("coreai.log1p", np.log1p, "log(1 + x)."),
-    ("coreai.sqrt", np.sqrt, "Square root."),
-    ("coreai.rsqrt", _rsqrt, "1 / sqrt(x), rounded once."),
-    ("coreai.reciprocal", lambda x: 1 / x, "1 / x."),
-    ("coreai.sigmoid", _sigmoid, "Logistic sigmoid, computed without overflow."),
-    ("coreai.silu", _silu, "x * sigmoid(x); -0.0 at -inf (the limit)."),
-    ("coreai.not", np.logical_not, "Logical not."),
-    ("coreai.bitwise_not", np.invert, "Bitwise not (logical not for bool)."),
-    ("coreai.isnan", np.isnan, "x is NaN."),
-    ("coreai.isinf", np.isinf, "x is +-inf."),
+    ("coreai.abs", np.abs, "Integers wrap at their minimum."),
+    ("coreai.neg", np.negative, ""),
+    ("coreai.sign", _sign, ""),
+    ("coreai.floor", _integral_identity(np.floor), ""),
+    ("coreai.ceil", _integral_identity(np.ceil), ""),
+    ("coreai.round", _integral_identity(np.rint), ""),
+    ("coreai.trunc", _integral_identity(np.trunc), ""),
+    ("coreai.relu", lambda x: np.maximum(x, x.dtype.type(0)), "NaN propagates."),
+    ("coreai.acos", np.arccos, ""),
+    ("coreai.acosh", np.arccosh, ""),
+    ("coreai.asin", np.arcsin, ""),
+    ("coreai.asinh", np.arcsinh, ""),
+    ("coreai.atan", np.arctan, ""),
+    ("coreai.atanh", np.arctanh, ""),
+    ("coreai.cos", np.cos, ""),
+    ("coreai.cosh", np.cosh, ""),
+    ("coreai.sin", np.sin, ""),
+    ("coreai.sinh", np.sinh, ""),
+    ("coreai.tan", np.tan, ""),
+    ("coreai.tanh", np.tanh, ""),
+    ("coreai.exp", np.exp, ""),
+    ("coreai.exp2", np.exp2, ""),
+    ("coreai.expm1", np.expm1, ""),
+    ("coreai.log", np.log, ""),
+    ("coreai.log2", np.log2, ""),
+    ("coreai.log10", np.log10, ""),
+    ("coreai.log1p", np.log1p, ""),
+    ("coreai.sqrt", np.sqrt, ""),
+    ("coreai.rsqrt", _rsqrt, "Rounded once: computed in float64 for float32 and narrower."),
+    ("coreai.reciprocal", lambda x: 1 / x, ""),
+    ("coreai.sigmoid", _sigmoid, "Computed without overflow."),
+    ("coreai.silu", _silu, "-0.0 at -inf (the limit)."),
+    ("coreai.not", np.logical_not, ""),
+    ("coreai.bitwise_not", np.invert, ""),
+    ("coreai.isnan", np.isnan, ""),
+    ("coreai.isinf", np.isinf, ""),
 ]
-for _op, _fn, _doc in _UNARY:
-    _unary(_op, _fn, _doc)
+for _op, _fn, _note in _UNARY:
+    _unary(_op, _fn, _note)
 
 for _op, _row in {"coreai.floor": (np.floor, "f", None), "coreai.ceil": (np.ceil, "f", None),
                   "coreai.round": (np.rint, "f", None), "coreai.trunc": (np.trunc, "f", None),
@@ -262,14 +265,13 @@ def _lgamma(x: np.ndarray) -> np.ndarray:
     return np.where(x == -np.inf, np.inf, scipy.special.gammaln(x))
 
 
-for _op, _fn, _doc in [
-    ("coreai.erf", scipy.special.erf, "Gauss error function (float64, rounded)."),
-    ("coreai.erfinv", _erfinv, "Inverse error function (float64, rounded)."),
-    ("coreai.lgamma", _lgamma, "log|Gamma(x)| (float64, rounded)."),
-    ("coreai.digamma", scipy.special.psi,
-     "Digamma; -inf at +0, +inf at -0, NaN at the negative integers (float64, rounded)."),
+for _op, _fn, _note in [
+    ("coreai.erf", scipy.special.erf, ""),
+    ("coreai.erfinv", _erfinv, ""),
+    ("coreai.lgamma", _lgamma, ""),
+    ("coreai.digamma", scipy.special.psi, "-inf at +0, +inf at -0, NaN at the negative integers."),
 ]:
-    _special_unary(_op, _fn, _doc)
+    _special_unary(_op, _fn, _note)
 
 
 def _gelu_in_place(y: np.ndarray, scratch: np.ndarray) -> None:
@@ -345,10 +347,18 @@ def log_softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
 # -- binary --------------------------------------------------------------------------------------
 
 def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
-            doc: str, int_fn: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-            ) -> None:
+            int_fn: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None, *,
+            note: str = "") -> None:
     """Register ``fn`` for each op name; ``int_fn`` handles integer/bool operands."""
+    for op in ops:  # a kernel function per op: each is named and documented after its op
+        kernel(op)(_named(_binary_kernel(fn, int_fn), op, note))
+        if isinstance(fn, np.ufunc):
+            UFUNCS.register(op, (fn, "fc" if int_fn is not None else "fiubc", None))
 
+
+def _binary_kernel(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                   int_fn: Callable[[np.ndarray, np.ndarray], np.ndarray] | None,
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     def k(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         dt = lhs.dtype
         if dt in HALF:
@@ -358,10 +368,7 @@ def _binary(ops: tuple[str, ...], fn: Callable[[np.ndarray, np.ndarray], np.ndar
             return int_fn(lhs, rhs)
         return fn(lhs, rhs)
 
-    for op in ops:
-        kernel(op)(_named(k, op, doc))
-        if isinstance(fn, np.ufunc):
-            UFUNCS.register(op, (fn, "fc" if int_fn is not None else "fiubc", None))
+    return k
 
 
 def _both(name: str) -> tuple[str, str]:
@@ -424,35 +431,31 @@ def _shift_right(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return _shifted(lhs, rhs, np.right_shift, _sign_fill)
 
 
-_binary(_both("add"), np.add, "lhs + rhs (integers wrap).")
-_binary(_both("sub"), np.subtract, "lhs - rhs (integers wrap).")
-_binary(_both("mul"), np.multiply, "lhs * rhs (integers wrap).")
-_binary(_both("divide"), np.true_divide, "lhs / rhs; integers truncate toward zero.",
-        _int_divide)
-_binary(("coreai.broadcasting_floor_divide",), np.floor_divide, "floor(lhs / rhs).",
-        _checked(np.floor_divide))
-_binary(("coreai.broadcasting_modulo",), np.fmod, "torch.fmod: remainder with lhs's sign.",
-        _checked(np.fmod))
-_binary(("coreai.broadcasting_remainder",), np.remainder,
-        "torch.remainder: remainder with rhs's sign.", _checked(np.remainder))
-_binary(("coreai.broadcasting_pow",), np.power, "lhs ** rhs.", _int_pow)
-_binary(("coreai.broadcasting_atan2",), np.arctan2, "atan2(lhs, rhs).")
-_binary(("coreai.broadcasting_maximum",), np.maximum, "Elementwise max, NaN propagates.")
-_binary(("coreai.broadcasting_minimum",), np.minimum, "Elementwise min, NaN propagates.")
-_binary(("coreai.broadcasting_equal",), np.equal, "lhs == rhs.")
-_binary(("coreai.broadcasting_not_equal",), np.not_equal, "lhs != rhs.")
-_binary(("coreai.broadcasting_greater",), np.greater, "lhs > rhs.")
-_binary(("coreai.broadcasting_greater_equal",), np.greater_equal, "lhs >= rhs.")
-_binary(("coreai.broadcasting_less",), np.less, "lhs < rhs.")
-_binary(("coreai.broadcasting_less_equal",), np.less_equal, "lhs <= rhs.")
-_binary(("coreai.broadcasting_and",), np.logical_and, "Logical and.")
-_binary(("coreai.broadcasting_or",), np.logical_or, "Logical or.")
-_binary(("coreai.broadcasting_xor",), np.logical_xor, "Logical xor.")
-_binary(("coreai.broadcasting_bitwise_and",), np.bitwise_and, "Bitwise and.")
-_binary(("coreai.broadcasting_bitwise_or",), np.bitwise_or, "Bitwise or.")
-_binary(("coreai.broadcasting_bitwise_xor",), np.bitwise_xor, "Bitwise xor.")
-_binary(("coreai.broadcasting_shift_left",), np.left_shift, "lhs << rhs.", _shift_left)
-_binary(("coreai.broadcasting_shift_right",), np.right_shift, "lhs >> rhs.", _shift_right)
+_binary(_both("add"), np.add, note="Integers wrap.")
+_binary(_both("sub"), np.subtract, note="Integers wrap.")
+_binary(_both("mul"), np.multiply, note="Integers wrap.")
+_binary(_both("divide"), np.true_divide, _int_divide)
+_binary(("coreai.broadcasting_floor_divide",), np.floor_divide, _checked(np.floor_divide))
+_binary(("coreai.broadcasting_modulo",), np.fmod, _checked(np.fmod))
+_binary(("coreai.broadcasting_remainder",), np.remainder, _checked(np.remainder))
+_binary(("coreai.broadcasting_pow",), np.power, _int_pow)
+_binary(("coreai.broadcasting_atan2",), np.arctan2)
+_binary(("coreai.broadcasting_maximum",), np.maximum)
+_binary(("coreai.broadcasting_minimum",), np.minimum)
+_binary(("coreai.broadcasting_equal",), np.equal)
+_binary(("coreai.broadcasting_not_equal",), np.not_equal)
+_binary(("coreai.broadcasting_greater",), np.greater)
+_binary(("coreai.broadcasting_greater_equal",), np.greater_equal)
+_binary(("coreai.broadcasting_less",), np.less)
+_binary(("coreai.broadcasting_less_equal",), np.less_equal)
+_binary(("coreai.broadcasting_and",), np.logical_and)
+_binary(("coreai.broadcasting_or",), np.logical_or)
+_binary(("coreai.broadcasting_xor",), np.logical_xor)
+_binary(("coreai.broadcasting_bitwise_and",), np.bitwise_and)
+_binary(("coreai.broadcasting_bitwise_or",), np.bitwise_or)
+_binary(("coreai.broadcasting_bitwise_xor",), np.bitwise_xor)
+_binary(("coreai.broadcasting_shift_left",), np.left_shift, _shift_left)
+_binary(("coreai.broadcasting_shift_right",), np.right_shift, _shift_right)
 
 
 @kernel("coreai.broadcasting_where")
