@@ -469,7 +469,9 @@ class ProgramData:
         self._edited()
 
     # -- introspection --------------------------------------------------------------------
-    def _entry(self, entrypoint: str | None) -> Graph:
+    def entry_graph(self, entrypoint: str | None = None) -> Graph:
+        """The graph of ``entrypoint``; None: ``main``, else the first graph that is not a
+        composite. A KeyError names the entrypoints when there is no such graph."""
         if entrypoint is None:
             # the default entrypoint: "main", else the first graph that is not a composite
             entrypoint = "main" if "main" in self.graphs else next(
@@ -481,11 +483,11 @@ class ProgramData:
 
     @property
     def input_names(self) -> list[str]:
-        return self._entry(None).input_names
+        return self.entry_graph().input_names
 
     @property
     def output_names(self) -> list[str]:
-        return self._entry(None).output_names
+        return self.entry_graph().output_names
 
     @property
     def state_names(self) -> list[str]:

@@ -169,7 +169,7 @@ class Runtime:
                 and program.graphs.get(entrypoint) is plan.graph)
 
     def _build(self, program: ProgramData, entrypoint: str) -> Plan:
-        graph = program._entry(entrypoint)
+        graph = program.entry_graph(entrypoint)
         building: set[str] = getattr(self._building, "names", None) or set()
         self._building.names = building
         building.add(entrypoint)
@@ -312,7 +312,7 @@ class Runtime:
             return [writable(a) for a in plan.run_arrays(converted)]
 
     def __repr__(self) -> str:
-        return f"<Runtime #{self._token}: {len(self.kernels._own)} own kernel(s)>"
+        return f"<Runtime #{self._token}: {len(self.kernels.own_names())} own kernel(s)>"
 
 
 def _missing_program(name: str, problems: Problems) -> Callable[..., Any]:

@@ -23,7 +23,7 @@ from coreai_core._shapes import lo_hi_pads, per_axis, window_out
 Ints = Sequence[int]
 
 _F32 = np.dtype(np.float32)
-_HALF = frozenset({np.dtype(np.float16), np.dtype(DType.bfloat16.numpy)})
+HALF = frozenset({np.dtype(np.float16), np.dtype(DType.bfloat16.numpy)})
 
 
 def trailing(slices: Iterable[slice]) -> tuple[Any, ...]:
@@ -34,7 +34,7 @@ def trailing(slices: Iterable[slice]) -> tuple[Any, ...]:
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype arithmetic runs in: float32 for float16/bfloat16 (like torch's CPU opmath)."""
     dtype = np.dtype(dtype)
-    return _F32 if dtype in _HALF else dtype
+    return _F32 if dtype in HALF else dtype
 
 
 def geometry(shape: Sequence[int], kernel: Ints, strides: Ints | None, pads: Ints | None,

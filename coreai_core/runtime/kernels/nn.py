@@ -31,7 +31,7 @@ def _acc(x: np.ndarray) -> np.ndarray:
 @KERNELS.register("coreai.batch_matmul")
 def batch_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``numpy.matmul`` with float32 accumulation for half types."""
-    if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows._HALF:
+    if (lhs.ndim > 1 or rhs.ndim > 1) and lhs.dtype not in _windows.HALF:
         if shares_rhs(lhs, rhs):
             return shared_rhs_matmul(lhs, rhs)
         return stacked_matmul(lhs, rhs)
