@@ -49,6 +49,9 @@ def _default(value: Any) -> str | None:
         return None
     if callable(value) and not isinstance(value, (type, enum.Enum)):
         return "<callable>"  # a function's repr holds its address
+    if isinstance(value, (set, frozenset)):  # their order depends on the hash seed
+        items = ", ".join(sorted(repr(v) for v in value))
+        return f"{type(value).__name__}({{{items}}})" if value else f"{type(value).__name__}()"
     text = repr(value)
     return "<factory>" if text == "<factory>" else text
 

@@ -15,6 +15,7 @@ plans the program) is not counted.
 
 from __future__ import annotations
 
+import logging
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,7 @@ __all__ = ["BenchmarkResult", "Benchmarker", "CoreAIBenchmarker", "EventData",
            "InterpreterBenchmarker", "Measurement", "ModuleTiming", "OperationTiming",
            "Statistics", "benchmark_coreai_program"]
 
+logger = logging.getLogger(__name__)
 UNKNOWN_MODULE = "<unknown>"
 
 

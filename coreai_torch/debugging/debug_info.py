@@ -112,6 +112,12 @@ class Metadata:
                 return cls(int(inner or 0), kind)
             return cls(None if inner is None else str(inner), kind)
 
+        @classmethod
+        def from_dict(cls, data: dict[str, Any]) -> Metadata.Value | None:
+            """A tagged JSON value (``{"integer": {"_0": 3}}``), None for anything else."""
+            value = cls.from_tagged(data)
+            return None if value.value_type == "unknown" else value
+
         def field(self, key: str) -> Metadata.Value | None:
             return self.value.get(key) if isinstance(self.value, dict) else None
 
