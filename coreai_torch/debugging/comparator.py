@@ -32,7 +32,12 @@ from coreai_torch.debugging.inspector import (
     TorchFXInspector,
 )
 from coreai_torch.debugging.search_strategy import SearchStrategy
-from coreai_torch.debugging.utils import entry_graph, needs_device_runtime, op_kind
+from coreai_torch.debugging.utils import (
+    entry_graph,
+    needs_device_runtime,
+    op_kind,
+    unwrap_inputs,
+)
 from coreai_torch.verify import compare as compare_arrays
 from coreai_torch.verify import find_first_divergence
 
@@ -213,7 +218,7 @@ class Comparator(Generic[TSourceNode, TSourceGraph, TTargetNode, TTargetGraph]):
                          rtol: float, atol: float, exclude_multi_output: bool,
                          ) -> Comparator.Result:
         entry = getattr(self.target.inspector, "entry_point", "main")
-        report = find_first_divergence(ep, program, inputs, rtol=rtol,
+        report = find_first_divergence(ep, program, unwrap_inputs(inputs), rtol=rtol,
                                        atol=atol, entrypoint=entry)
         statuses: list[tuple[Any, Any, Comparator.Status, float | None]] = []
         seen = set()

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from coreai_core import Program
 from coreai_core.runtime import run_graph_collect
 from coreai_torch.debugging.debug_info import DebugInfoRecord, OutputMapping, parse_debug_infos
-from coreai_torch.debugging.utils import as_numpy, entry_graph, input_dict
+from coreai_torch.debugging.utils import as_numpy, entry_graph, input_dict, unwrap_inputs
 from coreai_torch.verify import torch_intermediates
 
 __all__ = ["CachingInspector", "CoreAIInspector", "Inspector", "IntermediateKind",
@@ -156,7 +156,7 @@ class TorchFXInspector(Inspector):
 
     async def get_intermediates_for_ops(self, op_ids: list[Inspector.OpID], inputs: Any,
                                         ) -> dict[Inspector.OpID, list[NDArray[Any] | None] | None]:
-        values = torch_intermediates(self.exported_program, inputs)
+        values = torch_intermediates(self.exported_program, unwrap_inputs(inputs))
         out: dict[Inspector.OpID, list[NDArray[Any] | None] | None] = {}
         for op_id in op_ids:
             name = str(op_id)
@@ -279,6 +279,7 @@ class CoreAIInspector(Inspector):
 
     async def get_intermediates_for_ops(self, op_ids: list[Inspector.OpID], inputs: Any,
                                         ) -> dict[Inspector.OpID, list[NDArray[Any] | None] | None]:
+        inputs = unwrap_inputs(inputs)
         if not isinstance(inputs, dict):
             raise TypeError("CoreAIInspector: inputs must be a dict of input name -> array, "
                             f"got {type(inputs).__name__}")

@@ -22,7 +22,7 @@ from coreai_torch.debugging.comparator import Comparator
 from coreai_torch.debugging.debug_info import OutputMapping
 from coreai_torch.debugging.inspector import Inspector
 from coreai_torch.debugging.table_writer import write_table
-from coreai_torch.debugging.utils import needs_device_runtime
+from coreai_torch.debugging.utils import needs_device_runtime, unwrap_inputs
 from coreai_torch.verify import compare as compare_arrays
 from coreai_torch.verify import find_first_divergence
 
@@ -130,7 +130,8 @@ async def compare_program_intermediates(exported_program: ExportedProgram, progr
         for r in op.results:
             if r.name:
                 ids.setdefault(r.name, i)
-    divergence = find_first_divergence(exported_program, program, inputs, rtol=rtol, atol=atol,
+    divergence = find_first_divergence(exported_program, program, unwrap_inputs(inputs),
+                                       rtol=rtol, atol=atol,
                                        entrypoint=function_name)
     report = IntermediatesReport()
     for row in divergence.nodes:

@@ -20,7 +20,8 @@ from coreai_core import Graph, Operation, Program
 
 __all__ = ["DeviceRuntimeError", "LocationInfo", "as_numpy", "describe_op", "entry_graph",
            "get_operation_locations", "input_dict", "max_abs_diff", "needs_device_runtime",
-           "op_kind", "operation_ids", "split_module_frame", "torch_args"]
+           "op_kind", "operation_ids", "split_module_frame", "torch_args",
+           "unwrap_inputs"]
 
 
 class DeviceRuntimeError(RuntimeError):
@@ -94,8 +95,20 @@ def as_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def unwrap_inputs(inputs: Any) -> Any:
+    """``inputs`` with each dict value that is a one-element tuple or list of a tensor or
+    array replaced by that element: Apple's comparator example passes ``{"x": (tensor,)}``
+    (an example-input tuple under the input's name)."""
+    if not isinstance(inputs, Mapping):
+        return inputs
+    return {k: v[0] if isinstance(v, (list, tuple)) and len(v) == 1
+            and isinstance(v[0], (torch.Tensor, np.ndarray)) else v
+            for k, v in inputs.items()}
+
+
 def input_dict(graph: Graph, inputs: Any) -> dict[str, Any]:
     """``inputs`` (a dict by name, a sequence in order, or one value) by input name."""
+    inputs = unwrap_inputs(inputs)
     if isinstance(inputs, Mapping):
         return dict(inputs)
     values = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
@@ -107,6 +120,7 @@ def input_dict(graph: Graph, inputs: Any) -> dict[str, Any]:
 
 def torch_args(inputs: Any) -> tuple[Any, ...]:
     """``inputs`` as positional torch arguments (a dict's values in order)."""
+    inputs = unwrap_inputs(inputs)
     values = (list(inputs.values()) if isinstance(inputs, Mapping)
               else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
     return tuple(torch.from_numpy(np.asarray(v)) if isinstance(v, np.ndarray) else v
