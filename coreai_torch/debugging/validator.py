@@ -1,9 +1,11 @@
 """Find the first node whose values fail a check (NaN, infinity, or one of yours).
 
 A :class:`Validator` reads values through an inspector (:mod:`.inspector`) in the batches a
-search strategy asks for (:mod:`.search_strategy`, bisection over depth levels by default)
-and reports the failing nodes where the failure starts: ``result.failed_nodes[0]`` is the
-first. :func:`create_validator_for_exported_program` checks an exported program in torch,
+search strategy asks for (:mod:`.search_strategy`, bisection over depth levels for deep
+graphs by default) and reports the failing nodes where the failure starts:
+``result.failed_nodes[0]`` is the first. Bisection assumes a failure reaches every later
+level, as NaN does; for a check of yours that does not hold, pass
+``LevelOrderStrategy.top_down(graph)`` or ``ExhaustiveStrategy(graph)``. :func:`create_validator_for_exported_program` checks an exported program in torch,
 node by node; :func:`create_validator_for_coreai_program` a converted program on this
 project's runtime.
 """
@@ -55,6 +57,10 @@ def has_inf(values: Arrays) -> bool:
     return any(np.isinf(a).any() for a in _floats(values))
 
 
+def has_nonfinite(values: Arrays) -> bool:
+    return any((~np.isfinite(a)).any() for a in _floats(values))
+
+
 class Validator(Generic[TNode, TGraph]):
     """Checks a graph's node values with a search strategy; see the module docstring."""
 
@@ -102,7 +108,14 @@ class Validator(Generic[TNode, TGraph]):
         return await self.check(has_nan, inputs)
 
     async def check_for_infs(self, inputs: Any) -> Validator.Result:
-        return await self.check(has_inf, inputs)
+        """The first nodes holding infinity. An infinity rarely stays one (``sin(inf)``
+        and ``inf - inf`` are NaN), so the search follows every non-finite value, and
+        reports the nodes where that starts which hold an infinity."""
+        found = await self.check(has_nonfinite, inputs)
+        values = await self.inspector.get_intermediates_for_ops(
+            [n.op_id for n in found.failed_nodes], inputs)
+        infs = [n for n in found.failed_nodes if has_inf(values.get(n.op_id) or [])]
+        return Validator.Result(infs, found.unknown_nodes, found.excluded_nodes)
 
 
 def create_validator_for_exported_program(
