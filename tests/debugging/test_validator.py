@@ -45,7 +45,8 @@ def test_first_failing_node_in_torch(steps: int, data: st.DataObject, kind: str,
     x = torch.randn(rows, 3)
     ep = exported(Chain(steps, bad_at, kind), x)
     graph = create_graph_from_exported_program(ep)
-    validator = Validator(graph, TorchFXInspector(ep), STRATEGIES[strategy](graph, batch_size=batch))
+    search = STRATEGIES[strategy](graph, batch_size=batch)
+    validator = Validator(graph, TorchFXInspector(ep), search)
     check = validator.check_for_nans if kind == "nan" else validator.check_for_infs
     result = asyncio.run(check((x,)))
     assert [n.op_id for n in result.failed_nodes] == [first_bad_in_torch(ep, x, kind)]
