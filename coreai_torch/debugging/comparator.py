@@ -76,7 +76,11 @@ def torch_to_op_ids(program: Program, entry_point: str = "main") -> dict[str, in
 
 
 class Comparator(Generic[TSourceNode, TSourceGraph, TTargetNode, TTargetGraph]):
-    """Pairs source and target nodes by ``id_map`` and compares their values."""
+    """Pairs source and target nodes by ``id_map`` and compares their values.
+
+    Every pair is compared: one run of each side yields all values, so ``strategy`` (taken
+    for Apple's signature) does not narrow the search; ``show_progress`` is likewise taken
+    and quiet."""
 
     class Status(enum.Enum):
         PASS = 1

@@ -5,9 +5,11 @@ search strategy asks for (:mod:`.search_strategy`, bisection over depth levels f
 graphs by default) and reports the failing nodes where the failure starts:
 ``result.failed_nodes[0]`` is the first. Bisection assumes a failure reaches every later
 level, as NaN does; for a check of yours that does not hold, pass
-``LevelOrderStrategy.top_down(graph)`` or ``ExhaustiveStrategy(graph)``. :func:`create_validator_for_exported_program` checks an exported program in torch,
-node by node; :func:`create_validator_for_coreai_program` a converted program on this
-project's runtime.
+``LevelOrderStrategy.top_down(graph)`` or ``ExhaustiveStrategy(graph)``.
+
+:func:`create_validator_for_exported_program` checks an exported program in torch, node by
+node; :func:`create_validator_for_coreai_program` a converted program on this project's
+runtime.
 """
 
 from __future__ import annotations
