@@ -7,9 +7,8 @@ is identified by its name. :func:`operation_ids` gives the ids of a graph's ops.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +17,8 @@ import torch
 
 from coreai_core import Graph, Operation, Program
 
-__all__ = ["DeviceRuntimeError", "LocationInfo", "as_numpy", "describe_op", "entry_graph",
-           "get_operation_locations", "input_dict", "max_abs_diff", "needs_device_runtime",
+__all__ = ["DeviceRuntimeError", "LocationInfo", "as_numpy", "entry_graph",
+           "get_operation_locations", "input_dict", "needs_device_runtime",
            "op_kind", "operation_ids", "split_module_frame", "torch_args",
            "unwrap_inputs"]
 
@@ -127,19 +126,6 @@ def torch_args(inputs: Any) -> tuple[Any, ...]:
                  for v in values)
 
 
-def max_abs_diff(got: np.ndarray, want: np.ndarray) -> float:
-    """Largest absolute difference; NaN where both are NaN counts as equal."""
-    if got.shape != want.shape:
-        return math.inf
-    if got.size == 0:
-        return 0.0
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        d = np.where(np.isnan(g) & np.isnan(w), 0.0, np.abs(g - w))
-    d = np.where(np.isnan(d) | ((g == w) & np.isinf(g)), np.where(g == w, 0.0, np.inf), d)
-    return float(d.max())
-
-
 _WORD = re.compile(r"[^a-z0-9]+")
 
 
@@ -147,15 +133,3 @@ def op_kind(target: str) -> str:
     """``aten.permute`` for ``aten::permute.default``, ``aten.permute.default``, ..."""
     parts = [p for p in _WORD.split(target.lower()) if p]
     return ".".join(parts[:2]) if len(parts) >= 2 else ".".join(parts)
-
-
-def describe_op(op: Operation, op_id: int) -> str:
-    """``%5 coreai.relu (model.py:12)``: id, op name and source line."""
-    loc = get_operation_locations(op)
-    return f"%{op_id} {op.name}" + (f" ({loc[0]})" if loc else "")
-
-
-def flatten(values: Sequence[Any] | Any) -> list[Any]:
-    if isinstance(values, (list, tuple)):
-        return [x for v in values for x in flatten(v)]
-    return [values]
