@@ -25,7 +25,9 @@ import enum
 import importlib
 import inspect
 import json
+import os
 import pkgutil
+import re
 import sys
 import typing
 from pathlib import Path
@@ -63,7 +65,7 @@ def _signature(obj: Any) -> dict[str, Any]:
         return {"signature": None, "parameters": None}
     params = [{"name": p.name, "kind": p.kind.name, "default": _default(p.default)}
               for p in sig.parameters.values()]
-    return {"signature": str(sig), "parameters": params}
+    return {"signature": re.sub(r" at 0x[0-9a-f]+", "", str(sig)), "parameters": params}
 
 
 def _is_async(obj: Any) -> bool:
@@ -185,4 +187,7 @@ def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":  # set reprs in the signature text: one order
+        os.execve(sys.executable, [sys.executable, *sys.argv],
+                  {**os.environ, "PYTHONHASHSEED": "0"})
     main(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/apple_surface.json"))
