@@ -153,6 +153,11 @@ class Operation:
         return f"Operation({self.name}, {len(self.operands)} operands, {self.attributes})"
 
     @property
+    def graph(self) -> Graph | None:
+        """The graph that holds this op (None while it is in none)."""
+        return self._graph
+
+    @property
     def result(self) -> Value:
         if len(self.results) != 1:
             raise ValueError(f"{self.name} has {len(self.results)} results, not one")

@@ -30,6 +30,7 @@ except ImportError as e:
         "not installed: pip install 'coreai-torch[coreai]'") from e
 
 import coreai._compiler.dialects.coreai.control_flow_ops as raw_control_flow
+import coreai.runtime as apple_runtime  # the interpreter: AIModel, IntermediateLogger, Profiler
 from coreai._compiler import ir as raw_ir
 from coreai._compiler._mlir_libs._coreaiIR._bindings.mlir.dialects.coreai import (
     create_elements_attr as raw_elements_attr,
@@ -40,7 +41,7 @@ from coreai.authoring.constant import constant
 from coreai.runtime import NDArray
 
 __all__ = [
-    "TESTED_VERSIONS", "NDArray", "RawConstantOp", "ca", "constant", "from_raw",
+    "TESTED_VERSIONS", "NDArray", "RawConstantOp", "apple_runtime", "ca", "constant", "from_raw",
     "installed_version", "raw_control_flow", "raw_coreai", "raw_elements_attr", "raw_ir",
     "read_custom_metadata", "to_raw", "write_custom_metadata",
 ]
