@@ -399,10 +399,11 @@ def _write_asset(program: Program, module: Any, target: Path, dims: dict[str, An
             fs.fsync_tree(staged)
         except (OSError, RuntimeError) as e:
             cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
+            reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
             free = shutil.disk_usage(target.parent).free
             raise AimodelExportError(
-                f"cannot write {target}: {cause} ({free} bytes free on its disk); nothing was "
-                "replaced, and the partial copy was removed") from e
+                f"cannot write {target}: {reason} ({free} bytes free on its disk); nothing "
+                "was replaced, and the partial copy was removed") from e
         _swap_in(staged, target, scratch)
     finally:
         with contextlib.suppress(OSError):
