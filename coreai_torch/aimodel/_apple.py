@@ -23,11 +23,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from coreai_torch.errors import MissingExtraError
-
 try:
     import coreai.authoring as ca
 except ImportError as e:
+    # imported here: the isolated interpreter's child process imports this file alone (see
+    # _interpreter.py), without coreai_torch and torch
+    from coreai_torch.errors import MissingExtraError
+
     raise MissingExtraError(
         "exporting to .aimodel needs Apple's Core AI Python package (coreai-core), which is "
         "not installed: pip install 'coreai-torch[coreai]'") from e

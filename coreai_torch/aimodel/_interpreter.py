@@ -13,7 +13,9 @@ so that a message Apple writes just before it aborts the process still reaches t
 :class:`ChildInterpreter` runs a :class:`LocalInterpreter` in a child process (this file run
 as a script: it imports only Apple's package and numpy, not torch), so that an abort or a crash
 of Apple's becomes an exception carrying what Apple wrote to its stderr. Requests and replies
-are pickled over the child's stdin and stdout (both ends are this module's own code).
+are pickled over the child's stdin and stdout (both ends are this module's own code). Apple's
+names come from ``_apple.py``, the one door to Apple's package; the child imports that file
+alone, not the ``coreai_torch`` package (so not torch).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import os
 import pickle
 import re
@@ -104,6 +107,13 @@ def _captured(saved: int) -> Iterator[None]:  # pragma: no cover - without grep
                 os.write(saved, b"".join(kept))
 
 
+def _adapter() -> Any:
+    """``coreai_torch.aimodel._apple``; in the child process, the same file imported alone
+    (its folder is on ``sys.path`` there)."""
+    name = "coreai_torch.aimodel._apple" if __package__ else "_apple"
+    return importlib.import_module(name)
+
+
 def _size(s: Any) -> int:
     return -1 if s is None or s < 0 else int(s)
 
@@ -112,10 +122,8 @@ class LocalInterpreter:
     """The asset at ``path`` loaded on Apple's interpreter in this process."""
 
     def __init__(self, path: Path, filter_stderr: bool = True) -> None:
-        import coreai.authoring as ca
-        from coreai.runtime import NDArray
-
-        self._ca, self._ndarray = ca, NDArray
+        apple = _adapter()
+        self._ca, self._ndarray = apple.ca, apple.NDArray
         self.path = path
         self._filter = filter_stderr
         self._loop = asyncio.new_event_loop()
@@ -370,7 +378,8 @@ def _serve(path: str) -> None:
 
 
 if __name__ == "__main__":
-    # this file's folder is first on sys.path when it runs as a script: its modules are not
-    # top-level modules
+    # this file's folder is first on sys.path when it runs as a script: only _apple.py is
+    # imported from it (by _adapter), the other modules there are not top-level modules
+    _adapter()
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
     _serve(sys.argv[1])

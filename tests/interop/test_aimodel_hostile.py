@@ -150,9 +150,9 @@ def test_a_loaded_asset_is_safe_from_several_threads(tmp_path: Path) -> None:
 
 
 def test_a_missing_entrypoint_lists_the_ones_there_are(cases: Path) -> None:
-    with load_aimodel(cases / "static.aimodel") as asset:
-        with pytest.raises(AimodelEntrypointError) as info:
-            asset.run({"x": hostile.X}, entrypoint="decode")
+    with load_aimodel(cases / "static.aimodel") as asset, \
+            pytest.raises(AimodelEntrypointError) as info:
+        asset.run({"x": hostile.X}, entrypoint="decode")
     assert str(info.value) == (f"{cases / 'static.aimodel'} has no function 'decode'; it has "
                                "['main'] (pass one of them as entrypoint=)")
     assert isinstance(info.value, KeyError)  # what it was before
