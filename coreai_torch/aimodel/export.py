@@ -313,6 +313,27 @@ def _scratch_name(target: Path) -> re.Pattern[str]:
     return re.compile(rf"\.{re.escape(target.name)}\.export-[0-9a-f]{{16}}")
 
 
+# what an export before this layout staged in: tempfile.mkdtemp(prefix=".<name>.") holding
+# <name> (the new asset) and/or previous.aimodel (the old one, renamed aside)
+_APPLE_FILES = frozenset({"main.mlirb", "main.hash", "metadata.json"})
+
+
+def _is_old_scratch(target: Path, name: str) -> bool:
+    if not re.fullmatch(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}", name):
+        return False
+    folder = target.parent / name
+    try:
+        entries = os.listdir(folder)
+        return stat.S_ISDIR(os.lstat(folder).st_mode) and all(
+            entry in (target.name, "previous.aimodel")
+            and stat.S_ISDIR(os.lstat(folder / entry).st_mode)
+            and all(f in _APPLE_FILES and stat.S_ISREG(os.lstat(folder / entry / f).st_mode)
+                    for f in os.listdir(folder / entry))
+            for entry in entries)
+    except OSError:
+        return False
+
+
 def _try_lock(folder: Path) -> int | None:
     """An fd holding an exclusive lock on ``folder``, or None if another process holds it."""
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -328,11 +349,17 @@ def _try_lock(folder: Path) -> int | None:
 
 def _remove_leftovers(target: Path) -> None:
     """Remove the scratch folders of exports to ``target`` that died (by their exact name
-    pattern, and only when no live export holds their lock); failures are ignored."""
+    pattern, and only when no live export holds their lock), and those an earlier release
+    left (by their name and exactly the asset folders it wrote in them); failures are
+    ignored."""
     pattern = _scratch_name(target)
     with contextlib.suppress(OSError):
         for name in os.listdir(target.parent):
             folder = target.parent / name
+            if _is_old_scratch(target, name):  # left by an export of an earlier release
+                with contextlib.suppress(OSError):
+                    fs.remove_tree(folder)
+                continue
             if not pattern.fullmatch(name) or not stat.S_ISDIR(os.lstat(folder).st_mode):
                 continue
             with contextlib.suppress(OSError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +147,26 @@ def test_only_dead_exports_scratch_folders_are_removed(tmp_path: Path,
     assert holds(path, reference) == "b"
     assert sorted(os.listdir(tmp_path)) == sorted(
         [".m.aimodel.export-1111111111111111", "m.aimodel", *(f.name for f in mine)])
+
+
+def test_an_earlier_releases_leftovers_are_removed(tmp_path: Path,
+                                                   reference: dict[str, bytes]) -> None:
+    """Exports before this layout staged in ``tempfile.mkdtemp(prefix=".m.aimodel.")`` and
+    renamed the old asset aside into it; killed, they left a full copy of a model there."""
+    path = tmp_path / "m.aimodel"
+    write("export_aimodel", "a", path)
+    left = tmp_path / ".m.aimodel.k2_x9q0a"
+    left.mkdir()
+    shutil.copytree(path, left / "previous.aimodel")
+    shutil.copytree(path, left / "m.aimodel")
+    kept = [tmp_path / ".m.aimodel.abcdefgh", tmp_path / ".m.aimodel.12345678"]
+    kept[0].mkdir()
+    (kept[0] / "notes.txt").write_text("a user's")  # not what the old export wrote
+    shutil.copytree(path, kept[1] / "m.aimodel")
+    (kept[1] / "m.aimodel" / "extra.bin").write_bytes(b"x")
+    write("export_aimodel", "b", path)
+    assert holds(path, reference) == "b"
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.aimodel", *(k.name for k in kept)])
 
 
 def test_a_full_disk_is_an_exception(tmp_path: Path, reference: dict[str, bytes],
