@@ -3,8 +3,8 @@
 Every step of ``export_aimodel`` that changes the disk is a function of
 :mod:`coreai_core.durable_fs` or Apple's writer as ``export.py`` calls it; :func:`inject`
 replaces each with one that counts calls and, at a chosen call, raises or kills the process.
-Run as a script, this module exports variant ``a``, ``b`` or ``c`` with a kill at each step
-in turn.
+Run as a script, this module exports a variant with a kill at a given step, in one forked
+process per run.
 """
 
 from __future__ import annotations
@@ -79,15 +79,17 @@ def _kill(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def kill_each(writer: str, variant: str, paths: list[str]) -> list[int]:
-    """Export to ``paths[i]`` in a forked process killed before step ``i``; return the wait
-    statuses."""
+def kill_each(variant: str, runs: list[str]) -> list[int]:
+    """For each ``WRITER:AT:PATH`` of ``runs``, export ``program(variant)`` to ``PATH`` with
+    ``WRITER`` in a forked process killed before step ``AT``; return the wait statuses
+    (forking spares each one the imports)."""
     statuses = []
-    for at, path in enumerate(paths):
+    for run in runs:
+        writer, at, path = run.split(":", 2)
         pid = os.fork()
         if pid == 0:
             try:
-                with inject(at, _kill):
+                with inject(int(at), _kill):
                     write(writer, variant, path)
             finally:
                 os._exit(0)
@@ -96,4 +98,4 @@ def kill_each(writer: str, variant: str, paths: list[str]) -> list[int]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(kill_each(sys.argv[1], sys.argv[2], sys.argv[3:])))
+    print(json.dumps(kill_each(sys.argv[1], sys.argv[2:])))

@@ -1,10 +1,10 @@
 """Tampered ``.aimodel`` assets, and a runner that opens each in a child process.
 
 Each case copies a good asset and damages it one way (:data:`CASES`). Run as a script, this
-module loads the named cases one after the other (``load``: in-process, ``isolated``: with
-``load_aimodel(..., isolated=True)``) and prints one JSON line per case, before and after it,
-so that :func:`outcomes` can tell a clean error from a process death or a hang and go on
-with the remaining cases in a fresh process.
+module opens the named cases one after the other, each ``MODE:NAME`` (``load``: in-process,
+``isolated``: with ``load_aimodel(..., isolated=True)``), and prints one JSON line per case,
+before and after it, so that :func:`outcomes` can tell a clean error from a process death or
+a hang and go on with the remaining cases in a fresh process.
 """
 
 from __future__ import annotations
@@ -168,28 +168,29 @@ def _open_and_run(asset: Path, mode: str) -> None:
 
 
 def _main(argv: list[str]) -> None:
-    mode, work, names = argv[0], Path(argv[1]), argv[2:]
+    work, runs = Path(argv[0]), argv[1:]
     import coreai_torch.aimodel  # noqa: F401  (imported before the first case starts)
 
-    for name in names:
+    for name in runs:
         print(json.dumps({"case": name, "started": True}), flush=True)
+        mode, case = name.split(":")
         try:
-            _open_and_run(work / f"{name}.aimodel", mode)
+            _open_and_run(work / f"{case}.aimodel", mode)
             result = {"case": name, "raised": None}
         except Exception as e:
             result = {"case": name, "raised": type(e).__name__, "message": str(e)}
         print(json.dumps(result), flush=True)
 
 
-def outcomes(work: Path, names: list[str], mode: str, timeout: float = 60.0,
+def outcomes(work: Path, names: list[str], timeout: float = 120.0,
              ) -> dict[str, dict[str, object]]:
-    """Open each case of ``names`` (made in ``work``) in a child process; per case, what it
-    raised, or ``{"died": signal}`` / ``{"hung": True}`` (the process then starts over with
-    the cases left)."""
+    """Open each case of ``names`` (``MODE:NAME``, made in ``work``) in a child process; per
+    case, what it raised, or ``{"died": signal}`` / ``{"hung": True}`` (the process then
+    starts over with the cases left; ``timeout`` bounds each process)."""
     found: dict[str, dict[str, object]] = {}
     left = list(names)
     while left:
-        child = subprocess.Popen([sys.executable, "-m", "tests.interop.hostile_assets", mode,
+        child = subprocess.Popen([sys.executable, "-m", "tests.interop.hostile_assets",
                                   str(work), *left], cwd=ROOT, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
@@ -206,12 +207,11 @@ def outcomes(work: Path, names: list[str], mode: str, timeout: float = 60.0,
             if "started" not in record:
                 found[current] = record
         if current is None or current in found:  # died before or between cases
-            found.update({n: {"died": child.returncode, "stderr": err[-2000:]} for n in left
-                          if n not in found})
+            found.update({n: {"died": abs(child.returncode), "stderr": err[-2000:]}
+                          for n in left if n not in found})
             break
         found[current] = ({"hung": True} if hung else
-                          {"died": -child.returncode if child.returncode < 0
-                           else child.returncode, "stderr": err[-2000:]})
+                          {"died": abs(child.returncode), "stderr": err[-2000:]})
         left = [n for n in left if n not in found]
     return found
 

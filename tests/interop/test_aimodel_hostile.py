@@ -38,38 +38,50 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-def _assert_clear(found: dict[str, dict[str, object]],
+# the in-process abort of a forged asset last: that process dies (the others then run on)
+ABORT = "load:truncated-rehashed"
+
+
+@pytest.fixture(scope="module")
+def found(cases: Path) -> dict[str, dict[str, object]]:
+    """Every case opened in child processes (one, until one dies or hangs), by MODE:NAME."""
+    return hostile.outcomes(cases, [*(f"load:{n}" for n in hostile.CASES),
+                                    *(f"isolated:{n}" for n in hostile.FORGED), ABORT])
+
+
+def _assert_clear(found: dict[str, dict[str, object]], mode: str,
                   expected: dict[str, tuple[str, object, str, str]]) -> None:
     bad = {}
     for name, (_, _, kind, pattern) in expected.items():
-        got = found[name]
+        got = found[f"{mode}:{name}"]
         if got.get("raised") != kind or not re.search(pattern, str(got.get("message"))):
             bad[name] = got
     assert not bad, json.dumps(bad, indent=1)
 
 
-def test_damaged_assets_are_clear_errors_in_process(cases: Path) -> None:
-    found = hostile.outcomes(cases, list(hostile.CASES), "load")
-    _assert_clear(found, hostile.CASES)
+def test_damaged_assets_are_clear_errors_in_process(found: dict[str, dict[str, object]]) -> None:
+    _assert_clear(found, "load", hostile.CASES)
     for name in hostile.CASES:  # every message names the asset's file
-        assert f"{name}.aimodel/" in str(found[name]["message"]), name
+        assert f"{name}.aimodel/" in str(found[f"load:{name}"]["message"]), name
 
 
-def test_forged_assets_are_clear_errors_when_isolated(cases: Path) -> None:
+def test_forged_assets_are_clear_errors_when_isolated(found: dict[str, dict[str, object]],
+                                                      ) -> None:
     """Damaged and re-hashed: Apple's parser aborts its (child) process; the error carries
     Apple's own message."""
-    found = hostile.outcomes(cases, list(hostile.FORGED), "isolated")
-    _assert_clear(found, hostile.FORGED)
+    _assert_clear(found, "isolated", hostile.FORGED)
     for name in hostile.FORGED:
-        assert "failed to parse bytecode" in str(found[name]["message"]), found[name]
+        got = found[f"isolated:{name}"]
+        assert "failed to parse bytecode" in str(got["message"]), got
 
 
-def test_an_abort_in_process_still_shows_apples_message(cases: Path) -> None:
+def test_an_abort_in_process_still_shows_apples_message(found: dict[str, dict[str, object]],
+                                                        ) -> None:
     """Without isolation a forged asset still ends the process (Apple aborts), but Apple's
     message reaches stderr (the load-announcement filter used to swallow it)."""
-    found = hostile.outcomes(cases, ["truncated-rehashed"], "load")["truncated-rehashed"]
-    assert found.get("died") == 6, found  # SIGABRT
-    assert "failed to parse bytecode" in str(found["stderr"]), found
+    got = found[ABORT]
+    assert got.get("died") == 6, got  # SIGABRT
+    assert "failed to parse bytecode" in str(got["stderr"]), got
 
 
 def test_verify_aimodel_is_isolated_by_default(cases: Path) -> None:

@@ -101,27 +101,32 @@ def test_an_exception_at_any_step_leaves_the_old_or_the_new_asset(
         assert os.listdir(path.parent) == ["m.aimodel"]
 
 
-@pytest.mark.parametrize("writer", WRITERS)
-@pytest.mark.parametrize("over_old", [True, False], ids=["over-old", "fresh"])
 def test_a_kill_at_any_step_leaves_the_old_or_the_new_asset(
-        tmp_path: Path, reference: dict[str, bytes], writer: str, over_old: bool) -> None:
-    steps = steps_of(writer, tmp_path / "count", over_old)
-    switch = steps.index("replace")
-    paths = [tmp_path / f"at{at}" / "m.aimodel" for at in range(len(steps) + 1)]
-    for path in paths:
-        path.parent.mkdir()
-        if over_old:
-            write(writer, "a", path)
-    run = subprocess.run([sys.executable, "-m", "tests.interop.export_faults", writer, "b",
-                          *map(str, paths)], cwd=ROOT, timeout=600, capture_output=True,
-                         text=True, check=True)
-    assert json.loads(run.stdout) == [signal.SIGKILL] * len(steps) + [0]
-    for at, path in enumerate(paths):
-        expected = "b" if at > switch else "a" if over_old else None
-        assert holds(path, reference) == expected, f"killed at step {at}"
-        write(writer, "c", path)  # the next export removes what the killed one left
+        tmp_path: Path, reference: dict[str, bytes]) -> None:
+    """Both writers, fresh and over an old asset, killed before each step in turn (and once
+    not at all); one process forks the exports, so the imports are paid once."""
+    runs, checks = [], []
+    for writer in WRITERS:
+        for over_old in (True, False):
+            steps = steps_of(writer, tmp_path / f"count-{writer}-{over_old}", over_old)
+            switch = steps.index("replace")
+            for at in range(len(steps) + 1):
+                path = tmp_path / f"{writer}-{over_old}-at{at}" / "m.aimodel"
+                path.parent.mkdir()
+                if over_old:
+                    write(writer, "a", path)
+                runs.append(f"{writer}:{at}:{path}")
+                expected = "b" if at > switch else "a" if over_old else None
+                checks.append((path, expected, at == len(steps)))
+    run = subprocess.run([sys.executable, "-m", "tests.interop.export_faults", "b", *runs],
+                         cwd=ROOT, timeout=900, capture_output=True, text=True, check=True)
+    statuses = json.loads(run.stdout)
+    for (path, expected, completes), status, name in zip(checks, statuses, runs, strict=True):
+        assert status == (0 if completes else signal.SIGKILL), name
+        assert holds(path, reference) == expected, f"killed: {name}"
+        write("export_aimodel", "c", path)  # the next export removes what the killed one left
         assert holds(path, reference) == "c"
-        assert os.listdir(path.parent) == ["m.aimodel"], f"killed at step {at}"
+        assert os.listdir(path.parent) == ["m.aimodel"], f"killed: {name}"
 
 
 def test_only_dead_exports_scratch_folders_are_removed(tmp_path: Path,
