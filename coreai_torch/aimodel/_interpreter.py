@@ -57,16 +57,17 @@ _KEPT_STDERR = 64 << 10  # the tail of a child's stderr an error message carries
 def without_load_announcements() -> Iterator[None]:
     """Runs the block with file descriptor 2 going through ``grep -v`` (a process of its
     own, so what Apple writes is passed on even if Apple then aborts this process), which
-    drops the interpreter's load announcements. Without grep, fd 2 is captured in a file
-    and written back after the block (then a message written right before an abort is
-    lost)."""
+    drops the interpreter's load announcements. Without grep, or when ``sys.stderr`` is not
+    fd 2 (a notebook shows ``sys.stderr``), fd 2 is captured in a file and what is kept is
+    written to ``sys.stderr`` after the block (then a message written right before an abort
+    is lost)."""
     grep = shutil.which("grep")
     with _STDERR_LOCK:
         sys.stderr.flush()
         saved = os.dup(2)
         try:
-            if grep is None:  # pragma: no cover - every POSIX system has grep
-                with _captured(saved):
+            if grep is None or not _stderr_is_fd2():
+                with _captured():
                     yield
                 return
             read, write = os.pipe()
@@ -91,20 +92,30 @@ def without_load_announcements() -> Iterator[None]:
             os.close(saved)
 
 
+def _stderr_is_fd2() -> bool:
+    try:
+        return sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
-def _captured(saved: int) -> Iterator[None]:  # pragma: no cover - without grep
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            sink.seek(0)
-            kept = [line for line in sink.read().splitlines(keepends=True)
-                    if not LOAD_ANNOUNCEMENT.match(line.rstrip(b"\n"))]
-            if kept:
-                os.write(saved, b"".join(kept))
+def _captured() -> Iterator[None]:
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                sink.seek(0)
+                kept = [line for line in sink.read().splitlines(keepends=True)
+                        if not LOAD_ANNOUNCEMENT.match(line.rstrip(b"\n"))]
+                if kept:
+                    sys.stderr.write(b"".join(kept).decode(errors="replace"))
+    finally:
+        os.close(saved)
 
 
 def _adapter() -> Any:
@@ -264,7 +275,7 @@ class ChildInterpreter:
         self._error = error
         self._stderr = bytearray()
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-s", str(Path(__file__).resolve()), str(path)],
+            [sys.executable, str(Path(__file__).resolve()), str(path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._drain = threading.Thread(target=self._pass_on, args=(self._proc.stderr,),
                                        daemon=True)
