@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from coreai_core import durable_fs as fs
 from coreai_torch.aimodel import _apple
 from coreai_torch.aimodel import export as export_module
 from coreai_torch.aimodel._checks import check_asset
@@ -226,18 +225,3 @@ def test_a_full_disk_is_an_exception_on_a_real_filesystem(tmp_path: Path) -> Non
         assert os.listdir(disk) == []
     finally:
         subprocess.run(["umount", str(disk)], check=False)
-
-
-def test_replace_swaps_folders_and_files_atomically(tmp_path: Path) -> None:
-    """durable_fs.replace, the one atomic replace: a file over a file, a folder onto a
-    missing path, a folder over a folder (the old one returned, to be removed)."""
-    (tmp_path / "new.txt").write_text("new")
-    (tmp_path / "old.txt").write_text("old")
-    assert fs.replace(tmp_path / "new.txt", tmp_path / "old.txt") is None
-    assert (tmp_path / "old.txt").read_text() == "new" and not (tmp_path / "new.txt").exists()
-    for name, text in (("a", "1"), ("b", "2")):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "f").write_text(text)
-    assert fs.replace(tmp_path / "a", tmp_path / "c") is None
-    assert fs.replace(tmp_path / "b", tmp_path / "c") == tmp_path / "b"
-    assert (tmp_path / "c" / "f").read_text() == "2" and (tmp_path / "b" / "f").read_text() == "1"
