@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from coreai_core import _durable_fs as fs
+from coreai_core import durable_fs as fs
 from coreai_core._artifact_read import (
     FORMAT,
     FORMAT_VERSION,

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import logging
-import os
-import secrets
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from coreai_core import DType, Graph, Program
+from coreai_core.durable_fs import replacing
 from coreai_core.runtime import input_type_problems
 
 
@@ -250,23 +249,6 @@ def storable(a: np.ndarray) -> np.ndarray:
     """``a``, widened to a type ``.npz`` can hold when numpy lacks its own (e.g. bfloat16)."""
     widen = next((np.dtype(w) for d, w in _STORAGE.items() if a.dtype == d.numpy), None)
     return a if widen is None else a.astype(widen)
-
-
-@contextlib.contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """A fresh temporary path next to ``path`` that becomes ``path`` when the block succeeds
-    (atomically: ``path`` holds its old content or the complete new file) and is removed
-    when it fails or is interrupted."""
-    # a fresh name rather than mkstemp (which makes the file private), so the result gets the
-    # permissions the user's umask gives
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -14,22 +14,28 @@ the exporter is tested with; ``pyproject.toml`` bounds the ``coreai-core`` requi
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
+import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
-from coreai_torch.errors import MissingExtraError
-
 try:
     import coreai.authoring as ca
 except ImportError as e:
+    # imported here: the isolated interpreter's child process imports this file alone (see
+    # _interpreter.py), without coreai_torch and torch
+    from coreai_torch.errors import MissingExtraError
+
     raise MissingExtraError(
         "exporting to .aimodel needs Apple's Core AI Python package (coreai-core), which is "
         "not installed: pip install 'coreai-torch[coreai]'") from e
 
 import coreai._compiler.dialects.coreai.control_flow_ops as raw_control_flow
+import coreai.authoring.asset as _asset_writer
 import coreai.runtime as apple_runtime  # the interpreter: AIModel, IntermediateLogger, Profiler
 from coreai._compiler import ir as raw_ir
 from coreai._compiler._mlir_libs._coreaiIR._bindings.mlir.dialects.coreai import (
@@ -43,7 +49,7 @@ from coreai.runtime import NDArray
 __all__ = [
     "TESTED_VERSIONS", "NDArray", "RawConstantOp", "apple_runtime", "ca", "constant", "from_raw",
     "installed_version", "raw_control_flow", "raw_coreai", "raw_elements_attr", "raw_ir",
-    "read_custom_metadata", "to_raw", "write_custom_metadata",
+    "read_custom_metadata", "save_program_asset", "to_raw", "write_custom_metadata",
 ]
 
 # coreai-core releases the exporter and the interpreter runs are tested with
@@ -73,6 +79,60 @@ def read_custom_metadata(path: Path, key: str) -> Any:
     # the stub calls it custom_metadata; 1.0.0b3 has creator_defined_metadata
     found = metadata.creator_defined_metadata.get(key)
     return None if found is None else json.loads(found)
+
+
+# the bytecode writer is swapped for the duration of one save: one save at a time
+_SAVE_LOCK = threading.Lock()
+_COPY_CHUNK = 1 << 24
+
+
+def save_program_asset(module: Any, path: Path, *, through_memory: bool) -> None:
+    """Apple's ``AIProgram(module).save_asset(path)``; with ``through_memory`` (on Linux) the
+    bytecode is serialized into an anonymous in-memory file, then copied to ``path`` by
+    Python. Apple's writer writes the bytecode from native code, and a failed write (a full
+    disk) makes LLVM end the process ("LLVM ERROR: IO failure"); copied by Python it is an
+    ``OSError``, which Apple's ``save_asset`` turns into a ``RuntimeError`` after removing
+    what it wrote. The cost is memory: the asset's bytecode is held once more while it is
+    written."""
+    if not through_memory or not hasattr(os, "memfd_create") \
+            or not os.path.isdir("/proc/self/fd"):
+        ca.AIProgram(module).save_asset(path)
+        return
+    real = _asset_writer._serialize_module_to_bytecode
+
+    def via_memory(mlir_module: Any, target: Path, dialect_version: int) -> None:
+        fd = os.memfd_create("coreai-torch-bytecode")
+        try:
+            real(mlir_module, Path(f"/proc/self/fd/{fd}"), dialect_version)
+            _copy_out(fd, target)
+        finally:
+            os.close(fd)
+
+    with _SAVE_LOCK:
+        setattr(_asset_writer, "_serialize_module_to_bytecode", via_memory)  # noqa: B010
+        try:
+            ca.AIProgram(module).save_asset(path)
+        finally:
+            setattr(_asset_writer, "_serialize_module_to_bytecode", real)  # noqa: B010
+
+
+def _copy_out(source: int, target: Path) -> None:
+    size = os.fstat(source).st_size
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done = 0
+        while done < size:
+            chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+            done += len(chunk)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.ftruncate(out, 0)  # give the space back at once
+        raise
+    finally:
+        os.close(out)
 
 
 def to_raw(value: Any) -> Any:

@@ -6,18 +6,26 @@ handles, read at its start and written at its end (``_state.py``). An ``invoke``
 becomes an invoke of a Core AI composite function (``_composites.py``). An op that cannot be
 exported exactly is recorded (with a placeholder standing in for its results so that the walk goes
 on and finds every other one); if anything was recorded, one
-:class:`~coreai_torch.errors.UnexportableOpsError` lists it all and nothing is written. The asset is
-staged next to ``path`` and renamed into place, so ``path`` never holds a partial asset (an existing
-one is renamed aside first, then removed).
+:class:`~coreai_torch.errors.UnexportableOpsError` lists it all and nothing is written.
+
+Writing is atomic and durable (``_write_asset``): the asset is staged in a scratch folder next to
+``path`` (``.<name>.export-<16 hex digits>``, locked by its writer), fsynced, then swapped with
+the old asset in one step (:func:`coreai_core.durable_fs.replace`), so ``path`` holds the complete
+old or the complete new asset at every instant. A scratch folder no live export holds is what a
+crash left, and the next export to the same path removes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
 import keyword
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +34,8 @@ from typing import Annotated, Any, overload
 import numpy as np
 
 from coreai_core import Graph, Operation, Program, TensorType, Value
-from coreai_torch.aimodel._apple import ca, constant, write_custom_metadata
+from coreai_core import durable_fs as fs
+from coreai_torch.aimodel._apple import ca, constant, save_program_asset, write_custom_metadata
 from coreai_torch.aimodel._composites import CompositeFunctions
 from coreai_torch.aimodel._constants import apple_constant
 from coreai_torch.aimodel._context import (
@@ -291,11 +300,143 @@ def build_module(program: Program, entrypoints: Sequence[str] | None = None) -> 
     return module
 
 
-def _replace_atomically(staged: Path, path: Path, scratch: Path) -> None:
-    if path.exists():
-        old = scratch / "previous.aimodel"
-        os.replace(path, old)
-    os.replace(staged, path)
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: leftovers are not recognised
+    fcntl = None  # type: ignore[assignment]
+
+# room a save needs beyond the weights' bytes before it writes straight to the disk
+_MARGIN = 256 << 20
+
+
+def _scratch_name(target: Path) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(target.name)}\.export-[0-9a-f]{{16}}")
+
+
+# what an export before this layout staged in: tempfile.mkdtemp(prefix=".<name>.") holding
+# <name> (the new asset) and/or previous.aimodel (the old one, renamed aside)
+_APPLE_FILES = frozenset({"main.mlirb", "main.hash", "metadata.json"})
+
+
+def _is_old_scratch(target: Path, name: str) -> bool:
+    if not re.fullmatch(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}", name):
+        return False
+    folder = target.parent / name
+    try:
+        entries = os.listdir(folder)
+        return stat.S_ISDIR(os.lstat(folder).st_mode) and all(
+            entry in (target.name, "previous.aimodel")
+            and stat.S_ISDIR(os.lstat(folder / entry).st_mode)
+            and all(f in _APPLE_FILES and stat.S_ISREG(os.lstat(folder / entry / f).st_mode)
+                    for f in os.listdir(folder / entry))
+            for entry in entries)
+    except OSError:
+        return False
+
+
+def _try_lock(folder: Path) -> int | None:
+    """An fd holding an exclusive lock on ``folder``, or None if another process holds it."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    if fcntl is None:  # pragma: no cover
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Remove the scratch folders of exports to ``target`` that died (by their exact name
+    pattern, and only when no live export holds their lock), and those an earlier release
+    left (by their name and exactly the asset folders it wrote in them); failures are
+    ignored."""
+    pattern = _scratch_name(target)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(target.parent):
+            folder = target.parent / name
+            if _is_old_scratch(target, name):  # left by an export of an earlier release
+                with contextlib.suppress(OSError):
+                    fs.remove_tree(folder)
+                continue
+            if not pattern.fullmatch(name) or not stat.S_ISDIR(os.lstat(folder).st_mode):
+                continue
+            with contextlib.suppress(OSError):
+                fd = _try_lock(folder)
+                if fd is not None:
+                    try:
+                        fs.remove_tree(folder)
+                    finally:
+                        os.close(fd)
+
+
+def _through_memory(program: Program, folder: Path) -> bool:
+    """Whether to serialize through memory (see ``save_program_asset``): when the disk's
+    free space is not well above what the weights need."""
+    need = sum((t.numel or 0) * t.element_type.itemsize for t in program.weight_types.values())
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return True
+    return free < 2 * need + _MARGIN
+
+
+def _check_target(target: Path) -> None:
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise AimodelExportError(f"{target} is a symlink; not exporting through it (export "
+                                 "to the path it points to)")
+    if not ca.AIModelAsset.is_valid(target):
+        raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
+                                 "overwriting it")
+
+
+def _swap_in(staged: Path, target: Path, scratch: Path) -> None:
+    """Make ``target`` the staged asset in one atomic step (the old one, if any, ends in
+    ``scratch``). On a filesystem that cannot swap two folders atomically (some network
+    filesystems), the old asset is renamed aside first: the one case with a moment where
+    ``target`` is missing."""
+    try:
+        fs.replace(staged, target)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP) \
+                or not os.path.isdir(target):
+            raise
+        fs.replace(target, scratch / "previous.aimodel")
+        fs.replace(staged, target)
+
+
+def _write_asset(program: Program, module: Any, target: Path, dims: dict[str, Any]) -> None:
+    """Stage, fsync and swap in the asset (see the module docstring)."""
+    _remove_leftovers(target)
+    scratch = target.parent / f".{target.name}.export-{secrets.token_hex(8)}"
+    fs.make_dir(scratch)
+    lock = _try_lock(scratch)
+    try:
+        staged = scratch / target.name
+        try:
+            save_program_asset(module, staged,
+                               through_memory=_through_memory(program, target.parent))
+            if dims:
+                write_custom_metadata(staged, DIMS_KEY, dims)
+            fs.fsync_tree(staged)
+        except (OSError, RuntimeError) as e:
+            cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
+            reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+            free = shutil.disk_usage(target.parent).free
+            raise AimodelExportError(
+                f"cannot write {target}: {reason} ({free} bytes free on its disk); nothing "
+                "was replaced, and the partial copy was removed") from e
+        _swap_in(staged, target, scratch)
+    finally:
+        with contextlib.suppress(OSError):
+            fs.remove_tree(scratch)
+        if lock is not None:
+            os.close(lock)
 
 
 def export_aimodel(program: Program, path: str | os.PathLike[str], *,
@@ -317,26 +458,19 @@ def export_aimodel(program: Program, path: str | os.PathLike[str], *,
     int32 and float32 (constants are checked to fit; inputs and state must fit at run time).
     A dynamic dimension becomes Core AI's dynamic dimension; its name and bounds are kept in
     the asset's metadata and checked by :func:`load_aimodel`'s ``run``.
-    The asset is staged next to ``path`` and renamed into place, so ``path`` never holds a
-    partial asset; an existing ``.aimodel`` there is replaced, any other existing file is left
-    alone and an error raised. Returns the path written.
+    Writing is atomic and durable: ``path`` holds the complete old or the complete new asset at
+    every instant, also if the export fails or the process is killed, and the files are
+    fsynced. An existing ``.aimodel`` there is replaced; any other existing file (or a
+    symlink) is left alone and an error raised. A write that fails (a full disk) raises
+    :class:`~coreai_torch.errors.AimodelExportError` and leaves nothing behind. Returns the
+    path written.
     """
     target = Path(path)
     if target.suffix != ".aimodel":
         raise AimodelExportError(f"{target}: an .aimodel path must end in '.aimodel'")
-    if target.exists() and not ca.AIModelAsset.is_valid(target):
-        raise AimodelExportError(f"{target} exists and is not an .aimodel asset; not "
-                                 "overwriting it")
+    _check_target(target)
     module = build_module(program, entrypoints)
     target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        staged = scratch / target.name
-        ca.AIProgram(module).save_asset(staged)
-        dims = dims_metadata([program.graphs[n] for n in _entrypoints(program, entrypoints)])
-        if dims:
-            write_custom_metadata(staged, DIMS_KEY, dims)
-        _replace_atomically(staged, target, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    dims = dims_metadata([program.graphs[n] for n in _entrypoints(program, entrypoints)])
+    _write_asset(program, module, target, dims)
     return target

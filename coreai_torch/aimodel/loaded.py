@@ -1,71 +1,53 @@
 """An ``.aimodel`` loaded once on Apple's bundled Core AI interpreter, run step after step.
 
-Apple's runtime is asynchronous: an asset is loaded inside an ``async with`` block and its
-functions are awaited. :class:`LoadedAimodel` keeps that block open on an event loop of its
-own, run in the calling thread (Apple's runtime driven from another thread aborts the process
-at exit now and then), so plain synchronous calls reuse the loaded model; inside a running
-event loop (a notebook) a call runs that loop on a worker thread. A call at other input
-sizes than the last loads the asset afresh (coreai-core 1.0.0b3 aborts the process now and
-then when a loaded model runs at several sizes). The interpreter announces every function it
-loads on the process's stderr (from native code, below Python's ``sys.stderr``); those
-announcements are dropped and anything else it writes is passed on.
+Before Apple's loader sees an asset, :func:`~coreai_torch.aimodel._checks.check_asset` checks
+every file of it (only folders and regular files, within size bounds, ``main.mlirb`` matching
+the digest in ``main.hash``, valid metadata), so a damaged or tampered asset raises
+:class:`AimodelAssetError` naming the file instead of taking the process down. The
+interpreter runs in this process (:mod:`._interpreter`), or with ``isolated=True`` in a child
+process, where an abort or crash of Apple's becomes an :class:`AimodelInterpreterError`
+carrying Apple's own message. The interpreter's announcement of each function it loads is
+dropped from stderr; anything else it writes is passed on as it comes.
+
+A :class:`LoadedAimodel` may be shared by threads: its calls are serialized by a lock of its
+own (Apple's runtime runs one call at a time on the asset's event loop).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import difflib
 import os
-import re
-import sys
-import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import numpy as np
 
 from coreai_core import Dim, DType, RuntimeInputError, TensorType
 from coreai_core.runtime import input_type_problems, to_array
-from coreai_torch.aimodel._apple import NDArray, ca, read_custom_metadata
+from coreai_torch.aimodel._apple import ca
+from coreai_torch.aimodel._checks import (
+    AimodelAssetError,
+    AimodelEntrypointError,
+    AimodelInterpreterError,
+    check_asset,
+)
 from coreai_torch.aimodel._context import NARROWED
 from coreai_torch.aimodel._dims import KEY as DIMS_KEY
-from coreai_torch.aimodel._dims import declared_shapes
+from coreai_torch.aimodel._dims import Record, declared_shapes, parse_record
+from coreai_torch.aimodel._interpreter import (
+    ChildInterpreter,
+    LocalInterpreter,
+    without_load_announcements,
+)
 
 __all__ = ["LoadedAimodel", "load_aimodel", "narrow_input", "run_aimodel"]
 
-T = TypeVar("T")
-
-# The line Apple's interpreter writes to stderr for each function it loads.
-_LOAD_ANNOUNCEMENT = re.compile(rb"^ODIE \[[^\]]*\]: Loading function '[^']*'\r?$")
-# fd 2 is the process's: one redirection at a time
-_STDERR_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _without_load_announcements() -> Iterator[None]:
-    """Runs the block with file descriptor 2 captured, then writes what was captured back
-    to stderr without the interpreter's load announcements."""
-    with _STDERR_LOCK, tempfile.TemporaryFile() as sink:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            kept = [line for line in sink.read().splitlines(keepends=True)
-                    if not _LOAD_ANNOUNCEMENT.match(line.rstrip(b"\n"))]
-            if kept:
-                sys.stderr.write(b"".join(kept).decode(errors="replace"))
+# the name tests/interop/test_aimodel_loaded.py knows the stderr filter by
+_without_load_announcements = without_load_announcements
 
 
 def narrow_input(name: str, array: np.ndarray, kind: str = "input") -> np.ndarray:
@@ -95,19 +77,20 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else array.copy(order="C")
 
 
-def _declared(describe: Callable[[str], Any], names: list[str],
+def _declared(declared: Mapping[str, tuple[tuple[int, ...], str]],
               recorded: Mapping[str, tuple[int | Dim, ...]]) -> dict[str, TensorType]:
-    """The types an Apple function descriptor declares for ``names``, with the dynamic
-    dimensions' names and bounds the exporter ``recorded`` (see ``_dims.py``); a dynamic
-    dimension without a record (Apple reports a negative size) is a symbol of its own."""
+    """The types Apple's function descriptor ``declared`` (a dynamic size is negative), with
+    the dynamic dimensions' names and bounds the exporter ``recorded`` (see ``_dims.py``). A
+    size Apple declares static wins over the record; a dynamic one without a recorded name
+    is a symbol of its own."""
     out = {}
-    for n in names:
-        d = describe(n)
-        shape = recorded.get(n)
-        if shape is None or len(shape) != len(d.shape):
-            shape = tuple(Dim(f"{n} axis {axis}") if s is None or s < 0 else int(s)
-                          for axis, s in enumerate(d.shape))
-        out[n] = TensorType(shape, d.dtype)
+    for n, (shape, dtype) in declared.items():
+        found = recorded.get(n)
+        record: Sequence[int | Dim | None] = (
+            found if found is not None and len(found) == len(shape) else (None,) * len(shape))
+        out[n] = TensorType(tuple(
+            s if s >= 0 else r if isinstance(r, Dim) else Dim(f"{n} axis {axis}")
+            for axis, (s, r) in enumerate(zip(shape, record, strict=True))), dtype)
     return out
 
 
@@ -142,14 +125,25 @@ def _bind(kind: str, types: Mapping[str, TensorType], given: Mapping[str, np.nda
 
 @attrs.define
 class _Function:
-    """A loaded function and its signature (read once); ``shapes``: the input shapes of its
-    last call."""
+    """A function's signature (read once)."""
 
-    call: Any
     inputs: dict[str, TensorType]
     outputs: list[str]
     state: dict[str, TensorType]
-    shapes: tuple[tuple[int, ...], ...] | None = None
+
+
+def _dims_record(path: Path, metadata: Mapping[str, Any]) -> Record:
+    custom = metadata.get("creatorDefinedMetadata", {})
+    text = custom.get(DIMS_KEY) if isinstance(custom, dict) else None
+    if text is None:
+        return {}
+    try:
+        return parse_record(text)
+    except ValueError as e:
+        raise AimodelAssetError(
+            f"{path}/metadata.json: the {DIMS_KEY} record (the names and bounds of the "
+            f"dynamic dimensions export_aimodel wrote) is malformed: {e}; export the asset "
+            "again, or remove the record to run with Apple's own declared shapes") from None
 
 
 class LoadedAimodel:
@@ -157,66 +151,35 @@ class LoadedAimodel:
 
     A context manager: leaving the ``with`` block (or :meth:`close`) releases the model.
     ``state`` is the state it holds for calls without ``state=`` (like ``Program.state``).
+    ``isolated`` says whether the interpreter runs in a child process. Safe to share between
+    threads: calls are serialized.
     """
 
-    def __init__(self, path: Path, state: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, path: Path, state: Mapping[str, Any] | None = None, *,
+                 isolated: bool = False, metadata: Mapping[str, Any] | None = None) -> None:
         self.path = path
+        self.isolated = isolated
         self._initial = {k: to_array(v).copy() for k, v in (state or {}).items()}
         self.state: dict[str, np.ndarray] = {k: v.copy() for k, v in self._initial.items()}
         self._functions: dict[str, _Function] = {}
-        self._dims = read_custom_metadata(path, DIMS_KEY) or {}
-        self.function_names: list[str] = []
-        self._loop = asyncio.new_event_loop()
-        self._executable: Any = None
-        self._model: Any = None
-        try:
-            with _without_load_announcements():
-                self._model = self._await(self._open())
-        except BaseException:
-            self._stop_loop()
-            raise
-
-    async def _open(self) -> Any:
-        self._executable = ca.AIModelAsset.load(self.path).executable(
-            specialization_options=None)
-        model = await self._executable.__aenter__()
-        self.function_names = list(model.function_names)
-        return model
-
-    def _await(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Runs ``coro`` on the asset's own event loop, in this thread; inside a running
-        loop (a notebook) on a worker thread (the asset's loop runs one call at a time)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return self._loop.run_until_complete(coro)
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(self._loop.run_until_complete, coro).result()
-
-    def _stop_loop(self) -> None:
-        self._loop.close()
+        self._dims = _dims_record(path, check_asset(path) if metadata is None else metadata)
+        self._lock = threading.RLock()
+        self._interpreter: LocalInterpreter | ChildInterpreter | None = (
+            ChildInterpreter(path, AimodelInterpreterError) if isolated
+            else LocalInterpreter(path))
+        self.function_names: list[str] = list(self._interpreter.function_names)
 
     @property
     def closed(self) -> bool:
-        return self._model is None
+        return self._interpreter is None
 
     def close(self) -> None:
         """Release the loaded model (idempotent)."""
-        if self._model is None:
-            return
-        try:
-            self._await(self._release())
-        finally:
-            self._stop_loop()
-
-    async def _release(self) -> None:
-        # in the order Apple's own ``async with`` block has: the model is released while its
-        # functions are alive, then they go
-        executable, functions = self._executable, list(self._functions.values())
-        self._model, self._executable = None, None
-        self._functions.clear()
-        await executable.__aexit__(None, None, None)
-        del functions
+        with self._lock:
+            interpreter, self._interpreter = self._interpreter, None
+            self._functions.clear()
+            if interpreter is not None:
+                interpreter.close()
 
     def __enter__(self) -> LoadedAimodel:
         return self
@@ -231,35 +194,37 @@ class LoadedAimodel:
 
     def reset_state(self) -> None:
         """Restore the held state to the values given to :func:`load_aimodel`."""
-        self.state = {k: v.copy() for k, v in self._initial.items()}
+        with self._lock:
+            self.state = {k: v.copy() for k, v in self._initial.items()}
+
+    def _live(self) -> LocalInterpreter | ChildInterpreter:
+        if self._interpreter is None:
+            raise ValueError(f"{self.path} was closed; load it again with load_aimodel")
+        return self._interpreter
 
     def _function(self, entrypoint: str) -> _Function:
-        if self._model is None:
-            raise ValueError(f"{self.path} was closed; load it again with load_aimodel")
-        fn = self._functions.get(entrypoint)
-        if fn is None:
-            if entrypoint not in self.function_names:
-                raise KeyError(f"{self.path} has no function {entrypoint!r}; it has "
-                               f"{self.function_names}")
-            with _without_load_announcements():
-                fn = self._functions[entrypoint] = self._await(self._load(entrypoint))
-        return fn
+        with self._lock:
+            interpreter = self._live()
+            fn = self._functions.get(entrypoint)
+            if fn is None:
+                if entrypoint not in self.function_names:
+                    raise AimodelEntrypointError(
+                        f"{self.path} has no function {entrypoint!r}; it has "
+                        f"{self.function_names} (pass one of them as entrypoint=)")
+                inputs, outputs, state = self._guarded(interpreter.signature, entrypoint)
+                fn = self._functions[entrypoint] = _Function(
+                    _declared(inputs, declared_shapes(self._dims, entrypoint, "input")),
+                    outputs, _declared(state, declared_shapes(self._dims, entrypoint, "state")))
+            return fn
 
-    async def _load(self, entrypoint: str) -> _Function:
-        call = self._model.load_function(entrypoint)
-        desc = call.desc
-        return _Function(
-            call,
-            _declared(desc.input_descriptor, list(desc.input_names),
-                      declared_shapes(self._dims, entrypoint, "input")),
-            list(desc.output_names),
-            _declared(desc.state_descriptor, list(desc.state_names),
-                      declared_shapes(self._dims, entrypoint, "state")))
-
-    def _reopen(self) -> None:
-        self._await(self._release())
-        with _without_load_announcements():
-            self._model = self._await(self._open())
+    def _guarded(self, step: Callable[..., Any], *args: Any) -> Any:
+        """``step(*args)``; when the child interpreter died the asset is closed."""
+        try:
+            return step(*args)
+        except AimodelInterpreterError:
+            if self._interpreter is not None and self._interpreter.closed:
+                self._interpreter, self._functions = None, {}
+            raise
 
     def input_names(self, entrypoint: str = "main") -> list[str]:
         """The inputs of ``entrypoint``, in order."""
@@ -291,6 +256,11 @@ class LoadedAimodel:
         if state is not None and not isinstance(state, MutableMapping):
             raise TypeError("state must be a mutable mapping (it is updated with the new "
                             f"state), got {type(state).__name__}")
+        with self._lock:
+            return self._run(inputs, entrypoint, state)
+
+    def _run(self, inputs: Mapping[str, Any] | Sequence[Any], entrypoint: str,
+             state: MutableMapping[str, Any] | None) -> dict[str, np.ndarray]:
         fn = self._function(entrypoint)
         if not isinstance(inputs, Mapping):
             if len(inputs) != len(fn.inputs):
@@ -315,35 +285,14 @@ class LoadedAimodel:
         if problems:
             raise RuntimeInputError(f"bad inputs for function {entrypoint!r} of {self.path} "
                                     "(nothing was run):\n  " + "\n  ".join(problems))
-        shapes = tuple(a.shape for a in feeds.values())
-        if fn.shapes is not None and shapes != fn.shapes:
-            # coreai-core 1.0.0b3 aborts the process now and then when one loaded model runs
-            # a function at other input sizes: the asset is loaded afresh for each new size
-            # (steps at one size reuse it)
-            self._reopen()
-            fn = self._function(entrypoint)
-        fn.shapes = shapes
-        outputs, new_state = self._await(self._call(fn, feeds, buffers))
+        outputs, new_state = self._guarded(self._live().run, entrypoint, feeds, buffers)
         for k, a in new_state.items():
             held[k] = a.astype(given[k].dtype, copy=False)
-        return outputs
-
-    async def _call(self, fn: _Function, feeds: dict[str, np.ndarray],
-                    state: dict[str, np.ndarray],
-                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        buffers = {k: NDArray(a) for k, a in state.items()}  # Apple updates these in place
-        out = await fn.call(inputs={k: NDArray(a) for k, a in feeds.items()}, state=buffers)
-        arrays = {}
-        for name in fn.outputs:
-            value = out[name]
-            if not isinstance(value, NDArray):
-                raise TypeError(f"{self.path}: output {name!r} is an image, not a tensor")
-            arrays[name] = np.array(value.numpy())  # a copy: the model's buffers are reused
-        return arrays, {k: np.array(b.numpy()) for k, b in buffers.items()}
+        return dict(outputs)
 
 
-def load_aimodel(path: str | os.PathLike[str], *,
-                 state: Mapping[str, Any] | None = None) -> LoadedAimodel:
+def load_aimodel(path: str | os.PathLike[str], *, state: Mapping[str, Any] | None = None,
+                 isolated: bool = False) -> LoadedAimodel:
     """Load the ``.aimodel`` at ``path`` on Apple's interpreter once, to run it many times.
 
     ``state`` (e.g. ``program.state``) is copied as the state the asset holds for calls of
@@ -352,22 +301,34 @@ def load_aimodel(path: str | os.PathLike[str], *,
         with load_aimodel("decoder.aimodel", state=program.state) as asset:
             for token in tokens:
                 logits = asset.run({"x": token})["logits"]
+
+    Every file of the asset is checked first (see the module docstring): a damaged one
+    raises :class:`~coreai_torch.aimodel.AimodelAssetError` naming it. With ``isolated``
+    the interpreter runs in a child process: an abort or crash inside Apple's interpreter
+    (e.g. on an asset damaged and re-hashed on purpose) raises
+    :class:`~coreai_torch.aimodel.AimodelInterpreterError` with Apple's message instead of
+    ending this process, at a cost per call (docs/coreai-interop.md gives it).
     """
     target = Path(path)
+    if not target.is_dir():
+        raise FileNotFoundError(f"{target} is not an .aimodel asset (write one with "
+                                "export_aimodel)")
+    metadata = check_asset(target)
     if not ca.AIModelAsset.is_valid(target):
         raise FileNotFoundError(f"{target} is not an .aimodel asset (write one with "
                                 "export_aimodel)")
-    return LoadedAimodel(target, state)
+    return LoadedAimodel(target, state, isolated=isolated, metadata=metadata)
 
 
 def run_aimodel(path: str | os.PathLike[str], inputs: Mapping[str, Any], *,
                 entrypoint: str = "main", state: MutableMapping[str, Any] | None = None,
-                ) -> dict[str, np.ndarray]:
+                isolated: bool = False) -> dict[str, np.ndarray]:
     """Load the ``.aimodel`` at ``path``, run ``entrypoint`` once and release it.
 
     ``inputs`` and ``state`` are :meth:`LoadedAimodel.run`'s, except that a function with
     state needs ``state=`` here (it is updated in place). To run many steps, load the asset
     once with :func:`load_aimodel`: loading takes most of the time of a small model's call.
+    ``isolated`` is :func:`load_aimodel`'s.
     """
-    with load_aimodel(path) as asset:
+    with load_aimodel(path, isolated=isolated) as asset:
         return asset.run(inputs, entrypoint=entrypoint, state=state)

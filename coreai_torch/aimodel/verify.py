@@ -48,12 +48,17 @@ def verify_aimodel(model_or_ep: torch.nn.Module | ExportedProgram,
                    program: Program | None = None,
                    state: MutableMapping[str, Any] | None = None,
                    rtol: float = 1e-3, atol: float = 1e-4,
-                   entrypoint: str = "main") -> AimodelVerifyReport:
+                   entrypoint: str = "main", isolated: bool = True) -> AimodelVerifyReport:
     """Run the ``.aimodel`` at ``path`` on Apple's interpreter and compare every output with
     torch eager (and, given the ``program`` it was exported from, with our runtime).
 
     ``path`` may also be an asset loaded with :func:`load_aimodel` (left open), so that a
     decode loop verifies each step without reloading.
+
+    A path is checked and loaded with ``isolated`` (default True: Apple's interpreter runs in
+    a child process, so an asset that makes it abort raises
+    :class:`~coreai_torch.aimodel.AimodelInterpreterError` with Apple's message instead of
+    ending this process; see :func:`load_aimodel`).
 
     ``inputs`` is what the model takes: a tensor, a sequence, or a mapping by input name.
     Tolerances are :func:`coreai_torch.verify`'s.
@@ -68,7 +73,7 @@ def verify_aimodel(model_or_ep: torch.nn.Module | ExportedProgram,
         state = {k: v.copy() for k, v in program.state.items()}
     before = {} if state is None else {k: to_array(v).copy() for k, v in state.items()}
     opened = (contextlib.nullcontext(path) if isinstance(path, LoadedAimodel)
-              else load_aimodel(path))
+              else load_aimodel(path, isolated=isolated))
     with opened as asset:
         if isinstance(inputs, Mapping):
             named = {k: to_array(v) for k, v in inputs.items()}

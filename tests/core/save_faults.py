@@ -1,6 +1,6 @@
 """Programs and fault injection for the atomic-save tests (tests/core/test_save_atomic.py).
 
-Every disk-changing step of a save goes through :mod:`coreai_core._durable_fs`;
+Every disk-changing step of a save goes through :mod:`coreai_core.durable_fs`;
 :func:`inject` replaces each such function with one that counts calls and, at a chosen call,
 raises or kills the process. Run as a script, this module saves program ``a``, ``b`` or ``c``
 with a kill at each step in turn, or in a loop (the concurrent-save test).
@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from coreai_core import Program, TensorType, WeightRef
-from coreai_core import _durable_fs as fs
+from coreai_core import durable_fs as fs
 from coreai_core.dialects import coreai
 
 # the disk-changing steps (locked_dir is made of make_dir and fsync_dir)
