@@ -216,7 +216,9 @@ def compile_for_interpreter(asset_path: str | Path, output_dir: str | Path) -> P
     """Compile the ``.aimodel`` at ``asset_path`` for Apple's interpreter, with debug info,
     into ``output_dir`` (what ``coreai.runtime.AIModel.load`` loads on Linux)."""
     from coreai_torch.aimodel._apple import ca
+    from coreai_torch.aimodel._checks import check_asset
 
+    check_asset(Path(asset_path))  # a damaged asset is an error here, never an abort in Apple's
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Apple's own route (AIModelAsset.executable) compiles like this into a temporary folder,
