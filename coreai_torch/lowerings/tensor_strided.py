@@ -11,34 +11,30 @@ to an element that holds it:
   ``offset_x + sum(j_k * stride_x_k)`` is element ``j`` of ``x`` (several elements of an
   overlapping view, such as an ``unfold`` or an ``expand``, hold the same position and the
   same value);
-- the positions read are looked up in ``x`` itself, and when ``x`` does not cover them all (a
-  slice read before its start), in the views it was made from, up to its base tensor;
-- the result is one ``gather`` of the flattened tensor with constant indices.
+- the positions read are looked up among those ``x`` holds, and the result is one ``gather``
+  of the flattened ``x`` with constant indices.
 
-Sizes, strides and offsets must be static. Reading storage that none of those tensors covers
-(beyond the base's end, or a gap of a slice's base that nothing holds) is refused by name.
+Sizes, strides and offsets must be static. A read of a storage position that ``x`` does not
+hold (before a slice's start, say) is refused by name: that element belongs to the tensor ``x``
+was viewed from, which a converted program does not keep (values have no storage); the error
+says to take ``as_strided`` of that base instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from coreai_core import Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import STATIC_WORKAROUND
+from coreai_torch.utils import arg_meta
 
 LOWERINGS = LoweringSet("tensor_strided")
 reg = LOWERINGS.register_torch_lowering
-
-# how far back through views of the same storage to look for the elements read
-_MAX_VIEW_DEPTH = 64
-
 
 def _static(values: Any, what: str) -> list[int]:
     try:
@@ -65,25 +61,6 @@ def _layout(val: torch.Tensor) -> tuple[list[int], list[int], int] | None:
         return None  # symbolic
 
 
-def _views_of_same_storage(node: torch.fx.Node) -> Iterator[torch.fx.Node]:
-    """``node``, then the FX nodes it was viewed from (sharing its storage), nearest first."""
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return
-    storage = StorageWeakRef(val.untyped_storage())
-    seen = {node}
-    todo = [node]
-    while todo and len(seen) <= _MAX_VIEW_DEPTH:
-        current = todo.pop(0)
-        yield current
-        for arg in current.all_input_nodes:
-            v = arg.meta.get("val")
-            if (arg not in seen and isinstance(v, torch.Tensor)
-                    and StorageWeakRef(v.untyped_storage()) == storage):
-                seen.add(arg)
-                todo.append(arg)
-
-
 def _lookup(read: np.ndarray, held: np.ndarray) -> np.ndarray | None:
     """Row-major indices into a tensor whose elements hold storage positions ``held`` of the
     positions ``read``; None when some position is not held."""
@@ -97,45 +74,35 @@ def _lookup(read: np.ndarray, held: np.ndarray) -> np.ndarray | None:
 
 
 @reg("aten::as_strided.default")
-def aten_as_strided_default(values_map: Any, node: torch.fx.Node, loc: Any) -> Value:
+def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[int | Value],
+                            storage_offset: int | Value | None = None) -> Value:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 
-    Exact for any strided input (see the module docstring): the positions read are gathered
-    from the input, or from the views it was made from, whichever holds them.
+    Exact for any strided input whose elements hold every storage position read (see the
+    module docstring): those positions are gathered from the input.
     """  # noqa: E501
-    source = node.args[0]
-    assert isinstance(source, torch.fx.Node)
-    size = _static(node.args[1], "size")
-    stride = _static(node.args[2], "stride")
-    offset_arg = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
-    val = source.meta.get("val")
+    sizes = _static(size, "size")
+    strides = _static(stride, "stride")
+    val = arg_meta("self")
     layout = _layout(val) if isinstance(val, torch.Tensor) else None
     if layout is None:
         raise NotImplementedError(f"as_strided needs static input sizes, strides and storage "
                                   f"offset, got {val!r}; {STATIC_WORKAROUND}")
-    offset = layout[2] if offset_arg is None else _static([offset_arg], "storage offset")[0]
-    read = storage_positions(size, stride, offset).reshape(-1)
-    tried = []
-    for view in _views_of_same_storage(source):
-        view_layout = _layout(view.meta["val"])
-        if view_layout is None or view.name not in values_map:
-            continue
-        shape, view_stride, view_offset = view_layout
-        held = storage_positions(shape, view_stride, view_offset)
-        index = _lookup(read, held) if read.size else np.zeros(0, np.int64)
-        if index is None:
-            tried.append(f"{view.name} (sizes {shape}, strides {view_stride}, offset "
-                         f"{view_offset})")
-            continue
-        x = values_map[view.name]
-        flat = coreai.reshape(x, [int(np.prod(shape, dtype=np.int64))], loc=loc)
-        gathered = coreai.gather(flat, coreai.constant(index.astype(np.int64), loc=loc),
-                                 axis=0, loc=loc)
-        return coreai.reshape(gathered, coreai.constant(np.asarray(size, np.int64), loc=loc),
-                              loc=loc)
-    span = f"[{int(read.min())}, {int(read.max())}]" if read.size else "[]"
-    raise NotImplementedError(
-        f"as_strided(size={size}, stride={stride}, storage_offset={offset}) reads storage "
-        f"positions {span} that no tensor it views holds; looked in {', '.join(tried)}. "
-        "Only storage that the input or the tensors it was viewed from cover can be read: "
-        "make the base tensor larger, or index it instead of striding past its end")
+    shape, view_stride, view_offset = layout
+    offset = view_offset if storage_offset is None else _static([storage_offset],
+                                                                "storage offset")[0]
+    read = storage_positions(sizes, strides, offset).reshape(-1)
+    held = storage_positions(shape, view_stride, view_offset)
+    index = _lookup(read, held) if read.size else np.zeros(0, np.int64)
+    if index is None:
+        missing = np.setdiff1d(read, held.reshape(-1))
+        raise NotImplementedError(
+            f"as_strided(size={sizes}, stride={strides}, storage_offset={offset}) of a view "
+            f"with sizes {shape}, strides {view_stride} and storage offset {view_offset} reads "
+            f"{missing.size} storage position(s) the view does not hold (first: "
+            f"{int(missing[0])}): they belong to the tensor it was viewed from, which a "
+            "converted program does not keep. Take as_strided of that base tensor instead "
+            "(with the view's offset added to storage_offset)")
+    flat = coreai.reshape(self, [int(np.prod(shape, dtype=np.int64))])
+    gathered = coreai.gather(flat, coreai.constant(index.astype(np.int64)), axis=0)
+    return coreai.reshape(gathered, coreai.constant(np.asarray(sizes, np.int64)))
