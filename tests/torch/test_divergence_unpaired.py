@@ -109,3 +109,20 @@ def test_fused_away_nodes_are_not_blamed() -> None:
     program.optimize()
     report = find_first_divergence(ep, program, (x,))
     assert report.first is None and report.nodes, str(report)
+
+
+def test_a_guess_no_diverging_value_confirms_is_dropped() -> None:
+    """A node whose value lost its name (as when a rewrite fuses it into its user) is paired
+    with its operand by guess; that guess fails (x is not x + 1) but relu(x + 1) and the
+    output are right, so no divergence is reported."""
+    class AddRelu(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x + 1.0)
+
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    ep = export(AddRelu(), (x,))
+    program = TorchConverter().add_exported_program(ep).to_coreai()
+    (added,) = [v for op in program.graphs["main"].ops for v in op.results if v.name == "add"]
+    added.name = None
+    report = find_first_divergence(ep, program, (x,))
+    assert report.first is None and [n.node for n in report.nodes] == ["relu"], str(report)
