@@ -174,7 +174,13 @@ def precision_report(program: Program, inputs: Mapping[str, Any] | Sequence[Any]
     """
     dtype = DType.of(precision)
     runtime = runtime or default_runtime()
-    given = [keep] if isinstance(keep, str) else list(keep or ())
+    _check_tolerance("rtol", rtol)
+    _check_tolerance("atol", atol)
+    given = _keep_entries(keep)
+    entrypoints = [n for n, g in program.graphs.items() if g.composite is None]
+    if entrypoint not in entrypoints:
+        raise KeyError(f"precision_report: the program has no entrypoint {entrypoint!r}; "
+                       f"its entrypoints are {entrypoints}")
     arrays = _input_arrays(program, inputs, entrypoint)
     ref_outputs, ref_values = runtime.run_collect(program, arrays, entrypoint,
                                                   state=_state(program), seed=seed)
@@ -201,6 +207,36 @@ def precision_report(program: Program, inputs: Mapping[str, Any] | Sequence[Any]
     first_bad = None if passed else _first_bad(figures, kept if keep_passes else set())
     return PrecisionReport(dtype.value, rtol, atol, passed, tuple(output_figures),
                            tuple(figures), first_bad, keep_set, keep_passes, check.runs)
+
+
+def _check_tolerance(name: str, value: Any) -> None:
+    """A tolerance is a finite real number >= 0: NaN would make every comparison pass."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"precision_report: {name} must be a number >= 0, got "
+                        f"{type(value).__name__} {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"precision_report: {name} must be a finite number >= 0 (the error "
+                         f"budget is atol + rtol * |float32|), got {value!r}")
+
+
+def _keep_entries(keep: Any) -> list[str]:
+    """``keep`` as a list of entries, each a non-empty string (what ``to_precision`` takes)."""
+    if keep is None:
+        return []
+    if isinstance(keep, str):
+        keep = [keep]
+    elif not isinstance(keep, Iterable):
+        raise TypeError(f"precision_report: keep must be a string or an iterable of strings, "
+                        f"got {type(keep).__name__} {keep!r}")
+    entries = list(keep)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not entry:
+            raise TypeError(
+                f"precision_report: keep entry {i} is {type(entry).__name__} {entry!r}; an "
+                "entry is a non-empty string: a result name as printed ('%12'), an op kind "
+                "('coreai.softmax'), a source location ('model.py:12') or a module path "
+                "('encoder.layers.0')")
+    return entries
 
 
 def _input_arrays(program: Program, inputs: Any, entrypoint: str) -> dict[str, np.ndarray]:
@@ -306,10 +342,11 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     w = np.asarray(want, np.float64)
     both_nan = np.isnan(g) & np.isnan(w)
     same_inf = np.isinf(g) & (g == w)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
         budget = atol + rtol * np.abs(np.where(np.isfinite(w), w, 0.0))
-        ratio = np.where(np.isnan(diff), np.inf, diff / budget)
+        # a zero budget (rtol = atol = 0) admits exact results only
+        ratio = np.where(np.isnan(diff), np.inf, np.where(diff == 0, 0.0, diff / budget))
     finite = np.isfinite(diff)
     abs_err = float(diff[finite].max()) if finite.any() else 0.0
     if not finite.all():

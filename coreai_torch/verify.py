@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -349,6 +350,15 @@ def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
                           ) -> DivergenceReport:
     """Compare every runtime intermediate that maps to an FX node with torch's value.
 
+    A node is paired with the runtime value that carries its name. A node whose lowering
+    returned a value it did not create (an operand, possibly by mistake: a dropped write
+    into a slice returns the tensor unchanged) carries no name of its own; it is paired with
+    the one of its operands' values that matches torch's result best. Such a pairing is a
+    guess (an optimized program may have fused the node away), so it is reported as a
+    divergence only when a value computed from it (a named intermediate or an output)
+    diverges too. Last, every user output is compared with torch's, so a wrong output is
+    always reported, even when no intermediate could be paired with the op that made it wrong.
+
     Composites are looked into: the comparison runs on a copy with every composite inlined, so
     a composite's result is compared like any op's and its inner values are recorded (named
     ``<call>/<inner>``). An externalized module's call is compared inside too: its own
@@ -356,27 +366,154 @@ def find_first_divergence(ep: ExportedProgram, program: Program, inputs: Any, *,
     """
     program = _inlined(program)
     expected = torch_intermediates(ep, inputs)
+    feeds = _inputs_for(program, inputs, entrypoint)
     state = {k: v.copy() for k, v in program.initial_state.items()}
-    _, record = run_graph_collect(program, _inputs_for(program, inputs, entrypoint),
-                                  entrypoint=entrypoint, state=state)
-    by_name: dict[str, tuple[Value, np.ndarray]] = {}
+    outputs, record = run_graph_collect(program, feeds, entrypoint=entrypoint, state=state)
+    by_name: dict[str, tuple[str, np.ndarray]] = {}
+    value_of: dict[str, Value] = {}
     for value, array in record.items():
         if value.name is not None and value.name not in by_name:
-            by_name[value.name] = (value, array)
+            by_name[value.name] = (_op_name(value), array)
+            value_of[value.name] = value
+    named = len(by_name)
     nodes = {n.name: n for n in ep.graph.nodes}
-    rows = []
-    for name, want in expected.items():
-        if name not in by_name:
-            continue
-        value, got = by_name[name]
+    computed = {name: _to_numpy(t) for name, t in expected.items()
+                if nodes.get(name.split("#")[0]) is None
+                or nodes[name.split("#")[0]].op == "call_function"}
+
+    def row(name: str, op: str, got: np.ndarray) -> NodeError:
         fx = nodes.get(name.split("#")[0])
-        cmp = compare(name, got, _to_numpy(want), rtol, atol)
-        rows.append(NodeError(
-            name, qualified_name(fx.target) if fx is not None else "?",
-            describe(fx) if fx is not None else None, value.owner.name if value.owner else "?",
-            cmp.max_abs, cmp.max_rel, cmp.passed))
-    return DivergenceReport(rows, rtol, atol, torch_values=len(expected),
-                            runtime_named=len(by_name))
+        cmp = compare(name, got, computed[name], rtol, atol)
+        return NodeError(name, qualified_name(fx.target) if fx is not None else "?",
+                         describe(fx) if fx is not None else None, op,
+                         cmp.max_abs, cmp.max_rel, cmp.passed)
+
+    if not any(name in by_name for name in computed):
+        # not converted from this exported program: nothing to pair by operands either
+        return DivergenceReport([], rtol, atol, torch_values=len(expected),
+                                runtime_named=named)
+    _bind_user_inputs(ep, program, entrypoint, feeds, by_name, value_of)
+    rows: list[NodeError] = []
+    guessed: set[int] = set()  # rows paired with an operand's value
+    for name in computed:
+        if name in by_name:
+            rows.append(row(name, *by_name[name]))
+            continue
+        fx = nodes.get(name.split("#")[0])
+        operands = [o for o in (_operand_names(fx) if fx is not None else [])
+                    if o in by_name and by_name[o][1].shape == computed[name].shape]
+        # the operand whose value the node's users read is the one its lowering returned
+        read = _read_by_users(fx, value_of) if fx is not None else set()
+        used = [o for o in operands if o in value_of and value_of[o] in read] or operands
+        best: NodeError | None = None
+        for operand in used:
+            candidate = row(name, f"(returned the value of its operand {operand!r})",
+                            by_name[operand][1])
+            if best is None or (candidate.passed, -candidate.max_abs) > (best.passed,
+                                                                         -best.max_abs):
+                best, got = candidate, by_name[operand][1]
+                if operand in value_of:
+                    value_of[name] = value_of[operand]
+        if best is not None:
+            guessed.add(len(rows))
+            rows.append(best)
+            by_name[name] = (best.op, got)
+    rows += _output_rows(ep, program, entrypoint, outputs, computed, rows, row)
+    return DivergenceReport(_confirmed(ep, rows, guessed), rtol, atol,
+                            torch_values=len(expected), runtime_named=named)
+
+
+def _confirmed(ep: ExportedProgram, rows: list[NodeError], guessed: set[int],
+               ) -> list[NodeError]:
+    """``rows`` without the failing guessed pairings that no failing paired value (or
+    output) is computed from."""
+    def node(r: NodeError) -> str:
+        return r.node.split("#")[0]
+
+    failed = {node(r) for i, r in enumerate(rows) if not r.passed and i not in guessed}
+    bad_below: dict[str, bool] = {}
+    for n in reversed(list(ep.graph.nodes)):
+        bad_below[n.name] = any(u.name in failed or bad_below.get(u.name, False)
+                                for u in n.users)
+    return [r for i, r in enumerate(rows) if r.passed or i not in guessed
+            or node(r) in failed or bad_below.get(node(r), False)]
+
+
+def _op_name(value: Value) -> str:
+    return value.owner.name if value.owner else "(a graph input)"
+
+
+def _bind_user_inputs(ep: ExportedProgram, program: Program, entrypoint: str,
+                      feeds: Mapping[str, np.ndarray],
+                      by_name: dict[str, tuple[str, np.ndarray]],
+                      value_of: dict[str, Value]) -> None:
+    """The program's inputs under their FX placeholders' names, in order."""
+    placeholders = [spec.arg.name for spec in ep.graph_signature.input_specs
+                    if spec.kind == InputKind.USER_INPUT and hasattr(spec.arg, "name")]
+    graph_inputs = list(program.graphs[entrypoint].inputs.values())
+    if len(placeholders) == len(feeds) == len(graph_inputs):
+        for placeholder, array, value in zip(placeholders, feeds.values(), graph_inputs,
+                                             strict=True):
+            if placeholder not in by_name:
+                by_name[placeholder] = ("(a graph input)", np.asarray(array))
+                value_of[placeholder] = value
+
+
+def _operand_names(fx: torch.fx.Node) -> list[str]:
+    """The names under which an FX node's operands' values are recorded (``node#i`` for an
+    item of a multi-result node)."""
+    if fx.op != "call_function":
+        return []
+    if fx.target is operator.getitem and isinstance(fx.args[0], torch.fx.Node):
+        return [f"{fx.args[0].name}#{fx.args[1]}"]
+    found: dict[str, None] = {}
+
+    def note(a: torch.fx.Node) -> torch.fx.Node:
+        found[a.name] = None
+        return a
+
+    torch.fx.node.map_arg((fx.args, fx.kwargs), note)
+    return list(found)
+
+
+def _read_by_users(fx: torch.fx.Node, value_of: Mapping[str, Value]) -> set[Value]:
+    """The named values that the lowerings of ``fx``'s users read: the operands of their
+    results' ops, followed back through the unnamed values each lowering made itself."""
+    read: set[Value] = set()
+    for user in fx.users:
+        result = value_of.get(user.name) or value_of.get(f"{user.name}#0")
+        todo = [result.owner] if result is not None and result.owner is not None else []
+        seen: set[int] = set()
+        while todo:
+            op = todo.pop()
+            if id(op) in seen or len(seen) > 64:
+                continue
+            seen.add(id(op))
+            for v in op.operands:
+                if v.name is not None:
+                    read.add(v)
+                elif v.owner is not None:
+                    todo.append(v.owner)
+    return read
+
+
+def _output_rows(ep: ExportedProgram, program: Program, entrypoint: str,
+                 outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],
+                 rows: list[NodeError], row: Any) -> list[NodeError]:
+    """A row for each user output that differs from torch's or was not compared yet."""
+    user = list(ep.graph_signature.user_outputs)
+    names = program.graphs[entrypoint].output_names
+    if len(user) != len(names):
+        return []
+    last = {r.node: r for r in rows}
+    out = []
+    for fx_name, out_name in zip(user, names, strict=True):
+        if not isinstance(fx_name, str) or fx_name not in expected or out_name not in outputs:
+            continue
+        r = row(fx_name, f"(the program's output {out_name!r})", np.asarray(outputs[out_name]))
+        if fx_name not in last or not r.passed:
+            out.append(r)
+    return out
 
 
 def find_first_bad_rewrite(program: Program, inputs: Any = None,

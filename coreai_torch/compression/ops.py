@@ -26,35 +26,22 @@ in the scale's dtype; float data is dequantized in float32 and cast once.
 
 from __future__ import annotations
 
-import re
-
 import torch
 from torch import Tensor
 
+from coreai_torch.compression import checks
+from coreai_torch.compression.checks import LUT_TYPES, int_range
+
 __all__ = [
-    "FP4_CODE_VALUES", "constexpr_blockwise_shift_scale", "dequantize", "int_range",
+    "FP4_CODE_VALUES", "LUT_TYPES", "check_dequantize", "check_quantize", "check_shift_scale",
+    "checked_params", "constexpr_blockwise_shift_scale", "dequantize", "int_range",
     "lut_to_dense", "quantize", "sparse_to_dense", "unpack_fp4",
 ]
 
 # float4_e2m1fn by code: sign bit 3, two exponent bits, one mantissa bit (OCP MX)
 FP4_CODE_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                    -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-LUT_TYPES = (torch.uint8, torch.int8, torch.float8_e5m2, torch.float8_e4m3fn, torch.bfloat16,
-             torch.float16, torch.float32)
-_INT_NAME = re.compile(r"(u?)int(\d+)")
-
-
-def _fail(op: str, message: str) -> ValueError:
-    return ValueError(f"coreai::{op}: {message}")
-
-
-def int_range(dtype: torch.dtype) -> tuple[int, int]:
-    """``(q_min, q_max)`` of an integer dtype, sub-byte ones (``torch.int4``, ...) included."""
-    m = _INT_NAME.fullmatch(str(dtype).removeprefix("torch."))
-    if m is None:
-        raise TypeError(f"{dtype} is not an integer dtype")
-    unsigned, bits = m.group(1) == "u", int(m.group(2))
-    return (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+_fail = checks.fail
 
 
 def _is_float_dtype(dtype: torch.dtype) -> bool:
@@ -75,12 +62,12 @@ def _blocks(param: Tensor, shape: torch.Size | list[int], op: str, what: str) ->
     return param
 
 
-def _checked_params(op: str, input: Tensor, scale: Tensor, zero_point: Tensor | None,
+def checked_params(op: str, input: Tensor, scale: Tensor, zero_point: Tensor | None,
                     minval: Tensor | None, axis: int,
                     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``scale``, ``zero_point`` and ``minval`` of ``op`` checked (one offset at most, a
     granularity that fits ``input``) and shaped to broadcast against ``input``."""
-    _one_offset(op, zero_point, minval)
+    checks.check_one_offset(op, zero_point, minval)
     axis = _check_granularity(op, input, scale, axis,
                               {"zero_point": zero_point, "minval": minval})
     s, zp, mv = (_along(t, axis, input.dim()) for t in (scale, zero_point, minval))
@@ -117,11 +104,6 @@ def _check_granularity(op: str, x: Tensor, scale: Tensor, axis: int,
     return axis
 
 
-def _one_offset(op: str, zero_point: Tensor | None, minval: Tensor | None) -> None:
-    if zero_point is not None and minval is not None:
-        raise _fail(op, "zero_point and minval are mutually exclusive; pass at most one")
-
-
 def unpack_fp4(packed: Tensor) -> Tensor:
     """float32 values of uint8 bytes holding two float4_e2m1fn codes each along the last
     axis (the low nibble first): the last axis doubles."""
@@ -138,32 +120,17 @@ def unpack_fp4(packed: Tensor) -> Tensor:
 def lut_to_dense(indices: Tensor, lut: Tensor, axis: int) -> Tensor:
     """Palettized weight: each element is its table's entry (a scalar, or a vector laid along
     ``axis``) at its index. See the module docstring for the shapes."""
-    op = "lut_to_dense"
-    if lut.dim() != indices.dim() + 2:
-        raise _fail(op, f"lut must have rank {indices.dim() + 2} (indices' rank + 2), got "
-                        f"shape {list(lut.shape)}")
-    palettes, vector = lut.shape[-2], lut.shape[-1]
-    if palettes < 2 or palettes & (palettes - 1) or palettes > 256:
-        raise _fail(op, f"lut.shape[-2] is the palette count 2**nbits (nbits 1..8), got "
-                        f"{palettes}")
-    if indices.is_floating_point() or (indices.numel() and (
-            int(indices.min()) < 0 or int(indices.max()) >= palettes)):
-        raise _fail(op, f"indices must be integers in [0, {palettes}), got {indices.dtype}")
+    checks.check_lut_to_dense(indices, lut, axis, indices)
     if lut.dtype == torch.float64:
         lut = lut.to(torch.float32)
-    if lut.dtype not in LUT_TYPES:
-        raise _fail(op, f"lut dtype {lut.dtype} is not one of {list(LUT_TYPES)}")
     rank = indices.dim()
-    if not -max(rank, 1) <= axis < max(rank, 1):
-        raise _fail(op, f"axis {axis} is out of range for {rank}-d indices")
     grid = []
     for d, (n, g) in enumerate(zip(indices.shape, lut.shape[:-2])):
-        if g == 0 or n % g:
-            raise _fail(op, f"{g} tables along axis {d} do not divide the indices' {n}")
         view = [1] * rank
         view[d] = n
         grid.append((torch.arange(n, device=lut.device) // (n // g)).reshape(view))
     picked = lut[(*grid, indices.long())]                    # (*indices.shape, VECTOR_SIZE)
+    vector = lut.shape[-1]
     if vector == 1:
         return picked.squeeze(-1)
     axis %= rank
@@ -201,13 +168,10 @@ def constexpr_blockwise_shift_scale(input: Tensor, scale: Tensor,
     ``float32(input) * float32(scale)`` cast to ``output_dtype`` (default: the scale's dtype).
     """
     op = "constexpr_blockwise_shift_scale"
-    _one_offset(op, zero_point, minval)
+    check_shift_scale(input, scale, zero_point, minval, input_dtype, output_dtype, input,
+                      zero_point)
     fp4 = is_fp4_data(input, scale)
     if fp4 or input.is_floating_point():
-        if zero_point is not None or minval is not None:
-            raise _fail(op, "float data takes no zero_point or minval")
-        if scale.dtype == torch.float8_e8m0fnu and output_dtype is None:
-            raise _fail(op, "output_dtype is required with a float8_e8m0fnu scale")
         values = unpack_fp4(input) if fp4 else input.to(torch.float32)
         out = values * _blocks(scale.to(torch.float32), values.shape, op, "scale")
         return out.to(output_dtype or scale.dtype)
@@ -215,18 +179,35 @@ def constexpr_blockwise_shift_scale(input: Tensor, scale: Tensor,
     s = _blocks(scale, shape, op, "scale")
     q = input.to(scale.dtype)
     if zero_point is not None:
-        if zero_point.dtype != input.dtype:
-            raise _fail(op, f"zero_point dtype {zero_point.dtype} must be the input's "
-                            f"{input.dtype}")
         return (q - _blocks(zero_point, shape, op, "zero_point")) * s
     if minval is not None:
-        if input_dtype is None:
-            raise _fail(op, "minval needs input_dtype (the logical integer type, e.g. "
-                            "torch.int4 for int4 data held in int8) to know q_min")
-        if minval.dtype != scale.dtype:
-            raise _fail(op, f"minval dtype {minval.dtype} must be the scale's {scale.dtype}")
+        assert input_dtype is not None
         return (q - int_range(input_dtype)[0]) * s + _blocks(minval, shape, op, "minval")
     return q * s
+
+
+def check_shift_scale(input: Tensor, scale: Tensor, zero_point: Tensor | None,
+                      minval: Tensor | None, input_dtype: torch.dtype | None,
+                      output_dtype: torch.dtype | None, input_data: object = None,
+                      zero_point_data: object = None) -> None:
+    """Every refusal of ``constexpr_blockwise_shift_scale`` (eager and the converter's):
+    ``input_data``/``zero_point_data`` are the values when known (tensors or arrays)."""
+    op = "constexpr_blockwise_shift_scale"
+    checks.check_one_offset(op, zero_point, minval)
+    if is_fp4_data(input, scale) or input.is_floating_point():
+        checks.check_float_data_args(op, scale, zero_point, minval, output_dtype)
+        return
+    if zero_point is not None:
+        checks.check_zero_point_dtype(op, input, zero_point)
+    if minval is not None:
+        checks.check_minval_input_dtype(op, input_dtype)
+        checks.check_minval_dtype(op, minval, scale.dtype, "scale")
+    if checks.is_sub_byte(input_dtype):
+        assert input_dtype is not None
+        if input_data is not None:
+            checks.check_in_range(op, "input", input_data, input_dtype)
+        if zero_point_data is not None:
+            checks.check_in_range(op, "zero_point", zero_point_data, input_dtype)
 
 
 @constexpr_blockwise_shift_scale.register_fake
@@ -255,27 +236,35 @@ def quantize(input: Tensor, scale: Tensor, output_dtype: torch.dtype,
     finite range and cast.
     """
     op = "quantize"
-    s, zp, mv = _checked_params(op, input, scale, zero_point, minval, axis)
+    check_quantize(input, scale, output_dtype, zero_point, minval)
+    s, zp, mv = checked_params(op, input, scale, zero_point, minval, axis)
     if _is_float_dtype(output_dtype):
-        if zero_point is not None or minval is not None:
-            raise _fail(op, f"quantizing to {output_dtype} takes no zero_point or minval")
         info = torch.finfo(output_dtype)
         y = input.to(torch.float32) / s.to(torch.float32)
         return y.clamp(info.min, info.max).to(output_dtype)
     lo, hi = int_range(output_dtype)
     if mv is not None:
-        if minval is not None and minval.dtype != input.dtype:
-            raise _fail(op, f"minval dtype {minval.dtype} must be the input's {input.dtype}")
         y = torch.round((input - mv) / s) + lo
     else:
         y = torch.round(input / s)
         if zp is not None:
             y = y + zp
-    try:
-        return y.clamp(lo, hi).to(output_dtype)
-    except (NotImplementedError, RuntimeError) as e:  # torch.int4 & co. have no kernels
-        raise _fail(op, f"torch cannot compute {output_dtype} tensors ({e}); quantize "
-                        "activations to int8/uint8") from None
+    return y.clamp(lo, hi).to(output_dtype)
+
+
+def check_quantize(input: Tensor, scale: Tensor, output_dtype: torch.dtype,
+                   zero_point: Tensor | None, minval: Tensor | None) -> None:
+    """The refusals of ``quantize`` that do not depend on the granularity (eager and the
+    converter's)."""
+    op = "quantize"
+    checks.check_one_offset(op, zero_point, minval)
+    if _is_float_dtype(output_dtype):
+        if zero_point is not None or minval is not None:
+            raise _fail(op, f"quantizing to {output_dtype} takes no zero_point or minval")
+        return
+    checks.check_quantize_output(op, output_dtype)
+    if minval is not None:
+        checks.check_minval_dtype(op, minval, input.dtype, "input")
 
 
 @quantize.register_fake
@@ -295,22 +284,40 @@ def dequantize(input: Tensor, scale: Tensor, zero_point: Tensor | None = None,
     dtype (``output_dtype`` is ignored, as in Apple's package); floats
     ``float32(input) * float32(scale)`` cast to ``output_dtype`` (default the scale's)."""
     op = "dequantize"
-    s, zp, mv = _checked_params(op, input, scale, zero_point, minval, axis)
+    check_dequantize(input, scale, zero_point, minval, input_dtype, output_dtype, input,
+                     zero_point)
+    s, zp, mv = checked_params(op, input, scale, zero_point, minval, axis)
     if input.is_floating_point():
-        if zero_point is not None or minval is not None:
-            raise _fail(op, "float data takes no zero_point or minval")
-        if scale.dtype == torch.float8_e8m0fnu and output_dtype is None:
-            raise _fail(op, "output_dtype is required with a float8_e8m0fnu scale")
         y = input.to(torch.float32) * s.to(torch.float32)
         return y.to(output_dtype or scale.dtype)
     q = input.to(scale.dtype)
     if zp is not None:
         return (q - zp) * s
     if mv is not None:
-        if input_dtype is None:
-            raise _fail(op, "minval needs input_dtype (the logical integer type) to know q_min")
+        assert input_dtype is not None
         return (q - int_range(input_dtype)[0]) * s + mv
     return q * s
+
+
+def check_dequantize(input: Tensor, scale: Tensor, zero_point: Tensor | None,
+                     minval: Tensor | None, input_dtype: torch.dtype | None,
+                     output_dtype: torch.dtype | None, input_data: object = None,
+                     zero_point_data: object = None) -> None:
+    """The refusals of ``dequantize`` that do not depend on the granularity (eager and the
+    converter's); the data, when known, must fit a sub-byte ``input_dtype``."""
+    op = "dequantize"
+    checks.check_one_offset(op, zero_point, minval)
+    if input.is_floating_point():
+        checks.check_float_data_args(op, scale, zero_point, minval, output_dtype)
+        return
+    if minval is not None:
+        checks.check_minval_input_dtype(op, input_dtype)
+    if checks.is_sub_byte(input_dtype):
+        assert input_dtype is not None
+        if input_data is not None:
+            checks.check_in_range(op, "input", input_data, input_dtype)
+        if zero_point_data is not None:
+            checks.check_in_range(op, "zero_point", zero_point_data, input_dtype)
 
 
 @dequantize.register_fake

@@ -41,6 +41,7 @@ from coreai_torch.lowerings import (
     tensor_scatter,
     tensor_shape,
     tensor_sorting,
+    tensor_strided,
     tensor_symbolic,
 )
 
@@ -56,7 +57,8 @@ FAMILIES = (
     random,
     special,
     tensor_counting, tensor_creation, tensor_embedding, tensor_indexing, tensor_padding,
-    tensor_reduction, tensor_scatter, tensor_shape, tensor_sorting, tensor_symbolic,
+    tensor_reduction, tensor_scatter, tensor_shape, tensor_sorting, tensor_strided,
+    tensor_symbolic,
 )
 
 # Every family's lowerings, frozen like the runtime's default kernel table: a converter's own

@@ -1,5 +1,6 @@
-"""Helpers of the compression lowerings: store a constant operand in another form (bit-packed,
-or retyped to a 4-bit type), in place when only the op being lowered reads it."""
+"""Helpers of the compression lowerings: read a constant operand's data (for the argument
+checks eager runs too), and store a constant operand in another form (bit-packed, or retyped
+to a 4-bit type), in place when only the op being lowered reads it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ import numpy as np
 
 from coreai_core import TensorType, Value, WeightRef, current_program
 from coreai_core.dialects import coreai
+
+
+def constant_data(value: Value | None) -> np.ndarray | None:
+    """The data of a constant operand (a bound weight or an inline constant); None for a
+    value computed in the graph or an unbound weight (its checks wait for the data)."""
+    op = value.owner if value is not None else None
+    if op is None or op.name != "coreai.constant":
+        return None
+    ref = op.attributes["value"]
+    if isinstance(ref, WeightRef):
+        program = current_program()
+        data = None if program is None else program.weights.get(ref.name)
+        return None if data is None else np.asarray(data)
+    return np.asarray(ref)
 
 
 def converted_constant(value: Value, target: TensorType,

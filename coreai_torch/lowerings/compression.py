@@ -22,7 +22,14 @@ from coreai_core import DType, TensorType, Value
 from coreai_core.dialects import coreai
 from coreai_core.packing import pack_bits, packed_size, unpack_nibbles
 from coreai_torch._table import LoweringSet
-from coreai_torch.lowerings._compression_utils import converted_constant
+from coreai_torch.compression import checks
+from coreai_torch.compression.ops import (
+    check_dequantize,
+    check_quantize,
+    check_shift_scale,
+    checked_params,
+)
+from coreai_torch.lowerings._compression_utils import constant_data, converted_constant
 from coreai_torch.utils import arg_meta, cast_to, dtype_of, is_sole_reader, normalize_dim
 
 LOWERINGS = LoweringSet("compression")
@@ -77,6 +84,7 @@ def _blockwise(fn: Callable[[Value, Value], Value], x: Value, param: Value) -> V
 @reg("coreai::lut_to_dense.default")
 def coreai_lut_to_dense_default(indices: Value, lut: Value, axis: int) -> Value:
     """lut_to_dense(Tensor indices, Tensor lut, int axis) -> Tensor"""
+    checks.check_lut_to_dense(arg_meta("indices"), arg_meta("lut"), axis, constant_data(indices))
     shape = _shape("indices")
     lut_shape = _shape("lut")
     palettes, vector = lut_shape[-2], lut_shape[-1]
@@ -124,6 +132,9 @@ def coreai_constexpr_blockwise_shift_scale_default(
     """constexpr_blockwise_shift_scale(Tensor input, Tensor scale, Tensor? zero_point=None, Tensor? minval=None, ScalarType? input_dtype=None, ScalarType? output_dtype=None) -> Tensor"""  # noqa: E501
     meta = arg_meta("input")
     scale_meta = arg_meta("scale")
+    check_shift_scale(meta, scale_meta, arg_meta("zero_point"), arg_meta("minval"),
+                      arg_meta("input_dtype"), arg_meta("output_dtype"), constant_data(input),
+                      constant_data(zero_point))
     if (meta.dtype == torch.uint8 and scale_meta.dtype == torch.float8_e8m0fnu) or (
             meta.is_floating_point()):
         # float data: float32(data) * float32(scale), cast once to the output type
@@ -139,9 +150,7 @@ def coreai_constexpr_blockwise_shift_scale_default(
             zero_point = _sub_byte(zero_point, "zero_point", input_dtype)
     if minval is None:
         return coreai.constexpr_blockwise_shift_scale(input, scale, zero_point)
-    if input_dtype is None:
-        raise ValueError("coreai::constexpr_blockwise_shift_scale: minval needs input_dtype "
-                         "(the logical integer type) to know q_min")
+    assert input_dtype is not None  # checked above
     q_min = np.full(_shape("scale"), _int_min(input_dtype), input.type.element_type.numpy)
     return _blockwise(coreai.broadcasting_add,
                       coreai.constexpr_blockwise_shift_scale(input, scale, q_min), minval)
@@ -172,6 +181,10 @@ def coreai_quantize_default(input: Value, scale: Value, output_dtype: DType,
                             zero_point: Value | None = None, minval: Value | None = None,
                             axis: int = 0) -> Value:
     """quantize(Tensor input, Tensor scale, ScalarType output_dtype, Tensor? zero_point=None, Tensor? minval=None, int axis=0) -> Tensor"""  # noqa: E501
+    meta, scale_meta, zp_meta, mv_meta = (arg_meta(n) for n in ("input", "scale",
+                                                                "zero_point", "minval"))
+    check_quantize(meta, scale_meta, arg_meta("output_dtype"), zp_meta, mv_meta)
+    checked_params("quantize", meta, scale_meta, zp_meta, mv_meta, axis)
     rank = input.type.rank
     axis = normalize_dim(axis, rank) if rank else 0
     s = _per_axis(scale, "scale", axis, rank)
@@ -203,6 +216,11 @@ def coreai_dequantize_default(input: Value, scale: Value, zero_point: Value | No
                               input_dtype: DType | None = None,
                               output_dtype: DType | None = None) -> Value:
     """dequantize(Tensor input, Tensor scale, Tensor? zero_point=None, Tensor? minval=None, int axis=0, ScalarType? input_dtype=None, ScalarType? output_dtype=None) -> Tensor"""  # noqa: E501
+    meta, scale_meta, zp_meta, mv_meta = (arg_meta(n) for n in ("input", "scale",
+                                                                "zero_point", "minval"))
+    check_dequantize(meta, scale_meta, zp_meta, mv_meta, arg_meta("input_dtype"),
+                     arg_meta("output_dtype"), constant_data(input), constant_data(zero_point))
+    checked_params("dequantize", meta, scale_meta, zp_meta, mv_meta, axis)
     rank = input.type.rank
     axis = normalize_dim(axis, rank) if rank else 0
     s = _per_axis(scale, "scale", axis, rank)
@@ -213,9 +231,7 @@ def coreai_dequantize_default(input: Value, scale: Value, zero_point: Value | No
     zp = _per_axis(zero_point, "zero_point", axis, rank)
     if minval is None:
         return coreai.dequantize(input, s, zp)
-    if input_dtype is None:
-        raise ValueError("coreai::dequantize: minval needs input_dtype (the logical integer "
-                         "type) to know q_min")
+    assert input_dtype is not None  # checked above
     # per-axis parameters are the dialect's per-block form (sizes 1 or the data's)
     q_min = np.full([d if isinstance(d, int) else 1 for d in s.type.shape],
                     _int_min(input_dtype), np.int64)

@@ -364,55 +364,6 @@ def _diagonal_gathered(y: Value, offset: int) -> Value:
     return coreai.gather(flat, flat_index, axis=lead)
 
 
-@reg("aten::as_strided.default")
-def aten_as_strided_default(self: Value, size: list[int | Value], stride: list[int | Value],
-                            storage_offset: int | Value | None = None) -> Value:
-    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
-
-    Exact when the input is dense and non-overlapping (any dim order, e.g. contiguous or a
-    transpose of a contiguous tensor) and every element read lies inside the input: the
-    input is laid out in storage order and the strided flat indices are gathered from it.
-    """  # noqa: E501
-    x = self
-    val = _input_val()
-    sizes = _static_ints(size, "size")
-    strides = _static_ints(stride, "stride")
-    if isinstance(storage_offset, Value):
-        raise NotImplementedError("as_strided with a symbolic storage offset; "
-                                  f"{STATIC_WORKAROUND}")
-    try:
-        in_shape = [int(d) for d in val.shape]
-        in_stride = [int(s) for s in val.stride()]
-        in_offset = int(val.storage_offset())
-        offset = in_offset if storage_offset is None else int(storage_offset)
-    except (TypeError, ValueError):
-        raise NotImplementedError("as_strided needs static input sizes, strides and "
-                                  f"storage offset, got {x.type}; {STATIC_WORKAROUND}"
-                                  ) from None
-    order = sorted((d for d in range(len(in_shape)) if in_shape[d] != 1),
-                   key=lambda d: -in_stride[d])
-    expected = 1
-    for d in reversed(order):
-        if in_stride[d] != expected:
-            raise NotImplementedError(
-                f"as_strided of an input with strides {in_stride} (sizes {in_shape}) that is "
-                "not dense and non-overlapping")
-        expected *= in_shape[d]
-    numel = int(np.prod(in_shape, dtype=np.int64))
-    steps = [(np.arange(n, dtype=np.int64) * s).reshape(
-        [-1 if i == j else 1 for j in range(len(sizes))])
-        for i, (n, s) in enumerate(zip(sizes, strides, strict=True))]
-    flat = np.broadcast_to(np.asarray(offset - in_offset + sum(steps, np.int64(0)),
-                                      dtype=np.int64), sizes)
-    if flat.size and (flat.min() < 0 or flat.max() >= numel):
-        raise NotImplementedError(
-            f"as_strided reads storage outside its input ({in_shape} at offset {in_offset}); "
-            "only views within the input tensor are supported")
-    perm = order + [d for d in range(len(in_shape)) if in_shape[d] == 1]
-    storage = coreai.reshape(_permuted(x, perm) if x.type.rank > 1 else x, [numel])
-    return coreai.gather(storage, coreai.constant(np.array(flat)), axis=0)
-
-
 # -- joins and splits -----------------------------------------------------------------------------
 
 @reg("aten::cat.default")

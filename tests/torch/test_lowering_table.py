@@ -99,16 +99,21 @@ def _override(converter: TorchConverter, offset: float) -> None:
 
 
 def test_overrides_are_isolated_across_threads() -> None:
+    """Each thread owns its converter (the contract is isolation *between* converters; one
+    converter's staging is not meant to be shared by threads). The threads start together
+    (a barrier) and convert repeatedly, so their registrations and conversions interleave."""
     x = torch.randn(3, 5)
     ep = export(AddOne(), (x,))
     expected = (torch.relu(x) + 1.0).numpy()
-    a, b = TorchConverter(), TorchConverter()
-    _override(a, 10.0)
-    _override(b, 20.0)
+    offsets = [10.0, 20.0, 10.0, 20.0]
+    start = threading.Barrier(len(offsets))
     errors: list[BaseException] = []
 
-    def work(converter: TorchConverter, offset: float) -> None:
+    def work(offset: float) -> None:
         try:
+            converter = TorchConverter()
+            _override(converter, offset)
+            start.wait(timeout=60)
             for _ in range(20):
                 converter.clear()
                 program = converter.add_exported_program(ep).to_coreai()
@@ -117,8 +122,7 @@ def test_overrides_are_isolated_across_threads() -> None:
         except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(c, o)) for c, o in
-               [(a, 10.0), (b, 20.0), (a, 10.0), (b, 20.0)]]
+    threads = [threading.Thread(target=work, args=(o,)) for o in offsets]
     for t in threads:
         t.start()
     for t in threads:

@@ -15,6 +15,7 @@ import numpy as np
 
 from coreai_core.runtime import _threads
 from coreai_core.runtime.kernels._registry import KernelSet
+from coreai_core.runtime.kernels._select import topk_indices
 from coreai_core.runtime.kernels.elementwise import F32, HALF, up
 
 KERNELS = KernelSet("tensor")
@@ -216,11 +217,12 @@ def argsort(x: np.ndarray, *, axis: int, descending: bool, stable: bool) -> np.n
 @kernel("coreai.topk")
 def topk(x: np.ndarray, *, k: int, axis: int, largest: bool, sorted: bool,
          ) -> tuple[np.ndarray, np.ndarray]:
-    """k largest/smallest along axis, sorted; equal values in increasing index order."""
+    """k largest/smallest along axis; ties picked and ordered as torch's CPU kernel does
+    (see :mod:`._select`)."""
     if x.ndim == 0:
         return x, np.zeros((), np.int64)
-    idx = np.take(sort_indices(x, axis, largest), np.arange(k), axis=axis)
-    return np.take_along_axis(x, idx, axis), idx.astype(np.int64, copy=False)
+    idx = np.moveaxis(topk_indices(np.moveaxis(x, axis, -1), k, largest, sorted), -1, axis)
+    return np.take_along_axis(x, idx, axis), idx
 
 
 # -- shape ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Corpus: hand-built attention and token-mixing families rebuilt with plain torch at toy size
 (LeViT's attention bias, MaxViT/CoAtNet with chunked projections, Swin's shifted windows,
-MLP-Mixer). Batch norms are randomized like the convolutional blocks."""
+MLP-Mixer, HaloNet's blocks with halos). Batch norms are randomized like the convolutional
+blocks."""
 
 from __future__ import annotations
 
@@ -220,10 +221,53 @@ class Mixer(nn.Module):
         return self.head(F.layer_norm(t, (32,)).mean(1))
 
 
+class HaloAttention(nn.Module):
+    """HaloNet's blocked local attention (timm's ``HaloAttn``, no relative position embedding):
+    each query block attends to its block padded by a halo, cut out of the padded keys/values
+    by two ``unfold`` calls, the second over the first's strided, overlapping view (issue 36:
+    ``as_strided`` of a non-dense view)."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, block_size: int = 4, halo: int = 1) -> None:
+        super().__init__()
+        self.heads, self.block, self.halo = heads, block_size, halo
+        self.head_dim = dim // heads
+        self.q = nn.Conv2d(dim, dim, 1, bias=False)
+        self.kv = nn.Conv2d(dim, 2 * dim, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        bs, hd, nh, nw = self.block, self.head_dim, h // self.block, w // self.block
+        blocks, win = nh * nw, self.block + 2 * self.halo
+        q = self.q(x).reshape(-1, hd, nh, bs, nw, bs).permute(0, 1, 3, 5, 2, 4)
+        q = q.reshape(b * self.heads, hd, -1, blocks).transpose(1, 3)
+        kv = F.pad(self.kv(x), [self.halo] * 4)
+        kv = kv.unfold(2, win, bs).unfold(3, win, bs).reshape(
+            b * self.heads, 2 * hd, blocks, -1).permute(0, 2, 3, 1)
+        k, v = torch.split(kv, [hd, hd], dim=-1)
+        attn = ((q @ k.transpose(-1, -2)) * hd ** -0.5).softmax(dim=-1)
+        out = (attn @ v).transpose(1, 3).reshape(-1, bs, bs, nh, nw)
+        return out.permute(0, 3, 1, 4, 2).reshape(b, c, h, w)
+
+
+class HaloNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 16, 3, 2, act=nn.ReLU)
+        self.attn = HaloAttention()
+        self.norm = nn.BatchNorm2d(16)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = F.relu(self.norm(y + self.attn(y)))
+        return self.head(y.mean((2, 3)))
+
+
 ATTENTION_BLOCKS: dict[str, Builder] = {
     "levit_attention_bias": block(LeViT, 1, 3, 32, 32),
     "maxvit_blocks": block(lambda: MaxViT(grid=True), 1, 3, 32, 32),
     "coatnet_blocks": block(lambda: MaxViT(grid=False), 1, 3, 32, 32),
     "swin_shifted_windows": block(Swin, 1, 3, 32, 32),
     "mlp_mixer": block(Mixer, 1, 3, 32, 32),
+    "halonet_blocks": block(HaloNet, 1, 3, 32, 32),
 }

@@ -121,6 +121,14 @@ DECODERS: dict[str, Builder] = {
                             "ffn_dim": 64, "vocab_size": VOCAB, "max_position_embeddings": 64,
                             "use_cache": False}, "decoder"),
     "biogpt": _entry("BioGpt", DECODER, "decoder"),
+    # keep_window_size < the 11 tokens: its attention keeps a topk(sorted=False) of a mask
+    # whose masked entries tie at finfo.min (issue 36: ties must fall as in torch's kernel)
+    "doge": _entry("Doge", {**DECODER, "keep_window_size": 4}, "decoder"),
+    # recurrent, recurrent, attention blocks; the RG-LRU scan writes out[:, t] = state into a
+    # preallocated buffer (copy + select_scatter), a window below the 11 tokens
+    "recurrent_gemma": _entry("RecurrentGemma", {**DECODER, "num_hidden_layers": 3,
+                                                 "lru_width": 48, "attention_window_size": 8},
+                              "decoder"),
     "mpt": _entry("Mpt", {"n_layers": 2, "n_heads": 4, "d_model": 32, "vocab_size": VOCAB,
                           "max_seq_len": 64, "use_cache": False}, "decoder"),
 }
