@@ -20,7 +20,7 @@ from coreai_torch.llm.errors import (
     LLMError,
     UnsupportedFamilyError,
 )
-from coreai_torch.llm.export import export
+from coreai_torch.llm.exporter import export
 from coreai_torch.llm.families import SUPPORTED
 from coreai_torch.llm.generate import GenerationStats, LoadedLLM, load
 from coreai_torch.llm.sampling import Sampler

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["perplexity"]
 
 
-def perplexity(bundle: Any, text: str | os.PathLike[str], **options: Any) -> Any:
-    """The perplexity of ``bundle`` on ``text`` (not implemented yet)."""
+def perplexity(model: Any, token_ids: Sequence[int] | str, *, window: int | None = None
+               ) -> float:
+    """The perplexity of ``model`` (e.g. a loaded bundle) on ``token_ids`` or a text (not
+    implemented yet)."""
     raise NotImplementedError("llm perplexity evaluation is not implemented yet")

@@ -10,7 +10,7 @@ from typing import Any
 
 from coreai_torch.llm.errors import UnsupportedFamilyError
 
-__all__ = ["REFUSED", "SUPPORTED", "check_family", "family_table_markdown"]
+__all__ = ["NO_AIMODEL", "REFUSED", "SUPPORTED", "check_family", "family_table_markdown"]
 
 # model_type -> what is particular about the family (shown by docs/llm.md and the CLI)
 SUPPORTED: dict[str, str] = {
@@ -30,6 +30,16 @@ SUPPORTED: dict[str, str] = {
     "gpt_oss": "mixture of experts with attention sinks and sliding-window layers",
     "gpt2": "learned absolute positions, Conv1D projections, tied embeddings",
     "gpt_neox": "partial rotary embedding, parallel attention and MLP",
+}
+
+_MOE_DYNAMIC = ("its mixture-of-experts routing (top-k, sums and reshapes over the prompt's "
+                "token count) has no dynamic-shape mapping to Core AI yet, so the prefill "
+                "with a dynamic length cannot be written as an .aimodel")
+# supported families whose bundle has no .aimodel (reference runtime only), with the reason
+NO_AIMODEL: dict[str, str] = {
+    "qwen3_moe": _MOE_DYNAMIC,
+    "mixtral": _MOE_DYNAMIC,
+    "gpt_oss": _MOE_DYNAMIC,
 }
 
 # model types users may try, with the reason they are refused
@@ -63,6 +73,8 @@ def check_family(config: Any) -> str:
 
 def family_table_markdown() -> str:
     """The supported families as a markdown table (model type | notes)."""
-    rows = ["| model type | notes |", "| --- | --- |"]
-    rows += [f"| `{name}` | {note} |" for name, note in SUPPORTED.items()]
+    rows = ["| model type | notes | runtimes |", "| --- | --- | --- |"]
+    for name, note in SUPPORTED.items():
+        runtimes = "reference" if name in NO_AIMODEL else "reference, aimodel"
+        rows.append(f"| `{name}` | {note} | {runtimes} |")
     return "\n".join(rows)

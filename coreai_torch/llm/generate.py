@@ -88,9 +88,10 @@ class LoadedLLM:
                              f"cannot be encoded; pass token ids")
         return self.tokenizer
 
-    def encode(self, text: str) -> list[int]:
-        """``text`` as token ids (with the tokenizer's special tokens, e.g. a BOS)."""
-        return self._need_tokenizer().encode(text)
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """``text`` as token ids (with the tokenizer's special tokens, e.g. a BOS, unless
+        ``add_special_tokens=False``, as for a chat prompt whose template writes them)."""
+        return self._need_tokenizer().encode(text, add_special_tokens=add_special_tokens)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids as text, without special tokens."""
@@ -143,6 +144,16 @@ class LoadedLLM:
             return self._texts(tokens) if text else tokens
         new = list(tokens)
         return self.decode(new) if text else new
+
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """The logits after each of ``token_ids`` ([n, vocab], float32): one ``prefill`` from
+        an empty cache (what :func:`coreai_torch.llm.evaluate.perplexity` measures)."""
+        ids = _token_list(token_ids)
+        if len(ids) > self.max_context:
+            raise ContextLengthError(f"{len(ids)} tokens exceed the bundle's max_context="
+                                     f"{self.max_context}; evaluate shorter windows")
+        state = self._backend.new_state()
+        return np.asarray(self._backend.step("prefill", np.array(ids), 0, state), np.float32)
 
     def generate_text(self, prompt: str, max_new_tokens: int, **options: Any) -> str:
         """The text generated after ``prompt`` (``generate`` with a string prompt)."""

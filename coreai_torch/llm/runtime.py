@@ -59,9 +59,9 @@ class AimodelBackend:
     def __init__(self, bundle: LLMBundle) -> None:
         path = bundle.file("aimodel")
         if path is None or not path.exists():
-            raise BundleError(f"{bundle.path}: the bundle has no .aimodel (it was exported "
-                              f"without Apple's coreai package: pip install "
-                              f"'coreai-torch[coreai]' and export again)")
+            why = bundle.manifest.get("aimodel_missing") or "it is missing"
+            raise BundleError(f"{bundle.path}: the bundle has no .aimodel ({why}); run it "
+                              f"with runtime='reference'")
         from coreai_torch.aimodel import load_aimodel
 
         self.shapes = {name: (tuple(s["shape"]), np.dtype(s["dtype"]))

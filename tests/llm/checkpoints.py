@@ -41,7 +41,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
                 "layer_types": ["sliding_attention", "full_attention"]},
     "gpt2": {"n_layer": 2, "n_head": 4, "n_embd": 32, "vocab_size": VOCAB, "n_positions": 64,
              "bos_token_id": 1, "eos_token_id": 2},
-    "gpt_neox": {**_LLAMA_LIKE, "rotary_pct": 0.5},
+    # no grouped-query attention in GPT-NeoX: one key/value head per query head
+    "gpt_neox": {**{k: v for k, v in _LLAMA_LIKE.items() if k != "num_key_value_heads"},
+                 "rotary_pct": 0.5},
 }
 
 
@@ -70,18 +72,24 @@ def make_config(model_type: str, **overrides: Any) -> Any:
 
 
 def random_model(model_type: str, **overrides: Any) -> Any:
-    """A seeded random model whose logits are far from uniform: every weight matrix drawn
-    with std 0.5 / sqrt(fan_in)... scaled so that greedy generation varies."""
+    """A seeded random model whose logits are far from uniform, so that greedy generation
+    varies from step to step (Hugging Face's std 0.02 init gives near-uniform logits, whose
+    argmax would hardly depend on the cache): every weight matrix is drawn with std
+    1/sqrt(fan_in) (unit-variance outputs), biases with std 0.1, norms left at one."""
     from transformers import AutoModelForCausalLM
+    from transformers.pytorch_utils import Conv1D
 
     torch.manual_seed(0)
     config = make_config(model_type, **overrides)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    # GPT-2's Conv1D stores its weight as [in, out]; everything else as [..., out, in]
+    transposed = {id(m.weight) for m in model.modules() if isinstance(m, Conv1D)}
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.ndim >= 2:  # weights: unit-variance outputs, so tokens vary from step to step
-                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
+            if p.ndim >= 2:
+                fan_in = p.shape[0] if id(p) in transposed else p.shape[-1]
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
             elif "norm" not in name and "ln" not in name:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
     return model

@@ -27,6 +27,7 @@ from coreai_torch.llm.bundle import (
 )
 from coreai_torch.llm.checkpoint import Checkpoint, inspect_checkpoint, load_model
 from coreai_torch.llm.errors import BundleError, LLMError
+from coreai_torch.llm.families import NO_AIMODEL
 from coreai_torch.llm.wrapper import StaticCacheLM, cache_buffer_names
 
 __all__ = ["INPUT_NAMES", "OUTPUT_NAME", "PLATFORMS", "PRECISIONS", "export"]
@@ -46,11 +47,17 @@ def _progress(total: int, desc: str, enabled: bool | None) -> Any:
 
 
 @contextlib.contextmanager
-def _frozen(model: torch.nn.Module) -> Iterator[None]:
-    """``model`` in eval mode without gradients in the block; a given model gets its
-    training flag and ``requires_grad`` flags back afterwards."""
+def _prepared(model: Any) -> Iterator[None]:
+    """``model`` ready to export in the block: eval mode, no gradients, and mixture-of-experts
+    layers on transformers' ``batched_mm`` experts (gathered weights and batched matmuls; its
+    default grouped kernel is a custom op with data-dependent shapes). A given model gets
+    its training flag, ``requires_grad`` flags and experts implementation back afterwards."""
     training = model.training
     flags = [(p, p.requires_grad) for p in model.parameters()]
+    experts = None
+    if getattr(model, "_can_set_experts_implementation", lambda: False)():
+        experts = model.get_experts_implementation()
+        model.set_experts_implementation("batched_mm")
     model.eval().requires_grad_(False)
     try:
         with torch.no_grad():
@@ -59,6 +66,8 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
         model.train(training)
         for p, flag in flags:
             p.requires_grad_(flag)
+        if experts is not None:
+            model.set_experts_implementation(experts)
 
 
 def _export_entrypoints(module: StaticCacheLM, max_context: int) -> dict[str, Any]:
@@ -116,23 +125,45 @@ def _float16_keep(program: Any, prompt_len: int, vocab: int) -> list[str]:
     return sorted(keep)
 
 
-def _aimodel_exporter() -> Any:
+def _write_aimodel(staging: Path, program: Any, aimodel: bool | None, model_type: str
+                   ) -> str | None:
+    """Write the ``.aimodel``; returns why there is none (None: written)."""
+    from coreai_torch.errors import MissingExtraError, UnexportableOpsError
+
+    if aimodel is False:
+        return "not requested (aimodel=False)"
+    if model_type in NO_AIMODEL:
+        reason = f"{model_type}: {NO_AIMODEL[model_type]}"
+        if aimodel:
+            raise LLMError(f"no .aimodel can be written for {reason}; export with "
+                           f"aimodel=None or False and run it with runtime='reference'")
+        return reason
     try:
         from coreai_torch.aimodel import export_aimodel
-    except ImportError:  # MissingExtraError: Apple's coreai package is not installed
-        return None
-    return export_aimodel
+    except MissingExtraError as e:
+        if aimodel:
+            raise
+        return f"Apple's coreai package is not installed ({e})"
+    try:
+        export_aimodel(program, staging / AIMODEL_FILE)
+    except UnexportableOpsError as e:
+        if aimodel:
+            raise
+        reason = " ".join(str(e).split())
+        warnings.warn(f"no .aimodel in the bundle: {reason}", stacklevel=3)
+        return reason
+    return None
 
 
 def _write(staging: Path, program: Any, checkpoint: Checkpoint, manifest: dict[str, Any],
-           model_config: Any, with_aimodel: bool, bar: Any) -> None:
+           model_config: Any, aimodel: bool | None, bar: Any) -> None:
     program.save(staging / PROGRAM_FILE)
     bar.update()
     files: dict[str, Any] = {"program": PROGRAM_FILE, "aimodel": None, "config": "config.json"}
-    exporter = _aimodel_exporter() if with_aimodel else None
-    if exporter is not None:
-        exporter(program, staging / AIMODEL_FILE)
+    missing = _write_aimodel(staging, program, aimodel, checkpoint.model_type)
+    if missing is None:
         files["aimodel"] = AIMODEL_FILE
+    manifest["aimodel_missing"] = missing
     bar.update()
     (staging / "config.json").write_text(model_config.to_json_string())
     for name in checkpoint.files:
@@ -149,7 +180,7 @@ def _write(staging: Path, program: Any, checkpoint: Checkpoint, manifest: dict[s
 def export(model_or_path: Any, out_dir: str | os.PathLike[str], *, max_context: int,
            compression: str | Mapping[str, Any] | os.PathLike[str] | None = None,
            precision: str = "float32", num_layers: int | None = None,
-           platform: str | None = None, overwrite: bool = False, aimodel: bool = True,
+           platform: str | None = None, overwrite: bool = False, aimodel: bool | None = None,
            progress: bool | None = None) -> LLMBundle:
     """Export a causal LM to a bundle folder at ``out_dir`` and return it.
 
@@ -185,7 +216,7 @@ def export(model_or_path: Any, out_dir: str | os.PathLike[str], *, max_context: 
         bar.set_postfix_str("loading")
         model = load_model(model_or_path, checkpoint)
         bar.update()
-        with _frozen(model):
+        with _prepared(model):
             bar.set_postfix_str("compressing")
             model, compression_record = _compression.compress(model, compression)
             bar.update()
