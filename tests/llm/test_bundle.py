@@ -1,0 +1,88 @@
+"""The bundle on disk: its manifest, truncation, and replacing a bundle atomically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from coreai_torch import __version__, llm
+from coreai_torch.llm.errors import BundleError
+from tests.llm.conftest import MAX_CONTEXT, PROMPT
+
+
+def test_the_manifest_describes_the_bundle(llama_bundle: Any) -> None:
+    m = json.loads((llama_bundle.path / "manifest.json").read_text())
+    assert m == llama_bundle.manifest
+    assert (m["model_type"], m["num_layers"], m["max_context"]) == ("llama", 2, MAX_CONTEXT)
+    assert m["coreai_torch_version"] == __version__
+    assert m["eos_token_ids"] == [2] and m["precision"] == "float32" and m["keep"] == []
+    assert m["compression"]["scheme"] == "none"
+    prefill, decode = m["entrypoints"]["prefill"], m["entrypoints"]["decode"]
+    seq = {"name": prefill["inputs"]["input_ids"]["shape"][1]["name"], "min": 1,
+           "max": MAX_CONTEXT}
+    assert prefill["inputs"] == {"input_ids": {"shape": [1, seq], "dtype": "int64"},
+                                 "cache_position": {"shape": [seq], "dtype": "int64"}}
+    assert prefill["outputs"] == {"logits": {"shape": [1, seq, 96], "dtype": "float32"}}
+    assert decode["inputs"]["input_ids"] == {"shape": [1, 1], "dtype": "int64"}
+    names = ["key_cache_0", "key_cache_1", "value_cache_0", "value_cache_1"]
+    assert prefill["state"] == decode["state"] == names
+    assert m["state"]["key_cache_0"] == {"shape": [1, 2, MAX_CONTEXT, 8], "dtype": "float32"}
+    files = m["files"]
+    assert (files["program"], files["aimodel"], files["config"]) == (
+        "program.coreai", "model.aimodel", "config.json")
+    assert sorted(files["tokenizer"]) == ["tokenizer.json", "tokenizer_config.json"]
+    for name in [files["program"], files["aimodel"], files["config"], *files["tokenizer"],
+                 files["generation_config"]]:
+        assert (llama_bundle.path / name).exists(), name
+
+
+def _truncated_greedy(folder: Path, layers: int, new: int) -> list[int]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    config.num_hidden_layers = layers
+    hf = AutoModelForCausalLM.from_pretrained(folder, config=config,
+                                              local_files_only=True).eval()
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([PROMPT]), max_new_tokens=new, do_sample=False)
+    return out[0, len(PROMPT):].tolist()
+
+
+def test_num_layers_truncates_and_overwrite_replaces_atomically(
+        tmp_path: Path, llama_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "bundle"
+    one = llm.export(llama_checkpoint, out, max_context=12, num_layers=1, aimodel=False,
+                     progress=False)
+    assert one.manifest["num_layers"] == 1
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
+    with llm.load(one) as model:
+        assert model.generate(PROMPT, 5) == _truncated_greedy(llama_checkpoint, 1, 5)
+    (out / "notes.txt").write_text("the old bundle")
+
+    # a failure while writing the new bundle leaves the old one whole, and no staging folder
+    def fail(*args: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("coreai_torch.llm.exporter._write_aimodel", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        llm.export(llama_checkpoint, out, max_context=10, num_layers=1, overwrite=True,
+                   progress=False)
+    monkeypatch.undo()
+    assert llm.LLMBundle.open(out).max_context == 12 and (out / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+    two = llm.export(llama_checkpoint, out, max_context=10, num_layers=1, overwrite=True,
+                     aimodel=False, progress=False)
+    assert two.max_context == 10 and not (out / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+def test_a_newer_bundle_format_is_refused(tmp_path: Path, llama_bundle: Any) -> None:
+    manifest = {**llama_bundle.manifest, "format_version": 99}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=r"format version 99; .* re-export"):
+        llm.LLMBundle.open(tmp_path)
