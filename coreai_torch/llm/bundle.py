@@ -23,7 +23,7 @@ from coreai_core import _durable_fs as fs
 from coreai_torch.llm.errors import BundleError
 
 __all__ = ["AIMODEL_FILE", "FORMAT", "MANIFEST_FILE", "PROGRAM_FILE", "LLMBundle",
-           "graph_signature", "staged_dir"]
+           "check_out_dir", "graph_signature", "staged_dir"]
 
 FORMAT = "coreai-torch-llm-bundle"
 FORMAT_VERSION = 1
@@ -101,6 +101,19 @@ def _is_bundle(folder: Path) -> bool:
         return False
 
 
+def check_out_dir(out_dir: Path, *, overwrite: bool) -> None:
+    """Raise :class:`BundleError` unless a bundle may be written at ``out_dir``: it does not
+    exist, or ``overwrite`` is set and it is a bundle (a folder this project did not write is
+    never replaced)."""
+    if out_dir.exists() or out_dir.is_symlink():
+        if not overwrite:
+            raise BundleError(f"{out_dir} exists; pass overwrite=True (CLI: --overwrite) to "
+                              f"replace it, or choose another output folder")
+        if not (out_dir.is_dir() and _is_bundle(out_dir)):
+            raise BundleError(f"{out_dir} exists and is not an LLM bundle; it is never "
+                              f"replaced: choose another output folder")
+
+
 @contextlib.contextmanager
 def staged_dir(out_dir: Path, *, overwrite: bool) -> Iterator[Path]:
     """A fresh sibling folder of ``out_dir`` to write a bundle into; on a clean exit it
@@ -111,13 +124,7 @@ def staged_dir(out_dir: Path, *, overwrite: bool) -> Iterator[Path]:
     aside, renames the new one in, then deletes the old: ``out_dir`` is never half written.
     """
     out_dir = Path(out_dir)
-    if out_dir.exists() or out_dir.is_symlink():
-        if not overwrite:
-            raise BundleError(f"{out_dir} exists; pass overwrite=True (CLI: --overwrite) to "
-                              f"replace it, or choose another output folder")
-        if not (out_dir.is_dir() and _is_bundle(out_dir)):
-            raise BundleError(f"{out_dir} exists and is not an LLM bundle; it is never "
-                              f"replaced: choose another output folder")
+    check_out_dir(out_dir, overwrite=overwrite)
     parent = out_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=parent))

@@ -22,11 +22,12 @@ from coreai_torch.llm.bundle import (
     MANIFEST_FILE,
     PROGRAM_FILE,
     LLMBundle,
+    check_out_dir,
     graph_signature,
     staged_dir,
 )
 from coreai_torch.llm.checkpoint import Checkpoint, inspect_checkpoint, load_model
-from coreai_torch.llm.errors import BundleError, LLMError
+from coreai_torch.llm.errors import LLMError
 from coreai_torch.llm.families import NO_AIMODEL
 from coreai_torch.llm.wrapper import StaticCacheLM, cache_buffer_names
 
@@ -207,9 +208,7 @@ def export(model_or_path: Any, out_dir: str | os.PathLike[str], *, max_context: 
     checkpoint = inspect_checkpoint(model_or_path, max_context=max_context,
                                     num_layers=num_layers)
     out = Path(out_dir)
-    if (out.exists() or out.is_symlink()) and not overwrite:
-        raise BundleError(f"{out} exists; pass overwrite=True (CLI: --overwrite) to replace "
-                          f"it, or choose another output folder")
+    check_out_dir(out, overwrite=overwrite)
     from coreai_torch import __version__
 
     with _progress(7, f"llm export {checkpoint.model_type}", progress) as bar:

@@ -18,9 +18,9 @@ SUPPORTED: dict[str, str] = {
     "mistral": "llama-like; sliding-window attention when the config sets one",
     "qwen2": "llama-like with q/k/v biases",
     "qwen3": "llama-like with per-head q/k RMSNorm",
-    "qwen3_moe": "mixture of experts (top-k routing over every expert, no data-dependent "
-                 "shapes)",
-    "mixtral": "mistral with a mixture of experts",
+    "qwen3_moe": "mixture of experts, run as transformers' batched_mm experts (each token's "
+                 "top-k experts gathered: no data-dependent shapes)",
+    "mixtral": "mistral with a mixture of experts (batched_mm experts)",
     "phi3": "fused qkv and gate/up projections",
     "gemma2": "alternating sliding-window/global layers, logit soft-capping",
     "gemma3_text": "alternating sliding-window/global layers, two RoPE bases, q/k norms",

@@ -102,4 +102,5 @@ class StaticCacheLM(nn.Module):
             layer.cumulative_length = cache_position[0].clone()
         out = self.model(input_ids=input_ids, attention_mask=None, cache=self.cache,
                          use_cache=True)
-        return out.logits
+        # [1, n, vocab] stated: the converted type's batch size would otherwise be dynamic
+        return out.logits[0].unsqueeze(0)

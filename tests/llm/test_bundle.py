@@ -86,3 +86,11 @@ def test_a_newer_bundle_format_is_refused(tmp_path: Path, llama_bundle: Any) -> 
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match=r"format version 99; .* re-export"):
         llm.LLMBundle.open(tmp_path)
+
+
+def test_the_guide_lists_every_family() -> None:
+    """docs/llm.md's family table is the one the code holds (no hand-kept copy drifts)."""
+    from coreai_torch.llm.families import family_table_markdown
+
+    guide = Path(__file__).resolve().parents[2] / "docs" / "llm.md"
+    assert family_table_markdown() in guide.read_text()
