@@ -92,8 +92,8 @@ def cmd_llm_generate(args: argparse.Namespace) -> int:
                 raise CliError("--chat applies the chat template to --prompt text, not --ids")
             prompt = args.ids
         elif args.chat:  # the template writes the special tokens itself
-            text = model.chat_prompt([{"role": "user", "content": args.prompt}])
-            prompt = model.encode(text, add_special_tokens=False)
+            chat = model.chat_prompt([{"role": "user", "content": args.prompt}])
+            prompt = model.encode(chat, add_special_tokens=False)
         else:
             prompt = model.encode(args.prompt)
         tokens = model.generate(prompt, args.max_new_tokens, temperature=args.temperature,

@@ -23,7 +23,7 @@ _MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
 # model_type -> config keyword arguments (2 layers, hidden size 32, vocabulary 96)
 CONFIGS: dict[str, dict[str, Any]] = {
     "llama": _LLAMA_LIKE,
-    "mistral": {**_LLAMA_LIKE, "sliding_window": None},
+    "mistral": {**_LLAMA_LIKE, "sliding_window": 4},
     "qwen2": _LLAMA_LIKE,
     "qwen3": {**_LLAMA_LIKE, "head_dim": 8},
     "qwen3_moe": {**_LLAMA_LIKE, "head_dim": 8, **_MOE},
