@@ -150,12 +150,13 @@ def inspect_checkpoint(model_or_path: Any, *, max_context: int,
 
 
 def load_model(model_or_path: Any, checkpoint: Checkpoint) -> Any:
-    """The float32 causal LM in eval mode, without gradients: loaded from the folder
-    (safetensors, offline) or the given model itself."""
+    """The causal LM: loaded from the folder (float32, safetensors, offline, in eval mode
+    without gradients) or the given model itself, untouched (the export prepares it and
+    restores it afterwards)."""
     import torch
 
     if not isinstance(model_or_path, (str, os.PathLike)):
-        return model_or_path.eval().requires_grad_(False)
+        return model_or_path
     from transformers import AutoModelForCausalLM
 
     with offline():

@@ -94,3 +94,34 @@ def test_the_guide_lists_every_family() -> None:
 
     guide = Path(__file__).resolve().parents[2] / "docs" / "llm.md"
     assert family_table_markdown() in guide.read_text()
+
+
+def test_a_loaded_model_exports_and_gets_its_flags_back(tmp_path: Path) -> None:
+    from tests.llm.checkpoints import random_model
+
+    model = random_model("qwen2").train()
+    with torch.no_grad():
+        expected = model.eval().generate(torch.tensor([PROMPT]), max_new_tokens=6,
+                                         do_sample=False)[0, len(PROMPT):].tolist()
+    model.train()
+    bundle = llm.export(model, tmp_path / "bundle", max_context=16, aimodel=False,
+                        progress=False)
+    assert model.training and all(p.requires_grad for p in model.parameters())
+    assert bundle.manifest["files"]["tokenizer"] == []  # a model without a folder: none
+    with llm.load(bundle) as loaded:
+        assert loaded.tokenizer is None
+        assert loaded.generate(PROMPT, 6) == expected
+        with pytest.raises(ValueError, match=r"has no tokenizer\.json"):
+            loaded.generate("the cat", 2)
+
+
+def test_experts_run_as_batched_mm_during_export_only() -> None:
+    from coreai_torch.llm.exporter import _prepared
+    from tests.llm.checkpoints import random_model
+
+    model = random_model("qwen3_moe")
+    before = model.get_experts_implementation()
+    with _prepared(model):
+        assert model.get_experts_implementation() == {"": "batched_mm"}
+        assert not torch.is_grad_enabled()
+    assert model.get_experts_implementation() == before != {"": "batched_mm"}
