@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from coreai_torch import __version__, llm
+from coreai_torch.llm.bundle import FORMAT, staged_dir
 from coreai_torch.llm.errors import BundleError
 from tests.llm.conftest import MAX_CONTEXT, PROMPT
 
@@ -52,8 +53,8 @@ def _truncated_greedy(folder: Path, layers: int, new: int) -> list[int]:
     return out[0, len(PROMPT):].tolist()
 
 
-def test_num_layers_truncates_and_overwrite_replaces_atomically(
-        tmp_path: Path, llama_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_num_layers_truncates_and_overwrite_replaces(tmp_path: Path,
+                                                    llama_checkpoint: Path) -> None:
     out = tmp_path / "bundle"
     one = llm.export(llama_checkpoint, out, max_context=12, num_layers=1, aimodel=False,
                      progress=False)
@@ -62,23 +63,29 @@ def test_num_layers_truncates_and_overwrite_replaces_atomically(
     with llm.load(one) as model:
         assert model.generate(PROMPT, 5) == _truncated_greedy(llama_checkpoint, 1, 5)
     (out / "notes.txt").write_text("the old bundle")
-
-    # a failure while writing the new bundle leaves the old one whole, and no staging folder
-    def fail(*args: Any) -> None:
-        raise RuntimeError("disk full")
-
-    monkeypatch.setattr("coreai_torch.llm.exporter._write_aimodel", fail)
-    with pytest.raises(RuntimeError, match="disk full"):
-        llm.export(llama_checkpoint, out, max_context=10, num_layers=1, overwrite=True,
-                   progress=False)
-    monkeypatch.undo()
-    assert llm.LLMBundle.open(out).max_context == 12 and (out / "notes.txt").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
-
     two = llm.export(llama_checkpoint, out, max_context=10, num_layers=1, overwrite=True,
                      aimodel=False, progress=False)
     assert two.max_context == 10 and not (out / "notes.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+def _old_bundle(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"format": FORMAT, "old": True}))
+
+
+def test_a_failure_while_writing_leaves_the_old_bundle_whole(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    _old_bundle(out)
+    with pytest.raises(RuntimeError, match="disk full"), staged_dir(out, overwrite=True) as new:
+        (new / "manifest.json").write_text("{}")
+        raise RuntimeError("disk full")
+    assert json.loads((out / "manifest.json").read_text())["old"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no staging left
+    with staged_dir(out, overwrite=True) as new:
+        (new / "manifest.json").write_text(json.dumps({"format": FORMAT}))
+    assert "old" not in json.loads((out / "manifest.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # the old one removed
 
 
 def test_a_newer_bundle_format_is_refused(tmp_path: Path, llama_bundle: Any) -> None:
