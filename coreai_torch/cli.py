@@ -1,4 +1,4 @@
-"""The coreai-torch command line: convert, run, verify, inspect, ops, demo.
+"""The coreai-torch command line: convert, run, verify, inspect, ops, demo, llm.
 
 Exit codes: 0 success; 1 the check failed (verify, demo: results differ; ops: no op matches);
 2 bad command line, files or inputs (see the error line); 3 converting or running failed;
@@ -37,6 +37,7 @@ from coreai_torch._cli_io import (
     storable,
     write_npz,
 )
+from coreai_torch._cli_llm import add_llm_parser
 from coreai_torch.errors import UnsupportedOpsError
 
 __all__ = ["CliError", "ExitCode", "build_parser", "main"]
@@ -348,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="export, convert, optimize, run and verify an example model")
     p.add_argument("--model", default="convnet", choices=["convnet", "transformer"])
     p.set_defaults(fn=cmd_demo)
+    add_llm_parser(sub)
     return parser
 
 
@@ -382,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.BAD_INPUT
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else ExitCode.BAD_INPUT
-    prefix = f"coreai-torch {args.command}"
+    prefix = f"coreai-torch {args.command}" + (
+        f" {args.llm_command}" if args.command == "llm" else "")
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=TORCH_EXPORT_NOISE, category=FutureWarning)

@@ -24,7 +24,7 @@ NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 EXPECTED = [
     "01_quickstart", "02_custom_op_lowering", "03_overriding_a_builtin",
     "04_debugging_a_mismatch", "05_building_by_hand", "06_stateful_kv_cache",
-    "07_export_aimodel", "compression",
+    "07_export_aimodel", "08_llm", "compression",
 ]
 CELL_TIMEOUT = 180  # seconds per cell; generous for loaded CI machines, cells take ~1 s
 STARTUP_TIMEOUT = 180  # starting a kernel on a loaded machine can be slow
