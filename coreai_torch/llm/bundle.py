@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from coreai_core import _durable_fs as fs
+from coreai_core import durable_fs as fs
 from coreai_torch.llm.errors import BundleError
 
 __all__ = ["AIMODEL_FILE", "FORMAT", "MANIFEST_FILE", "PROGRAM_FILE", "LLMBundle",
@@ -121,7 +121,8 @@ def staged_dir(out_dir: Path, *, overwrite: bool) -> Iterator[Path]:
 
     An existing ``out_dir`` is refused unless ``overwrite`` is set and it is a bundle (a
     folder this project did not write is never replaced). Replacing moves the old bundle
-    aside, renames the new one in, then deletes the old: ``out_dir`` is never half written.
+    in one atomic exchange (:func:`coreai_core.durable_fs.replace`), then deletes the old:
+    ``out_dir`` holds the whole old or the whole new bundle at every instant.
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir, overwrite=overwrite)
@@ -130,15 +131,10 @@ def staged_dir(out_dir: Path, *, overwrite: bool) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=parent))
     try:
         yield staging
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
-            fs.replace(out_dir, old / "bundle")
-            fs.replace(staging, out_dir)
-            fs.fsync_dir(parent)
+        fs.fsync_tree(staging)
+        old = fs.replace(staging, out_dir)  # an existing bundle comes back at `staging`
+        if old is not None:
             shutil.rmtree(old)
-        else:
-            fs.replace(staging, out_dir)
-            fs.fsync_dir(parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
