@@ -40,3 +40,11 @@ class TorchMetalKernel:
                  metal_params: Sequence[Any] | None = None, helper_src: str | None = None,
                  template_dtypes: dict[str, str] | None = None) -> None:
         raise metal_unavailable(f"TorchMetalKernel({name!r})")
+
+    def template_kernel_src(self, kernel_id: str, input_metadata: list[Any],
+                            result_metadata: list[Any]) -> str:
+        """Apple's Metal source of the kernel templated for its inputs' and results' types
+        (``input_metadata``/``result_metadata`` are Apple's ``coreai.authoring.metal
+        .TensorMeta``). Raises :class:`~coreai_torch.errors.MetalUnavailableError`: no kernel
+        exists here to template (see the module doc)."""
+        raise metal_unavailable(f"TorchMetalKernel.template_kernel_src({kernel_id!r})")
