@@ -28,12 +28,17 @@ from coreai_torch._lowerer import (
     mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
+from coreai_torch.composite_decl import generate_composite_decl
 from coreai_torch.composites import CompositeBuilder
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
 from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
+from coreai_torch.metal import TorchMetalKernel
+from coreai_torch.utils import get_operand
 
-__all__ = ["Context", "ExternalizeSpec", "TorchConverter"]
+# Apple's module exposes these names too (code imports them from coreai_torch.converter)
+__all__ = ["Context", "ExternalizeSpec", "TorchConverter", "TorchMetalKernel",
+           "generate_composite_decl", "get_operand"]
 
 
 class Context:

@@ -182,3 +182,24 @@ def test_template_kernel_src_has_apples_signature_and_needs_metal() -> None:
     assert params == ["self", "kernel_id", "input_metadata", "result_metadata"]
     with pytest.raises(MetalUnavailableError, match=r"template_kernel_src.*macOS"):
         TorchMetalKernel.template_kernel_src(object.__new__(TorchMetalKernel), "k", [], [])
+
+
+def test_the_rest_of_apples_kernel_surface_needs_metal_too() -> None:
+    kernel = object.__new__(TorchMetalKernel)
+    with pytest.raises(MetalUnavailableError, match="result_shape_params"):
+        _ = kernel.result_shape_params
+    with pytest.raises(MetalUnavailableError, match="validate_and_set_dtype_templates"):
+        kernel.validate_and_set_dtype_templates({"T": "x"}, ["x"])
+    # MLIR element type -> Metal type, as Apple's class has it (data, no Metal needed)
+    assert TorchMetalKernel.metal_type_mappings["f32"] == "float"
+    assert TorchMetalKernel.metal_type_mappings["f16"] == "half"
+
+
+def test_apples_converter_module_names() -> None:
+    import coreai_torch
+    import coreai_torch.converter as converter_module
+
+    for name in ("TorchConverter", "TorchMetalKernel", "generate_composite_decl",
+                 "ExternalizeSpec", "Context", "get_operand"):
+        assert hasattr(converter_module, name), name
+    assert converter_module.generate_composite_decl is coreai_torch.generate_composite_decl
