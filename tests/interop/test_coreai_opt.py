@@ -211,3 +211,21 @@ def test_pt2_made_here_round_trips_and_matches_apples_eager(name: str, tmp_path:
     got = next(iter(program.run({program.input_names[0]: x.numpy()}).values()))  # type: ignore[attr-defined]
     np.testing.assert_allclose(got, recorded[name], rtol=RTOL,
                                atol=ATOL * float(np.abs(recorded[name]).max()))
+
+
+def test_the_quantized_output_tolerance_rejects_a_broken_model() -> None:
+    """The allowance of ``_tolerance`` (two output steps, outputs on the grid) is tight enough
+    that a lowering bug fails it: a program whose first bias has the wrong sign."""
+    m, inputs = compressed("mlp", "int8_weights_activations")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = _convert(torch.export.export(m, inputs))
+    feed = {program.input_names[0]: inputs[0].numpy()}  # type: ignore[attr-defined]
+    want = m(*inputs).detach().numpy()
+    got = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=_tolerance(m, got, want))
+    weights = program.weights  # type: ignore[attr-defined]
+    weights["fc1.bias"] = -np.asarray(weights["fc1.bias"])
+    broken = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(broken, want, rtol=RTOL, atol=_tolerance(m, broken, want))
