@@ -60,6 +60,8 @@ class Location:
         return self.to_text(stack=False)
 
     def to_text(self, *, stack: bool = True) -> str:
+        """The printed form, ``loc("file":line in "module" id "op" stack [...])``; ``stack``
+        includes the call stack."""
         parts = []
         if self.file is not None:
             parts.append(quote(self.file) + (f":{self.line}" if self.line is not None else ""))

@@ -11,8 +11,8 @@ __all__ = ["aiprogram_of"]
 
 
 def aiprogram_of(program: Any, *, entrypoints: Sequence[str] | None = None) -> Any:
-    """Apple's ``AIProgram`` of ``program`` (:func:`coreai_torch.aimodel.aiprogram
-    .to_aiprogram`), with a clear error when Apple's package is missing."""
+    """Apple's ``AIProgram`` of ``program`` (``coreai_torch.aimodel.aiprogram.to_aiprogram``),
+    with a clear error when Apple's package is missing."""
     try:
         from coreai_torch.aimodel.aiprogram import to_aiprogram
     except ImportError as e:  # MissingExtraError, or Apple's package half installed
