@@ -103,7 +103,7 @@ def _prepare(program: ProgramData, target: Path) -> _Payload:
 
 
 def _checked_payload(program: ProgramData, target: Path) -> _Payload:
-    text = print_program(program)
+    text = print_program(program, locations=True)  # debug info travels with the program
     stored: dict[str, np.ndarray] = {}
     real: dict[str, Any] = {}
     for name, data in program.weights.items():

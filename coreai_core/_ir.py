@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -36,25 +36,46 @@ __all__ = [
 ]
 
 
+def _frames(frames: Iterable[str]) -> tuple[str, ...]:
+    return tuple(frames)
+
+
 @attrs.frozen
 class Location:
-    """Where an op came from: a relative source file and line, and the nn.Module path."""
+    """Where an op came from: a relative source file and line, and the nn.Module path.
+
+    ``op_id`` names the source op (for a converted program, the FX node it was lowered
+    from); ``stack`` is the user's call stack at that op, outermost frame first, each
+    ``"file:line in function"``. ``str`` leaves the stack out (messages stay one line);
+    :meth:`to_text` (the printed form) includes it.
+    """
 
     file: str | None = None
     line: int | None = None
     module_path: str | None = None
+    op_id: str | None = None
+    stack: tuple[str, ...] = attrs.field(default=(), converter=_frames)
 
     def __str__(self) -> str:
+        return self.to_text(stack=False)
+
+    def to_text(self, *, stack: bool = True) -> str:
+        """The printed form, ``loc("file":line in "module" id "op" stack [...])``; ``stack``
+        includes the call stack."""
         parts = []
         if self.file is not None:
             parts.append(quote(self.file) + (f":{self.line}" if self.line is not None else ""))
         if self.module_path:
             parts.append(f"in {quote(self.module_path)}")
+        if self.op_id is not None:
+            parts.append(f"id {quote(self.op_id)}")
+        if stack and self.stack:
+            parts.append(f"stack [{', '.join(quote(f) for f in self.stack)}]")
         return f"loc({' '.join(parts)})"
 
     @property
     def is_known(self) -> bool:
-        return self.file is not None or bool(self.module_path)
+        return self.file is not None or bool(self.module_path) or self.op_id is not None
 
 
 UNKNOWN_LOC = Location()

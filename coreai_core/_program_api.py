@@ -6,12 +6,12 @@ serialization) import the data classes, never the other way round, as MLIR and x
 module data apart from passes and interpreters. This module sits on top of all of them and
 defines :class:`Program` as a subclass that adds the user conveniences (``graph``, ``run``,
 ``explain_plan``, ``optimize``, ``to_precision``, ``verify``, ``to_text``/``str``, ``to_dot``,
-``to_mermaid``, ``save``, ``save_asset``, ``bind_weights``), each a thin call into its layer. A
-subclass, rather than attaching functions to the data class at import time, keeps the methods
-visible to type checkers and to ``help()``;
-the price is that whoever creates programs for users creates this class: ``Program()``
-directly, and :func:`parse` and :func:`load` here, which hand an empty ``Program`` to the
-parser and the artifact reader (they fill any ``ProgramData``).
+``to_mermaid``, ``save``, ``save_asset``, ``to_aiprogram``, ``bind_weights``), each a thin call
+into its layer. A subclass, rather than attaching functions to the data class at import time,
+keeps the methods visible to type checkers and to ``help()``; the price is that whoever creates
+programs for users creates this class: ``Program()`` directly, and :func:`parse` and
+:func:`load` here, which hand an empty ``Program`` to the parser and the artifact reader (they
+fill any ``ProgramData``).
 """
 
 from __future__ import annotations
@@ -147,6 +147,14 @@ class Program(ProgramData):
         returns a ``coreai.authoring.AIModelAsset`` (registered by ``coreai_torch``; needs
         the ``coreai`` extra). See :mod:`coreai_core.assets`."""
         return assets.save_asset(self, path, **options)
+
+    def to_aiprogram(self, **options: Any) -> Any:
+        """Apple's ``coreai.authoring.AIProgram`` of this program, built by the ``.aimodel``
+        exporter's lowering (registered by ``coreai_torch``; needs the ``coreai`` extra), for
+        Apple's tools that take one: coreai-opt's ``coreai_utils`` passes, Apple's
+        ``AIProgram.save_asset``. ``entrypoints=[...]`` picks graphs as in ``save_asset``.
+        See :mod:`coreai_core.assets` and docs/coreai-interop.md."""
+        return assets.convert_program(self, "aiprogram", **options)
 
     def bind_weights(self, source: Any, *, strict: bool = True) -> None:
         """Bind unbound weights from a state dict, an .npz or a .safetensors file."""

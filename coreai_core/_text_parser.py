@@ -369,8 +369,19 @@ class Parser(Scanner):
         if self.peek_word("in"):
             self.word()
             module = self.string()
+        op_id, stack = None, list[str]()
+        if self.peek_word("id"):
+            self.word()
+            op_id = self.string()
+        if self.peek_word("stack"):
+            self.word()
+            self.expect("[", "after 'stack'")
+            while not self.accept("]"):
+                if stack:
+                    self.expect(",", "between stack frames")
+                stack.append(self.string())
         self.expect(")", "to close the location")
-        return Location(file, line, module)
+        return Location(file, line, module, op_id, tuple(stack))
 
 
 def parse_into(program: ProgramData, text: str | bytes,

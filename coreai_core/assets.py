@@ -1,11 +1,14 @@
 """Deployable assets: ``Program.save_asset(path)`` writes one with the writer registered for
-the path's suffix.
+the path's suffix; ``Program.to_aiprogram()`` hands the program to Apple's toolchain with the
+converter registered for Apple's program type.
 
 coreai_core itself writes only its own artifact (``Program.save``). A device format belongs to
 the package that speaks it: ``coreai_torch`` registers the writer of Apple's ``.aimodel``
 (``coreai_torch.aimodel.export_aimodel``, returning Apple's ``AIModelAsset``) when it is
-imported. This is the extension point that lets ``Program`` offer Apple's
-``program.save_asset(path)`` without coreai_core importing anything above it.
+imported, and likewise the converter to Apple's ``coreai.authoring.AIProgram``
+(:data:`PROGRAM_CONVERTERS`, kind ``"aiprogram"``). This is the extension point that lets
+``Program`` offer Apple's ``program.save_asset(path)`` and ``program.to_aiprogram()`` without
+coreai_core importing anything above it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from typing import Any
 from coreai_core._ir import ProgramData
 from coreai_core.registry import Registry
 
-__all__ = ["ASSET_WRITERS", "AssetWriter", "register_asset_writer", "save_asset"]
+__all__ = [
+    "ASSET_WRITERS", "PROGRAM_CONVERTERS", "AssetWriter", "ProgramConverter", "convert_program",
+    "register_asset_writer", "register_program_converter", "save_asset",
+]
 
 
 AssetWriter = Callable[..., Any]
@@ -61,3 +67,42 @@ def save_asset(program: ProgramData, path: str | os.PathLike[str], **options: An
                          f"{target.suffix or '(no suffix)'!r} (registered: {known}){hint}. "
                          "Program.save writes coreai_core's own artifact.")
     return writer(program, target, **options)
+
+
+ProgramConverter = Callable[..., Any]
+"""``converter(program, **options)``: another package's program object for ``program`` (e.g.
+Apple's ``AIProgram``), built from it without changing it."""
+
+
+def _check_kind(kind: str) -> str:
+    if not (kind.isidentifier() and kind.islower()):
+        raise ValueError(f"a program converter is registered for a lower-case kind such as "
+                         f"'aiprogram', got {kind!r}")
+    return kind
+
+
+PROGRAM_CONVERTERS: Registry[ProgramConverter] = Registry("program converter", "coreai_core",
+                                                          check_name=_check_kind)
+"""Kind (``"aiprogram"``) -> the function converting a program to that kind of object."""
+
+_CONVERTER_PROVIDERS = {
+    "aiprogram": "import coreai_torch (its converter needs Apple's coreai-core package: pip "
+                 "install 'coreai-torch[coreai]')"}
+
+
+def register_program_converter(kind: str, converter: ProgramConverter, *,
+                               allow_override: bool = False) -> ProgramConverter:
+    """Make ``convert_program(program, kind)`` call ``converter(program, **options)``."""
+    return PROGRAM_CONVERTERS.register(kind, converter, allow_override=allow_override)
+
+
+def convert_program(program: ProgramData, kind: str, **options: Any) -> Any:
+    """``program`` as the object of ``kind`` made by the converter registered for it."""
+    converter = PROGRAM_CONVERTERS.get(kind)
+    if converter is None:
+        known = ", ".join(PROGRAM_CONVERTERS.names()) or "none yet"
+        how = _CONVERTER_PROVIDERS.get(kind)
+        hint = (f"; to make one, {how}" if how
+                else "; register one with coreai_core.assets.register_program_converter")
+        raise ValueError(f"no program converter for {kind!r} (registered: {known}){hint}")
+    return converter(program, **options)

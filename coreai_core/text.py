@@ -255,7 +255,7 @@ class _Printer:
             text += " {" + ", ".join(attrs) + "}"
         text += " : " + (", ".join(format_type(r.type) for r in op.results) or "()")
         if self.locations and op.location.is_known:
-            text += f"  {op.location}"
+            text += f"  {op.location.to_text()}"
         return text
 
     def attr(self, v: Any, indent: str) -> str:

@@ -14,7 +14,9 @@ from importlib import metadata as _metadata
 from typing import Any
 
 from coreai_core.assets import register_asset_writer as _register_asset_writer
+from coreai_core.assets import register_program_converter as _register_program_converter
 from coreai_torch import compression  # registers the torch.ops.coreai compression ops
+from coreai_torch._aiprogram import aiprogram_of as _aiprogram_of
 from coreai_torch._asset import save_aimodel_asset as _save_aimodel_asset
 from coreai_torch.composite_decl import generate_composite_decl
 from coreai_torch.converter import TorchConverter
@@ -37,6 +39,8 @@ from coreai_torch.verify import (
 
 # Program.save_asset("x.aimodel") writes through coreai_torch.aimodel (see coreai_core.assets)
 _register_asset_writer(".aimodel", _save_aimodel_asset)
+# program.to_aiprogram() builds Apple's AIProgram through coreai_torch.aimodel (same seam)
+_register_program_converter("aiprogram", _aiprogram_of)
 
 try:
     __version__ = _metadata.version("coreai-torch")

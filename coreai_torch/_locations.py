@@ -1,17 +1,42 @@
-"""Source locations for FX nodes: relative file, line and nn.Module path."""
+"""Source locations for FX nodes: relative file, line, nn.Module path, the node's id and the
+user's call stack.
+
+How much a converted op keeps is the converter's mode (``TorchConverter.Mode``): ``debug``
+keeps everything, ``release`` the op id (the FX node's name) only. The converter sets it for
+the duration of a conversion with :func:`recording`; it is a context variable, so two
+converters in two threads each record with their own mode.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import re
+from collections.abc import Iterator
+from typing import Literal
 
 import torch.fx
 
 from coreai_core import Location
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+Detail = Literal["debug", "release"]
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>[^\n]+))?')
 _PKG_ROOTS = ("site-packages/", "dist-packages/")
+_DETAIL: contextvars.ContextVar[Detail] = contextvars.ContextVar("coreai_torch_location_detail",
+                                                                 default="debug")
+
+
+@contextlib.contextmanager
+def recording(detail: Detail) -> Iterator[None]:
+    """Make :func:`location_of` record ``detail`` ("debug" or "release") inside the block."""
+    token = _DETAIL.set(detail)
+    try:
+        yield
+    finally:
+        _DETAIL.reset(token)
 
 
 def relative_path(path: str) -> str:
@@ -29,27 +54,38 @@ def relative_path(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
+def _frames(stack_trace: str) -> tuple[tuple[str, int, str], ...]:
+    """(relative file, line, function) of every frame of a traceback, outermost first."""
+    return tuple((relative_path(m["file"]), int(m["line"]), (m["fn"] or "").strip())
+                 for m in _FRAME.finditer(stack_trace or ""))
+
+
 def _user_frame(stack_trace: str) -> tuple[str, int] | None:
     """The innermost frame outside torch itself (the user's line), else the innermost."""
-    frames = _FRAME.findall(stack_trace or "")
+    frames = _frames(stack_trace)
     if not frames:
         return None
-    user = [f for f in frames if "/torch/" not in f[0].replace("\\", "/")]
-    file, line = (user or frames)[-1]
-    return relative_path(file), int(line)
+    user = [f for f in frames if not f[0].replace("\\", "/").startswith("torch/")]
+    file, line, _ = (user or frames)[-1]
+    return file, line
 
 
 def location_of(node: torch.fx.Node) -> Location:
-    """The Location of an FX node from its stack trace and nn_module_stack metadata."""
-    frame = _user_frame(node.meta.get("stack_trace", ""))
+    """The Location of an FX node, with what the current mode records (see the module doc):
+    its id always; in debug mode also its user frame, module path and call stack."""
+    if _DETAIL.get() == "release":
+        return Location(op_id=node.name)
+    trace = node.meta.get("stack_trace", "")
+    frame = _user_frame(trace)
     module_path = None
     stack = node.meta.get("nn_module_stack")
     if stack:
         path, _cls = list(stack.values())[-1]
         module_path = _clean_module_path(path)
-    if frame is None:
-        return Location(module_path=module_path)
-    return Location(frame[0], frame[1], module_path)
+    frames = tuple(f"{file}:{line} in {fn}" if fn else f"{file}:{line}"
+                   for file, line, fn in _frames(trace))
+    file, line = frame if frame is not None else (None, None)
+    return Location(file, line, module_path, node.name, frames)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,8 +98,9 @@ def _clean_module_path(path: str) -> str | None:
 
 
 def describe(node: torch.fx.Node) -> str | None:
-    """``file:line`` of the user's source for an FX node, for error messages."""
-    loc = location_of(node)
-    if loc.file is None:
+    """``file:line`` of the user's source for an FX node, for error messages (whatever the
+    mode: an error always names the user's line)."""
+    frame = _user_frame(node.meta.get("stack_trace", ""))
+    if frame is None:
         return None
-    return f"{loc.file}:{loc.line}"
+    return f"{frame[0]}:{frame[1]}"

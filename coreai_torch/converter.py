@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from coreai_core import Program
 from coreai_torch._binding import LoweringForm
-from coreai_torch._locations import describe
+from coreai_torch._locations import describe, recording
 from coreai_torch._lowerer import (
     GraphLowerer,
     Staged,
@@ -25,14 +26,34 @@ from coreai_torch._lowerer import (
     mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
+from coreai_torch.composite_decl import generate_composite_decl
 from coreai_torch.composites import CompositeBuilder
 from coreai_torch.decompositions import decompose_unsupported
 from coreai_torch.decompositions import torch_decomposition as _torch_decomposition
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
 from coreai_torch.externalize import ExternalizeSpec, ExternalSession, as_spec
 from coreai_torch.lowerings import default_table
+from coreai_torch.metal import TorchMetalKernel
+from coreai_torch.utils import get_operand
 
-__all__ = ["ExternalizeSpec", "TorchConverter"]
+# Apple's module exposes these names too (code imports them from coreai_torch.converter)
+__all__ = ["Context", "ExternalizeSpec", "TorchConverter", "TorchMetalKernel",
+           "generate_composite_decl", "get_operand"]
+
+
+class Context:
+    """Apple's ``coreai_torch.converter.Context``: there, the MLIR context (with an unknown
+    default location) that a converter builds its program in, entered with ``with``. Programs
+    here are plain Python objects built without one, so entering a ``Context`` does nothing;
+    it exists so that code written for Apple's package (``with converter.context: ...``)
+    runs unchanged. ``TorchConverter.context`` is one."""
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
 
 class TorchConverter:
     """Converts decomposed ``torch.export`` programs to a Core AI :class:`~coreai_core.Program`.
@@ -44,13 +65,33 @@ class TorchConverter:
     terminal). Weights keep their dtypes exactly; nothing is narrowed. ``composites=True``
     lowers the ops of :data:`coreai_torch.composites.COMPOSITE_OPS` (layer_norm, tanh gelu,
     sdpa) into composite graphs called with ``coreai.invoke``; by default everything is flat.
+
+    ``mode`` (Apple's argument) is how much source information each op keeps:
+    ``Mode.DEBUG`` (the default) its user's file and line, nn.Module path, op id (the FX
+    node's name) and full call stack; ``Mode.RELEASE`` the op id only, for smaller programs
+    and assets. Both compute the same results (docs/coreai-interop.md, "Converter modes").
     """
 
-    def __init__(self, *, progress: bool | None = None, composites: bool = False) -> None:
+    class Mode(enum.Enum):
+        """How much source information a converted program keeps (see ``TorchConverter``)."""
+
+        DEBUG = "debug"
+        RELEASE = "release"
+
+    def __init__(self, *, mode: TorchConverter.Mode = Mode.DEBUG, progress: bool | None = None,
+                 composites: bool = False) -> None:
+        if not isinstance(mode, TorchConverter.Mode):
+            try:
+                mode = TorchConverter.Mode(mode)
+            except ValueError:
+                raise TypeError(f"mode must be TorchConverter.Mode.DEBUG or .RELEASE, got "
+                                f"{mode!r}") from None
         if progress is not None and not isinstance(progress, bool):
             raise TypeError(f"progress must be True, False or None, got {progress!r}")
         if not isinstance(composites, bool):
             raise TypeError(f"composites must be True or False, got {composites!r}")
+        self.mode = mode
+        self.context = Context()
         self.composites = composites
         self._table = LoweringTable(default_table())
         self._staged: dict[str, Staged] = {}
@@ -241,12 +282,13 @@ class TorchConverter:
         program = Program()
         weights = WeightStore(program)
         builder = CompositeBuilder(program) if self.composites else None
-        for n, ext_staged in externals.items():
-            GraphLowerer(self._table, self.progress, program, weights, n, ext_staged,
-                         composites=builder).run()
-        for n in names:
-            GraphLowerer(self._table, self.progress, program, weights, n, staged[n],
-                         composites=builder).run()
+        with recording(self.mode.value):
+            for n, ext_staged in externals.items():
+                GraphLowerer(self._table, self.progress, program, weights, n, ext_staged,
+                             composites=builder).run()
+            for n in names:
+                GraphLowerer(self._table, self.progress, program, weights, n, staged[n],
+                             composites=builder).run()
         return program
 
     def _unsupported(self, ep: ExportedProgram) -> tuple[Counter[str], dict[str, torch.fx.Node]]:

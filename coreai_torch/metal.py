@@ -14,7 +14,7 @@ kernels, or write the operation as a torch custom op with a lowering
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from coreai_torch.errors import MetalUnavailableError
 
@@ -35,8 +35,33 @@ class TorchMetalKernel:
     torch_defn, metal_params=None, helper_src=None, template_dtypes=None)``); constructing
     one raises :class:`~coreai_torch.errors.MetalUnavailableError` (see the module doc)."""
 
+    metal_type_mappings: ClassVar[dict[str, str]] = {
+        "bf16": "bfloat", "f16": "half", "f32": "float", "i1": "bool",
+        "si8": "int8_t", "ui8": "uint8_t", "si16": "int16_t", "ui16": "uint16_t",
+        "si32": "int", "ui32": "uint", "si64": "int64_t", "ui64": "uint64_t",
+    }
+    """Core AI element type -> the Metal Shading Language type a kernel sees (as Apple's)."""
+
     def __init__(self, name: str, input_names: Sequence[str], result_names: Sequence[str],
                  src: str, torch_defn: Callable[..., Any],
                  metal_params: Sequence[Any] | None = None, helper_src: str | None = None,
                  template_dtypes: dict[str, str] | None = None) -> None:
         raise metal_unavailable(f"TorchMetalKernel({name!r})")
+
+    @property
+    def result_shape_params(self) -> list[str]:
+        """Apple's names of the kernel's result-shape parameters; needs Metal (raises)."""
+        raise metal_unavailable("TorchMetalKernel.result_shape_params")
+
+    def validate_and_set_dtype_templates(self, templates: dict[str, str],
+                                         input_names: list[str]) -> None:
+        """Apple's check of a kernel's dtype templates; needs Metal (raises)."""
+        raise metal_unavailable("TorchMetalKernel.validate_and_set_dtype_templates")
+
+    def template_kernel_src(self, kernel_id: str, input_metadata: list[Any],
+                            result_metadata: list[Any]) -> str:
+        """Apple's Metal source of the kernel templated for its inputs' and results' types
+        (``input_metadata``/``result_metadata`` are Apple's ``coreai.authoring.metal
+        .TensorMeta``). Raises :class:`~coreai_torch.errors.MetalUnavailableError`: no kernel
+        exists here to template (see the module doc)."""
+        raise metal_unavailable(f"TorchMetalKernel.template_kernel_src({kernel_id!r})")

@@ -47,6 +47,7 @@ from coreai_torch.aimodel._context import (
 from coreai_torch.aimodel._dims import KEY as DIMS_KEY
 from coreai_torch.aimodel._dims import dims_metadata
 from coreai_torch.aimodel._emit import dims, i32
+from coreai_torch.aimodel._locations import apple_location
 from coreai_torch.aimodel._state import declare_stateful_graph
 from coreai_torch.aimodel.not_exported import not_exported_reason
 from coreai_torch.aimodel.ops import MAPPINGS
@@ -207,7 +208,8 @@ def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals:
         if op.name == "coreai.constant":
             continue  # emitted where it is used (see _Values)
         try:
-            emitted = _emit_op(ctx, op, values)
+            with apple_location(op.location):  # the op's debug info (see _locations.py)
+                emitted = _emit_op(ctx, op, values)
         except Refused as e:
             refusals.add(op.name, e.reason, _where(op, graph))
             emitted = [_placeholder(r) for r in op.results]

@@ -1,9 +1,10 @@
 """Models and coreai-opt compressions for the interop tests and the size benchmark.
 
-Each compression is configured as a user of Apple's ``coreai-opt`` 0.3.0 would (its presets
-where it has them, its documented specs otherwise) and finalized for Core AI with
+Each compression is configured as a user of Apple's ``coreai-opt`` would (its presets where it
+has them, its documented specs otherwise) and finalized for Core AI with
 ``finalize(backend=ExportBackend.CoreAI)``, which swaps in ``coreai_torch._compression``'s
-modules (here: :mod:`coreai_torch.compression.modules`).
+modules (here: :mod:`coreai_torch.compression.modules`). :data:`COMPRESSIONS` works with
+coreai-opt 0.3.0 and 0.4.0; :data:`COMPRESSIONS_04` uses what 0.4.0 added (empty with 0.3.0).
 """
 
 from __future__ import annotations
@@ -198,3 +199,79 @@ def compressed(model_name: str, compression: str) -> tuple[nn.Module, Inputs]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return COMPRESSIONS[compression](m, inputs), inputs
+
+
+# -- new in coreai-opt 0.4.0 -------------------------------------------------------------------
+
+OPT_VERSION = tuple(int(part) for part in coreai_opt.__version__.split(".")[:2])
+HAS_04 = OPT_VERSION >= (0, 4)
+Torch = coreai_opt.ExportBackend.Torch if HAS_04 else None
+
+
+def _palettize_to(spec: dict[str, object], backend: object = CoreAI,
+                  ) -> Callable[[nn.Module, Inputs], nn.Module]:
+    def run(m: nn.Module, inputs: Inputs) -> nn.Module:
+        palettizer = KMeansPalettizer(m, KMeansPalettizerConfig(
+            global_config=ModuleKMeansPalettizerConfig(
+                op_state_spec={"weight": PalettizationSpec(**spec)})))  # type: ignore[arg-type]
+        palettizer.prepare(example_inputs=inputs)
+        return palettizer.finalize(backend=backend)
+    return run
+
+
+def _pruned_dense(m: nn.Module, inputs: Inputs) -> nn.Module:
+    """Magnitude pruning finalized for torch (0.4.0's ``ExportBackend.Torch``): a plain model
+    whose weights are half zeros."""
+    pruner = MagnitudePruner(m, MagnitudePrunerConfig())
+    pruner.prepare(example_inputs=inputs)
+    return pruner.finalize(backend=Torch)
+
+
+def _activations_int8(m: nn.Module, inputs: Inputs) -> nn.Module:
+    """int8 activations (calibrated) on a model whose weights are already compressed:
+    coreai-opt leaves the palettized weights as they are (its joint PxA8 schemes)."""
+    return _quantize(QuantizerConfig(global_config=ModuleQuantizerConfig(op_state_spec=None)),
+                     calibrate=True)(m, inputs)
+
+
+def _then(*steps: Callable[[nn.Module, Inputs], nn.Module],
+          ) -> Callable[[nn.Module, Inputs], nn.Module]:
+    def run(m: nn.Module, inputs: Inputs) -> nn.Module:
+        for step in steps:
+            m = step(m, inputs)
+        return m
+    return run
+
+
+# name -> (compression, dialect ops the program must hold, ops it must not hold)
+COMPRESSIONS_04: dict[str, tuple[Callable[[nn.Module, Inputs], nn.Module], set[str], set[str]]]
+COMPRESSIONS_04 = {} if not HAS_04 else {
+    # a pruned model palettized with its zeros kept: indices of the nonzeros only
+    "sparse_palettize_4bit": (
+        _then(_pruned_dense, _palettize_to({"n_bits": 4, "sparsity_detection_threshold": 0.3})),
+        {"coreai.lut_to_dense", "coreai.sparse_to_dense"}, set()),
+    # an 8-bit table quantized to int8 / fp8 is exported as 8-bit weights, without the table
+    "palettize_8bit_int8_lut_as_int8": (
+        _palettize_to({"n_bits": 8, "lut_qspec": QuantizationSpec(dtype=torch.int8)}),
+        {"coreai.constexpr_blockwise_shift_scale"}, {"coreai.lut_to_dense"}),
+    "palettize_8bit_fp8_lut_as_fp8": (
+        _palettize_to({"n_bits": 8, "lut_qspec": QuantizationSpec(dtype=torch.float8_e4m3fn)}),
+        {"coreai.constexpr_blockwise_shift_scale"}, {"coreai.lut_to_dense"}),
+    # joint palettized weights and int8 activations
+    "p4a8": (_then(_palettize_to({"n_bits": 4}), _activations_int8),
+             {"coreai.lut_to_dense", "coreai.dequantize"}, set()),
+    "p8a8": (_then(_palettize_to({"n_bits": 8}), _activations_int8),
+             {"coreai.lut_to_dense", "coreai.dequantize"}, set()),
+    # ExportBackend.Torch: compression folded into dense weights, nothing to decompress
+    "torch_backend_palettize_4bit": (
+        _palettize_to({"n_bits": 4}, backend=Torch), set(),
+        {"coreai.lut_to_dense", "coreai.constexpr_blockwise_shift_scale"}),
+}
+
+
+def compressed_04(model_name: str, compression: str) -> tuple[nn.Module, Inputs]:
+    """The model compressed by ``COMPRESSIONS_04[compression]``, and its inputs."""
+    m, inputs = model(model_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return COMPRESSIONS_04[compression][0](m, inputs), inputs

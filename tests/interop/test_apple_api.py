@@ -118,7 +118,7 @@ def test_generate_composite_decl_with_coreai_graph_builds_a_composite_in_a_lower
     def lower(values_map, node, loc):
         arg0, arg1 = values_map[node.args[0].name], values_map[node.args[1].name]
         decl = generate_composite_decl(arg0.context, "scaled_mix", ["argument0", "argument1"],
-                                       ["output"], {"weight": node.args[2], "version": 1})
+                                       ["output"], {"weight": node.args[2]}, version=1)
 
         @coreai.graph(no_inline=True, composite_decl=decl)
         def scaled_mix_impl(argument0: Value, argument1: Value) -> Value:
@@ -144,8 +144,19 @@ def test_generate_composite_decl_with_coreai_graph_builds_a_composite_in_a_lower
     program.save_asset(tmp_path / "mix.aimodel")  # composites export as Core AI composites
 
 
-def test_generate_composite_decl_needs_a_version() -> None:
+def test_generate_composite_decl_takes_apples_version_argument() -> None:
+    """Apple's signature: ``version`` (default 1) is an argument; the ``op_attributes``
+    entry this package took before still works and must agree with it."""
     from coreai_torch import generate_composite_decl
 
-    with pytest.raises(ValueError, match="op_attributes needs a 'version' entry"):
-        generate_composite_decl(None, "op", ["a"], ["out"], {"eps": 0.1})
+    decl = generate_composite_decl(None, "op", ["a"], ["out"], {"eps": 0.1})
+    assert decl.composite.version == 1
+    decl = generate_composite_decl(None, composite_name="op", input_names=["a"],
+                                   output_names=["out"], op_attributes={"eps": 0.1}, version=2)
+    assert (decl.composite.version, decl.composite.attributes) == (2, {"eps": 0.1})
+    with pytest.warns(DeprecationWarning, match="pass version="):
+        old_form = generate_composite_decl(None, "op", ["a"], ["out"], {"version": 3})
+    assert old_form.composite.version == 3
+    with pytest.raises(ValueError, match="give the version once"), \
+            pytest.warns(DeprecationWarning):
+        generate_composite_decl(None, "op", ["a"], ["out"], {"version": 3}, version=2)

@@ -1,5 +1,5 @@
-"""Apple's compression library (coreai-opt 0.3.0) with this converter, and ``.pt2`` files that
-move between this package and Apple's ``coreai-torch``.
+"""Apple's compression library (coreai-opt 0.4.0, and 0.3.0 in CI's second run) with this
+converter, and ``.pt2`` files that move between this package and Apple's ``coreai-torch``.
 
 - coreai-opt's ``finalize(backend=CoreAI)`` output (every compression of
   ``coreai_opt_cases.py``) exports, converts, runs on the numpy runtime like the finalized torch
@@ -52,8 +52,57 @@ def _ops(program: object) -> set[str]:
 
 # -- coreai-opt's finalized models -------------------------------------------------------------
 
+def _output_step(m: torch.nn.Module) -> float | None:
+    """The step (scale) of the activation quantizer that produces the model's output, if its
+    output is a dequantized activation (coreai-opt quantizes every layer's output)."""
+    graph = getattr(m, "graph", None)
+    if graph is None:
+        return None
+    out = next(n for n in graph.nodes if n.op == "output").args[0]
+    node = out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
+    # the target is the op packet (``coreai.dequantize``) or its overload
+    if not (isinstance(node, torch.fx.Node)
+            and str(node.target).split(".")[:2] == ["coreai", "dequantize"]
+            and node.args[1].op == "get_attr"):
+        return None
+    return float(getattr(m, node.args[1].target).max())
+
+
+def _tolerance(m: torch.nn.Module, got: np.ndarray, want: np.ndarray) -> float:
+    """The allowed difference between our runtime and torch for a finalized model.
+
+    float32 alone: a few ulps of the output's magnitude. With quantized activations the
+    output comes out of a quantizer of step ``s``, so both results lie on its grid and differ
+    by whole steps (checked here: a broken model is off the grid or many steps away). One step
+    is a summation-order difference of one ulp that crosses a rounding boundary of that last
+    quantize; one more allows for such a crossing in an earlier quantize, carried to the output
+    (measured on the Llama: 30% of the logits differ, by one or two steps, never more). So: two
+    steps of the output quantizer (the Llama's: 0.003 on logits up to 0.38), not two of the
+    largest activation scale anywhere in the model (0.90, which would pass a broken model).
+    """
+    atol = ATOL * float(np.abs(want).max())
+    step = _output_step(m)
+    if step is None:
+        return atol
+    steps = np.abs(got.astype(np.float64) - want) / step
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-3,
+                               err_msg="outputs off the output quantizer's grid")
+    return max(atol, 2 * step * (1 + 1e-5))  # 1e-5: the step itself is a float32 value
+
 def _case(model_name: str, compression: str, tmp_path: Path) -> None:
     m, inputs = compressed(model_name, compression)
+    must_have = {_decompression(compression)}
+    if "activations" in compression:
+        must_have.add("coreai.dequantize")
+    check_finalized(m, inputs, compression, tmp_path, must_have)
+
+
+def check_finalized(m: torch.nn.Module, inputs: tuple[torch.Tensor, ...], compression: str,
+                    tmp_path: Path, must_have: set[str], must_lack: frozenset[str] = frozenset(),
+                    ) -> None:
+    """``m`` (finalized by coreai-opt) exports, converts, runs on our runtime like torch,
+    holds the ops ``must_have`` (its weights stay compressed) and none of ``must_lack``, and
+    its ``.aimodel`` runs on Apple's interpreter like our runtime."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = _convert(torch.export.export(m, inputs))
@@ -61,20 +110,11 @@ def _case(model_name: str, compression: str, tmp_path: Path) -> None:
     want = m(*inputs).detach().numpy()
     got = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
     assert got.shape == want.shape and got.dtype == want.dtype
-    atol = ATOL * float(np.abs(want).max())
-    steps = [b for n, b in m.named_buffers()
-             if n.startswith("activation_post_process") and n.endswith("_scale")]
-    if steps:
-        # quantized activations: a summation-order difference of one float32 ulp can move a
-        # value across a rounding boundary of a later quantize, one step of its scale, which
-        # the next layers carry on: allow two steps of the largest activation scale
-        atol = max(atol, 2 * max(float(b.max()) for b in steps))
+    atol = _tolerance(m, got, want)
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=atol)
 
     ops = _ops(program)
-    assert _decompression(compression) in ops, sorted(ops)
-    if "activations" in compression:
-        assert "coreai.dequantize" in ops, sorted(ops)
+    assert must_have <= ops and not must_lack & ops, sorted(ops)
     if compression.startswith("int4"):  # int4 held in int8 by torch: 4-bit in the program
         assert any(str(t.element_type) == "int4"
                    for t in program.weight_types.values()), program.weight_types  # type: ignore[attr-defined]
@@ -171,3 +211,21 @@ def test_pt2_made_here_round_trips_and_matches_apples_eager(name: str, tmp_path:
     got = next(iter(program.run({program.input_names[0]: x.numpy()}).values()))  # type: ignore[attr-defined]
     np.testing.assert_allclose(got, recorded[name], rtol=RTOL,
                                atol=ATOL * float(np.abs(recorded[name]).max()))
+
+
+def test_the_quantized_output_tolerance_rejects_a_broken_model() -> None:
+    """The allowance of ``_tolerance`` (two output steps, outputs on the grid) is tight enough
+    that a lowering bug fails it: a program whose first bias has the wrong sign."""
+    m, inputs = compressed("mlp", "int8_weights_activations")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = _convert(torch.export.export(m, inputs))
+    feed = {program.input_names[0]: inputs[0].numpy()}  # type: ignore[attr-defined]
+    want = m(*inputs).detach().numpy()
+    got = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=_tolerance(m, got, want))
+    weights = program.weights  # type: ignore[attr-defined]
+    weights["fc1.bias"] = -np.asarray(weights["fc1.bias"])
+    broken = next(iter(program.run(feed).values()))  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(broken, want, rtol=RTOL, atol=_tolerance(m, broken, want))
