@@ -48,6 +48,9 @@ class Context:
     it exists so that code written for Apple's package (``with converter.context: ...``)
     runs unchanged. ``TorchConverter.context`` is one."""
 
+    def __init__(self) -> None:
+        pass  # nothing to hold: Apple's constructor takes no arguments either
+
     def __enter__(self) -> Context:
         return self
 
@@ -184,7 +187,7 @@ class TorchConverter:
                                                state_names, session=session)
         return self
 
-    def add_pytorch_module(self, module: torch.nn.Module,
+    def add_pytorch_module(self, model: torch.nn.Module,
                            export_fn: Callable[[torch.nn.Module], ExportedProgram] | None = None,
                            externalize_modules: Sequence[type[torch.nn.Module] | ExternalizeSpec]
                            | None = None,
@@ -194,8 +197,10 @@ class TorchConverter:
                            entrypoint_name: str = "main", *, args: tuple = (),
                            kwargs: Mapping[str, Any] | None = None,
                            decompose: bool = True) -> TorchConverter:
-        """Export ``module`` (with ``export_fn(module)`` or ``torch.export.export(module,
-        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it.
+        """Export ``model`` (with ``export_fn(model)`` or ``torch.export.export(model,
+        args, kwargs)``), decompose it with :func:`get_decomp_table` and stage it. The first
+        parameter is named ``model`` as in Apple's converter (pass it by position or by that
+        name).
 
         ``externalize_modules`` lists nn.Module classes (or :class:`ExternalizeSpec` objects):
         each instance of one becomes a call (``coreai.invoke``) of a composite graph exported
@@ -205,7 +210,7 @@ class TorchConverter:
         """
         from coreai_torch.decompositions import get_decomp_table
 
-        _check_module_args(module, export_fn, args, kwargs, decompose)
+        _check_module_args(model, export_fn, args, kwargs, decompose)
 
         def export(m: torch.nn.Module) -> ExportedProgram:
             if export_fn is None:
@@ -221,14 +226,14 @@ class TorchConverter:
             return ep.run_decompositions(get_decomp_table()) if decompose else ep
 
         if not externalize_modules:
-            return self.add_exported_program(decomposed(export(module)), input_names,
+            return self.add_exported_program(decomposed(export(model)), input_names,
                                              output_names, state_names, entrypoint_name)
         taken = {*self._staged, entrypoint_name}
         for other in self._staged.values():
             if other.session is not None:
                 taken.update(e.graph_name for e in other.session.by_signature.values())
         session = ExternalSession([as_spec(x) for x in externalize_modules], taken)
-        ep = session.export(module, export, decomposed)
+        ep = session.export(model, export, decomposed)
         return self._stage(ep, input_names, output_names, state_names, entrypoint_name,
                            session)
 
