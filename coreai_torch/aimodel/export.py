@@ -102,8 +102,9 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
 
 
 def _placeholder(value: Value) -> Any:
-    """A stand-in for a refused op's result, so that the walk can go on."""
-    shape = value.type.static_shape or ()
+    """A stand-in for a refused op's result, so that the walk can go on (of its rank: the
+    mappings of the ops it feeds index its axes)."""
+    shape = tuple(d if isinstance(d, int) else 1 for d in value.type.shape)
     try:
         dtype = ExportContext.apple_dtype(value)
     except Refused:
@@ -205,6 +206,10 @@ def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals:
         except (TypeError, ValueError, RuntimeError) as e:  # Apple's builders rejected it
             refusals.add(op.name, f"Core AI's builder rejected the mapping: {e}",
                          _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        except (LookupError, ArithmeticError, AttributeError, AssertionError) as e:
+            refusals.add(op.name, f"exporter bug: its mapping raised {type(e).__name__}: {e} "
+                         "(please report)", _where(op, graph))
             emitted = [_placeholder(r) for r in op.results]
         for r, a in zip(op.results, emitted, strict=True):
             values.table[id(r)] = a

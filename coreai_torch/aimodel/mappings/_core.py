@@ -10,7 +10,7 @@ import numpy as np
 
 from coreai_core import DType, Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import Emit, ExportContext, Refused
+from coreai_torch.aimodel._context import Emit, ExportContext, Refused, exported_dtype
 from coreai_torch.aimodel._emit import (
     dims,
     i32,
@@ -20,6 +20,7 @@ from coreai_torch.aimodel._emit import (
     take,
     u32,
 )
+from coreai_torch.aimodel.mappings._casts import cast_exactly
 
 __all__: list[str] = []
 
@@ -119,7 +120,8 @@ def _softmax(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
 
 
 def _cast(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    return [ca.cast(xs[0], ctx.apple_dtype(op.results[0]))]
+    src, dst = (exported_dtype(v.type.element_type) for v in (op.operands[0], op.results[0]))
+    return [cast_exactly(xs[0], src, dst)]
 
 
 def _constant(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
@@ -148,6 +150,8 @@ def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
         x = xs[0]
         if logical and op.operands[0].type.element_type is not DType.bool:
             x = ca.cast(x, np.bool_)  # Core AI's all_/any_ take booleans: nonzero is true
+        if not axes:  # Core AI reduces every axis for an empty list; ours none
+            return [x]
         return [reshape_to_result(ctx, op, apple(x, i32(axes)))]
     emit.__name__ = f"reduce_via_{apple.__name__}"
     return emit
