@@ -39,7 +39,11 @@ from coreai_torch.aimodel._dims import KEY as DIMS_KEY
 from coreai_torch.aimodel._dims import dims_metadata
 from coreai_torch.aimodel._emit import dims, i32
 from coreai_torch.aimodel._state import declare_stateful_graph
-from coreai_torch.aimodel.not_exported import not_exported_reason
+from coreai_torch.aimodel.not_exported import (
+    EMPTY_TENSORS,
+    empty_tensor_reason,
+    not_exported_reason,
+)
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
@@ -173,6 +177,9 @@ def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
         raise Refused(not_exported_reason(op.name))
     for v in [*op.operands, *op.results]:
         _apple_type(v.type)
+    shapes = [v.type.static_shape or () for v in [*op.operands, *op.results]]
+    if op.name not in EMPTY_TENSORS and any(0 in s for s in shapes):
+        raise Refused(empty_tensor_reason(shapes))
     emitted = mapping.emit(ctx, op, values.operands(op.operands))
     _check_results(op, emitted)
     return [_refined(a, ours) for a, ours in zip(emitted, op.results, strict=True)]

@@ -16,6 +16,7 @@ from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel
 from coreai_torch.errors import UnexportableOpsError
 from tests.interop.helpers import check_matches_runtime
+from tests.interop.isolated_export import export_in_child
 
 N = Dim("n", 1, 8)
 
@@ -59,6 +60,11 @@ REFUSED: dict[str, tuple[dict[str, TensorType], Callable[..., Value], dict[str, 
         {"x": TensorType((3,), DType.int64)},
         lambda x: coreai.broadcasting_add(x, coreai.constant(np.array(2**40, np.int64))),
         {"coreai.constant": "do not fit int32"}),
+    "sum_of_a_gather_of_no_rows": (
+        {"x": TensorType((4, 3), DType.float32)},
+        lambda x: coreai.reduce_sum(coreai.gather(
+            x, coreai.constant(np.zeros((0,), np.int64)), axis=0), axes=[0], keep_dims=True),
+        {"coreai.gather": "zero-size tensor", "coreai.reduce_sum": "zero-size tensor"}),
     "float64_constant_overflows_float32": (
         {"x": TensorType((3,), DType.float32)},
         lambda x: coreai.broadcasting_add(x, coreai.cast(
@@ -98,3 +104,28 @@ EXPORTED: dict[str, tuple[dict[str, TensorType], Callable[..., Value]]] = {
 def test_edge_case_exports_and_matches_runtime(name: str, tmp_path: Path) -> None:
     inputs, build = EXPORTED[name]
     check_matches_runtime(_program(inputs, build), tmp_path / "edge.aimodel")
+
+
+def test_a_scatter_of_no_updates_is_the_identity(tmp_path: Path) -> None:
+    """Quirk: Core AI's compiler crashed the process (SIGSEGV/SIGILL) on a ``scatter_nd``
+    with empty indices (Chameleon's logits masking) and miscomputed ``scatter_along_axis``
+    with them; the exporter emits the identity. Run in a child process (~12 s: it imports
+    torch): a regression must fail this test, not kill the run."""
+    no_rows = np.zeros((0, 1), np.int64)
+    program = Program()
+    with program.graph("main", inputs={"x": TensorType((4, 3), DType.float32)}) as g:
+        x = g["x"]
+        g.outputs({
+            "nd": coreai.scatter_nd(x, coreai.constant(no_rows),
+                                    coreai.constant(np.full((1, 3), -1.0, np.float32))),
+            "nd_add": coreai.scatter_nd(x, coreai.constant(no_rows),
+                                        coreai.constant(np.ones((1, 3), np.float32)),
+                                        accumulate=True),
+            "along": coreai.scatter_along_axis(
+                x, coreai.constant(np.zeros((4, 0), np.int64)),
+                coreai.constant(np.zeros((4, 0), np.float32)), axis=1)})
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    for out in program.run({"x": x}).values():
+        np.testing.assert_array_equal(out, x)  # nothing is written
+    result = export_in_child(program, {"x": x}, tmp_path)
+    assert result == {"max_abs": {"nd": 0.0, "nd_add": 0.0, "along": 0.0}}

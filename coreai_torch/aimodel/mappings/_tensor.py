@@ -182,6 +182,8 @@ def _scatter_along_axis(ctx: ExportContext, op: Operation, xs: Sequence[Any]) ->
         raise Refused(f"reduction={reduction!r} (Core AI's scatter has no such mode)")
     axis = _axis(op)
     shape, ishape = ctx.static_shape(op.operands[0]), ctx.static_shape(op.operands[1])
+    if 0 in ishape:  # nothing is written (Core AI's compiler miscomputes empty indices)
+        return [xs[0]]
     if any(i != n for d, (i, n) in enumerate(zip(ishape, shape)) if d != axis):
         raise Refused(f"indices {list(ishape)} smaller than the input {list(shape)} off the "
                       "scatter axis (Core AI's scatter_along_axis needs them equal there)")
@@ -217,6 +219,9 @@ def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
     k = ishape[-1]
     if k == 0:
         raise Refused("0-d index vectors (each addresses the whole tensor)")
+    n, rest = int(np.prod(ishape[:-1])), int(np.prod(shape[k:]))
+    if n == 0:  # nothing is written; Core AI's compiler crashes on empty indices (Chameleon)
+        return [xs[0]]
     x, idx, upd = xs[0], _signed(ctx, op.operands[1], xs[1]), xs[2]
     expected = (*ishape[:-1], *shape[k:])
     if tuple(upd.type.shape) != expected:
@@ -225,9 +230,6 @@ def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
         return [ca.scatter_nd(x, idx, upd)]
     # Core AI's scatter_nd only replaces: add along the rows of x flattened to
     # [prod(shape[:k]), rest], each index vector turned into its row number
-    n, rest = int(np.prod(ishape[:-1])), int(np.prod(shape[k:]))
-    if n == 0:
-        return [x]
     sizes = constant(i32(shape[:k]))
     wrapped = ca.broadcasting_where(ca.broadcasting_greater(constant(np.int32(0)), idx),
                                     ca.broadcasting_add(idx, sizes), idx)
