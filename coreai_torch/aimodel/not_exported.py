@@ -26,12 +26,13 @@ def not_exported_reason(op_name: str) -> str:
     return NOT_EXPORTED.get(op_name, "no Core AI counterpart and no exact expansion")
 
 
-# Ops whose mapping handles zero-size tensors (a scatter of no updates is the identity; a
-# concat drops empty pieces). Apple's compiler crashes on others (a scatter_nd of no updates
+# Ops exported with zero-size tensors: a scatter of no updates is emitted as the identity; an
+# empty slice (an output, test_aimodel_expansions.py) and a concat with empty pieces run right
+# on Apple's interpreter. Apple's compiler crashes on others (a scatter_nd of no updates
 # killed the process: Chameleon's logits masking) or computes wrong values (a sum over a
 # gather of no rows), coreai-core 1.0.0b3.
-EMPTY_TENSORS = frozenset({"coreai.constant", "coreai.concat", "coreai.scatter_nd",
-                           "coreai.scatter_along_axis"})
+EMPTY_TENSORS = frozenset({"coreai.constant", "coreai.concat", "coreai.slice",
+                           "coreai.scatter_nd", "coreai.scatter_along_axis"})
 
 
 def empty_tensor_reason(shapes: list[tuple[int, ...]]) -> str:
