@@ -10,8 +10,8 @@ from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, apple_shape
 
-__all__ = ["dims", "i32", "reshape_to_result", "runtime_shape", "runtime_size", "scalar",
-           "slice_axis", "take", "u32"]
+__all__ = ["complex_parts", "dims", "i32", "reshape_to_result", "runtime_shape", "runtime_size",
+           "scalar", "slice_axis", "take", "u32"]
 
 
 def i32(values: Any) -> np.ndarray:
@@ -79,3 +79,8 @@ def runtime_size(x: Any, axis: int) -> Any:
     if size >= 0:
         return constant(i32([size]))
     return ca.slice_(runtime_shape(x), i32([axis]), i32([axis + 1]), i32([1]))
+
+
+def complex_parts(x: Any) -> tuple[Any, Any]:
+    """The real and imaginary parts of a Core AI ``complex<f32>`` value (complex and fft)."""
+    return ca.real_part(x), ca.imaginary_part(x)

@@ -112,7 +112,7 @@ def cast_exactly(x: Any, src: DType, dst: DType) -> Any:
     if src is dst:
         return x
     if src.is_complex or dst.is_complex:
-        return ca.cast(x, APPLE_DTYPES[dst])  # inside graphs only (mappings/_complex.py)
+        return ca.cast(x, APPLE_DTYPES[dst])  # inside graphs only (mappings/complex.py)
     if dst is DType.bool:
         return ca.broadcasting_not_equal(x, _const(0, src))
     if dst.is_float:

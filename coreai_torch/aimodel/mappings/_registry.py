@@ -4,12 +4,12 @@ is an error naming both)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from coreai_core.registry import Registry, describe_entry
-from coreai_torch.aimodel._context import OpMapping
+from coreai_torch.aimodel._context import Emit, OpMapping
 
-__all__ = ["describe_mapping", "family_mappings", "mapping_registry"]
+__all__ = ["describe_mapping", "family_mappings", "mapping_decorator", "mapping_registry"]
 
 
 def describe_mapping(mapping: OpMapping) -> str:
@@ -28,3 +28,16 @@ def family_mappings(module: str, entries: Mapping[str, OpMapping]) -> Registry[O
     for name, mapping in entries.items():
         registry.register(name, mapping)
     return registry
+
+
+def mapping_decorator(registry: Registry[OpMapping],
+                      ) -> Callable[[str, str], Callable[[Emit], Emit]]:
+    """``@mapping(op_name, core_ai)`` over an emitter registers it in ``registry`` (a family
+    module's ``MAPPINGS``), as ``@kernel`` and ``@lowering`` do; ``core_ai`` is the Core AI
+    form for the documentation table."""
+    def mapping(op_name: str, core_ai: str) -> Callable[[Emit], Emit]:
+        def register(emit: Emit) -> Emit:
+            registry.register(op_name, OpMapping(emit, core_ai))
+            return emit
+        return register
+    return mapping
