@@ -129,17 +129,6 @@ def _constant(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
     raise AssertionError("coreai.constant is emitted by the exporter")
 
 
-# -- linear algebra -------------------------------------------------------------------------------
-
-def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
-    a, b = xs
-    if len(a.type.shape) == 1:
-        a = ca.reshape(a, i32([1, a.type.shape[0]]))
-    if len(b.type.shape) == 1:
-        b = ca.reshape(b, i32([b.type.shape[0], 1]))
-    return [reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
-
-
 # -- reductions ----------------------------------------------------------------------------------
 
 def _reduction(apple: Callable[..., Any], logical: bool = False) -> Emit:
