@@ -198,10 +198,6 @@ AIMODEL_PACKAGE = ROOT / "coreai_torch" / "aimodel"
 # modules of the .aimodel mappings are being dissolved into their families (issue 35); each
 # entry goes when its module does.
 PRIVATE_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
-    ("mappings/elementwise.py", "coreai_torch.aimodel.mappings._core"): "not yet dissolved",
-    ("mappings/tensor.py", "coreai_torch.aimodel.mappings._core"): "not yet dissolved",
-    ("mappings/elementwise_math.py", "coreai_torch.aimodel.mappings._math"): "not yet dissolved",
-    ("mappings/special.py", "coreai_torch.aimodel.mappings._math"): "not yet dissolved",
     ("mappings/elementwise_elementary.py", "coreai_torch.aimodel.mappings._elementary"):
         "not yet dissolved",
     ("mappings/special.py", "coreai_torch.aimodel.mappings._elementary"): "not yet dissolved",

@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from coreai_core import Operation
+from coreai_core import DType, Operation
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext, apple_shape
 
-__all__ = ["complex_parts", "dims", "i32", "reshape_to_result", "runtime_shape", "runtime_size",
-           "scalar", "slice_axis", "take", "u32"]
+__all__ = ["bitwise_not", "complex_parts", "dims", "i32", "is_float_operand", "negated",
+           "reshape_to_result", "runtime_shape", "runtime_size", "scalar", "slice_axis", "take",
+           "u32"]
 
 
 def i32(values: Any) -> np.ndarray:
@@ -84,3 +85,24 @@ def runtime_size(x: Any, axis: int) -> Any:
 def complex_parts(x: Any) -> tuple[Any, Any]:
     """The real and imaginary parts of a Core AI ``complex<f32>`` value (complex and fft)."""
     return ca.real_part(x), ca.imaginary_part(x)
+
+
+def is_float_operand(op: Operation) -> bool:
+    """Whether ``op``'s first operand is a float (the rounding and special families)."""
+    return op.operands[0].type.element_type.is_float
+
+
+def negated(ctx: ExportContext, op: Operation, x: Any) -> Any:
+    """``-x`` as ``x * -1``, which keeps the sign of zero (the rounding and special
+    families)."""
+    return ca.broadcasting_mul(x, scalar(ctx, op, -1))
+
+
+def bitwise_not(ctx: ExportContext, op: Operation, x: Any) -> Any:
+    """``~x`` of ``op``'s first operand's type: ``not_`` for bool, else xor with all ones
+    (the elementwise family's bitwise_not; the tensor family's argmin of integers)."""
+    if op.operands[0].type.element_type is DType.bool:
+        return ca.not_(x)
+    dtype = np.dtype(ctx.apple_dtype(op.operands[0]))
+    all_ones = np.iinfo(dtype).max if dtype.kind == "u" else -1
+    return ca.broadcasting_bitwise_xor(x, constant(np.asarray(all_ones, dtype)))

@@ -5,11 +5,14 @@ is an error naming both)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from coreai_core.registry import Registry, describe_entry
 from coreai_torch.aimodel._context import Emit, OpMapping
 
 __all__ = ["describe_mapping", "family_mappings", "mapping_decorator", "mapping_registry"]
+
+E = TypeVar("E", bound=Callable[..., Any])  # an emitter: (ctx, op, xs, ...) -> results
 
 
 def describe_mapping(mapping: OpMapping) -> str:
@@ -31,13 +34,13 @@ def family_mappings(module: str, entries: Mapping[str, OpMapping]) -> Registry[O
 
 
 def mapping_decorator(registry: Registry[OpMapping],
-                      ) -> Callable[[str, str], Callable[[Emit], Emit]]:
+                      ) -> Callable[[str, str], Callable[[E], E]]:
     """``@mapping(op_name, core_ai)`` over an emitter registers it in ``registry`` (a family
     module's ``MAPPINGS``), as ``@kernel`` and ``@lowering`` do; ``core_ai`` is the Core AI
     form for the documentation table."""
-    def mapping(op_name: str, core_ai: str) -> Callable[[Emit], Emit]:
-        def register(emit: Emit) -> Emit:
-            registry.register(op_name, OpMapping(emit, core_ai))
+    def mapping(op_name: str, core_ai: str) -> Callable[[E], E]:
+        def register(emit: E) -> E:
+            registry.register(op_name, OpMapping(cast(Emit, emit), core_ai))
             return emit
         return register
     return mapping

@@ -32,8 +32,9 @@ def _batch_matmul(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[
     return [reshape_to_result(ctx, op, ca.broadcasting_batch_matmul(a, b))]
 
 
-@mapping("coreai.interpolate", "per axis: gather_nd of the source taps, broadcasting_mul by the "
-         "weights, broadcasting_add (the runtime's indices and weights: torch's rules)")
+@mapping("coreai.interpolate",
+         "per axis: gather_nd of the source taps, broadcasting_mul by the weights, "
+         "broadcasting_add (the runtime's indices and weights: torch's rules)")
 def _interpolate(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # Core AI's own interpolate differs from torch's rules: nearest rounds half-pixel
     # coordinates to even where torch floors (i * in / out), and linear derives coordinates by

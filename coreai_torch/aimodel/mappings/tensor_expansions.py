@@ -38,8 +38,7 @@ def _get_shape(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any
     return [runtime_shape(xs[0])]
 
 
-@mapping("coreai.range", "constant (constant bounds; the runtime's values), "
-         "else range_ (integers)")
+@mapping("coreai.range", "constant (constant bounds; the runtime's values), else range_ (integers)")
 def _range(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     if op.results[0].type.static_shape is None:
         if not op.results[0].type.element_type.is_int:
@@ -86,8 +85,9 @@ def _sort_indices(op: Operation, x: Any, axis: int, descending: bool) -> Any:
     return idx
 
 
-@mapping("coreai.sort", "argsort (stable) + gather_along_axis; descending floats: "
-         "a second stable argsort puts NaN first")
+@mapping("coreai.sort",
+         "argsort (stable) + gather_along_axis; descending floats: a second stable argsort puts "
+         "NaN first")
 def _sort(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     axis = _axis(op)
     idx = _sort_indices(op, xs[0], axis, op.attributes.get("descending", False))
@@ -125,8 +125,9 @@ def _identity(kind: str, dtype: np.dtype) -> Any:
     return info.min if kind == "max" else info.max
 
 
-@mapping("coreai.scan", "scan (max/min: NaN propagated by a scan of isnan; "
-         "exclusive: concat of the identity and slice_)")
+@mapping("coreai.scan",
+         "scan (max/min: NaN propagated by a scan of isnan; exclusive: concat of the identity and "
+         "slice_)")
 def _scan(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     axis, kind = _axis(op), op.attributes.get("kind", "sum")
     reverse = bool(op.attributes.get("reverse", False))
@@ -203,8 +204,8 @@ def _scatter_along_axis(ctx: ExportContext, op: Operation, xs: Sequence[Any]) ->
     return [out]
 
 
-@mapping("coreai.scatter_nd", "scatter_nd; accumulate: scatter_along_axis(add) on rows of the "
-         "flattened tensor")
+@mapping("coreai.scatter_nd",
+         "scatter_nd; accumulate: scatter_along_axis(add) on rows of the flattened tensor")
 def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape, ishape = ctx.static_shape(op.operands[0]), ctx.static_shape(op.operands[1])
     k = ishape[-1]
@@ -235,8 +236,8 @@ def _scatter_nd(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
     return [ca.reshape(summed, i32(shape))]
 
 
-@mapping("coreai.slice_update", "slice_update (constant bounds; a "
-         "negative stride: upwards, the update reversed)")
+@mapping("coreai.slice_update",
+         "slice_update (constant bounds; a negative stride: upwards, the update reversed)")
 def _slice_update(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = ctx.static_shape(op.operands[0])
     begin, end = ctx.constant_ints(op.operands[2]), ctx.constant_ints(op.operands[3])
@@ -256,8 +257,9 @@ def _slice_update(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[
     return [ca.slice_update(xs[0], starts, stops, steps, update)]
 
 
-@mapping("coreai.pad", "pad (constant, reflect, replicate) + slice_ for negative "
-         "amounts; circular: slice_ + concat")
+@mapping("coreai.pad",
+         "pad (constant, reflect, replicate) + slice_ for negative amounts; circular: slice_ + "
+         "concat")
 def _pad(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # as the kernel (torch): reflect/replicate/constant pad and then crop the negative
     # amounts; circular crops first and wraps what is left
