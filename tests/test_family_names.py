@@ -194,14 +194,6 @@ def test_aimodel_duplicate_mapping_is_an_error_naming_both_modules() -> None:
 
 
 AIMODEL_PACKAGE = ROOT / "coreai_torch" / "aimodel"
-# (importing module, module imported from) -> why it still takes private names. The category
-# modules of the .aimodel mappings are being dissolved into their families (issue 35); each
-# entry goes when its module does.
-PRIVATE_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
-    ("mappings/elementwise_elementary.py", "coreai_torch.aimodel.mappings._elementary"):
-        "not yet dissolved",
-    ("mappings/special.py", "coreai_torch.aimodel.mappings._elementary"): "not yet dissolved",
-}
 
 
 def _private_imports(path: Path) -> set[tuple[str, str]]:
@@ -223,14 +215,9 @@ def _private_imports(path: Path) -> set[tuple[str, str]]:
 def test_aimodel_modules_import_no_private_names_of_other_modules() -> None:
     """The exporter's modules use each other's public names only (issue 35): a helper two
     modules need is public (``_emit.py`` holds those shared by several mapping families)."""
-    crossing = {}
+    crossing: dict[str, list[str]] = {}
     for path in sorted(AIMODEL_PACKAGE.rglob("*.py")):
         rel = path.relative_to(AIMODEL_PACKAGE).as_posix()
-        for module, name in _private_imports(path):
-            if (rel, module) not in PRIVATE_IMPORTS_ALLOWED:
-                crossing.setdefault(f"{rel} <- {module}", []).append(name)
+        for module, name in sorted(_private_imports(path)):
+            crossing.setdefault(f"{rel} <- {module}", []).append(name)
     assert not crossing, crossing
-    stale = [key for key in PRIVATE_IMPORTS_ALLOWED
-             if not (AIMODEL_PACKAGE / key[0]).exists()
-             or key[1] not in {m for m, _ in _private_imports(AIMODEL_PACKAGE / key[0])}]
-    assert not stale, f"allow-list entries that no longer apply: {stale}"

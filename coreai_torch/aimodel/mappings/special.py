@@ -1,5 +1,5 @@
 """Op mappings (special family): fmax/fmin, gcd/lcm, nextafter, frexp (exact), hypot, signbit
-and copysign (``_elementary.py``).
+and copysign (their error bounds: ``elementwise_elementary.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,18 @@ import numpy as np
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._context import ExportContext
-from coreai_torch.aimodel._emit import is_float_operand, negated, take
-from coreai_torch.aimodel.mappings._elementary import _F16, _copysign, _in_float32, _signbit, hypot
+from coreai_torch.aimodel._emit import (
+    IN_FLOAT32_NOTE,
+    equal,
+    f32_constant,
+    in_float32,
+    is_float_operand,
+    is_nan,
+    is_negative,
+    negated,
+    take,
+    where,
+)
 from coreai_torch.aimodel.mappings._registry import mapping_decorator, mapping_registry
 
 __all__ = ["MAPPINGS"]
@@ -177,6 +187,34 @@ def _frexp(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [m if dtype == f32 else ca.cast(m, dtype.type), e]
 
 
+
+def hypot(x: Any, y: Any) -> Any:
+    """hypot(x, y) of float32 Apple values without overflow (see the module doc)."""
+    ax, ay = ca.abs_(x), ca.abs_(y)
+    small, big = ca.broadcasting_minimum(ax, ay), ca.broadcasting_maximum(ax, ay)
+    r = ca.broadcasting_divide(small, big)
+    s = ca.sqrt(ca.broadcasting_add(f32_constant(1), ca.broadcasting_mul(r, r)))
+    out = where(equal(big, f32_constant(0)), big, ca.broadcasting_mul(big, s))
+    out = where(ca.broadcasting_or(is_nan(x), is_nan(y)), ca.broadcasting_add(x, y), out)
+    inf = f32_constant(np.inf)
+    return where(ca.broadcasting_or(equal(ax, inf), equal(ay, inf)), inf, out)
+
+
+def _typed(ctx: ExportContext, op: Operation, value: float) -> Any:
+    return constant(np.asarray(value, ctx.apple_dtype(op.operands[0])))
+
+
+def _signbit(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    return [is_negative(xs[0], _typed(ctx, op, 0), _typed(ctx, op, 1))]
+
+
+def _copysign(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
+    x, y = xs
+    magnitude = ca.abs_(x)
+    negative = is_negative(y, _typed(ctx, op, 0), _typed(ctx, op, 1))
+    return [where(negative, ca.broadcasting_mul(magnitude, _typed(ctx, op, -1)), magnitude)]
+
+
 mapping("coreai.broadcasting_fmax",
         "broadcasting_maximum, the other operand where "
         "one is NaN")(_nan_ignoring(ca.broadcasting_maximum))
@@ -184,7 +222,8 @@ mapping("coreai.broadcasting_fmin",
         "broadcasting_minimum, the other operand where "
         "one is NaN")(_nan_ignoring(ca.broadcasting_minimum))
 mapping("coreai.broadcasting_hypot",
-        f"max * sqrt(1 + (min / max)**2), no overflow (<= 2.75 ulps; {_F16})")(_in_float32(hypot))
+        f"max * sqrt(1 + (min / max)**2), no overflow (<= 2.75 ulps; "
+        f"{IN_FLOAT32_NOTE})")(in_float32(hypot))
 mapping("coreai.signbit", "x < 0 or (x == 0 and 1 / x < 0) (a NaN counts as positive)")(_signbit)
 mapping("coreai.broadcasting_copysign",
         "where(y < 0 or y is -0, -|x|, |x|) (a NaN y counts as positive)")(_copysign)
