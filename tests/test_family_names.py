@@ -191,3 +191,33 @@ def test_aimodel_duplicate_mapping_is_an_error_naming_both_modules() -> None:
     with pytest.raises(ValueError, match="defined by both") as info:
         frozen_union(_registry.mapping_registry("test"), [special.MAPPINGS, clash])
     assert special.__name__ in str(info.value) and elementwise.__name__ in str(info.value)
+
+
+AIMODEL_PACKAGE = ROOT / "coreai_torch" / "aimodel"
+
+
+def _private_imports(path: Path) -> set[tuple[str, str]]:
+    """(module, name) of every ``from module import _name`` in ``path`` that is a name, not a
+    submodule (``from package import _apple`` imports a module of the package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                package = ROOT.joinpath(*node.module.split("."))
+                submodule = ((package / f"{alias.name}.py").exists()
+                             or (package / alias.name).is_dir())
+                if private and not submodule:
+                    found.add((node.module, alias.name))
+    return found
+
+
+def test_aimodel_modules_import_no_private_names_of_other_modules() -> None:
+    """The exporter's modules use each other's public names only (issue 35): a helper two
+    modules need is public (``_emit.py`` holds those shared by several mapping families)."""
+    crossing: dict[str, list[str]] = {}
+    for path in sorted(AIMODEL_PACKAGE.rglob("*.py")):
+        rel = path.relative_to(AIMODEL_PACKAGE).as_posix()
+        for module, name in sorted(_private_imports(path)):
+            crossing.setdefault(f"{rel} <- {module}", []).append(name)
+    assert not crossing, crossing

@@ -1,6 +1,6 @@
 """Measure the float32 errors of Apple's interpreter's log, exp and atan (the L, E, A that the
-bounds of coreai_torch/aimodel/mappings/_elementary.py are relative to) and the largest error of
-each exported expansion in float32 and float16, in ulps against the float64 value.
+bounds of coreai_torch/aimodel/mappings/elementwise_elementary.py are relative to) and the
+largest error of each exported expansion in float32 and float16, in ulps against the float64 value.
 
     PYTHONPATH=. python tools/measure_aimodel_elementary.py [--dense]
 

@@ -22,7 +22,7 @@ APPLE_DTYPES: dict[DType, Any] = {
     DType.int32: np.int32,
     DType.int16: np.int16, DType.int8: np.int8, DType.uint32: np.uint32, DType.uint16: np.uint16,
     DType.uint8: np.uint8, DType.bool: np.bool_,
-    # inside graphs only (export.py refuses complex inputs and outputs): mappings/_complex.py
+    # inside graphs only (export.py refuses complex inputs and outputs): mappings/complex.py
     DType.complex64: np.complex64,
     # compressed weights and quantized tensors (4-bit constants are stored packed)
     **{d: d.numpy.type for d in (DType.int4, DType.uint4, DType.float4_e2m1fn,

@@ -49,7 +49,11 @@ from coreai_torch.aimodel._dims import dims_metadata
 from coreai_torch.aimodel._emit import dims, i32
 from coreai_torch.aimodel._locations import apple_location
 from coreai_torch.aimodel._state import declare_stateful_graph
-from coreai_torch.aimodel.not_exported import not_exported_reason
+from coreai_torch.aimodel.not_exported import (
+    EMPTY_TENSORS,
+    empty_tensor_reason,
+    not_exported_reason,
+)
 from coreai_torch.aimodel.ops import MAPPINGS
 from coreai_torch.errors import AimodelExportError, UnexportableOp, UnexportableOpsError
 
@@ -112,8 +116,9 @@ def _check_interface(graph: Graph, refusals: _Refusals) -> None:
 
 
 def _placeholder(value: Value) -> Any:
-    """A stand-in for a refused op's result, so that the walk can go on."""
-    shape = value.type.static_shape or ()
+    """A stand-in for a refused op's result, so that the walk can go on (of its rank: the
+    mappings of the ops it feeds index its axes)."""
+    shape = tuple(d if isinstance(d, int) else 1 for d in value.type.shape)
     try:
         dtype = ExportContext.apple_dtype(value)
     except Refused:
@@ -182,6 +187,9 @@ def _emit_op(ctx: ExportContext, op: Operation, values: _Values) -> list[Any]:
         raise Refused(not_exported_reason(op.name))
     for v in [*op.operands, *op.results]:
         _apple_type(v.type)
+    shapes = [v.type.static_shape or () for v in [*op.operands, *op.results]]
+    if op.name not in EMPTY_TENSORS and any(0 in s for s in shapes):
+        raise Refused(empty_tensor_reason(shapes))
     emitted = mapping.emit(ctx, op, values.operands(op.operands))
     _check_results(op, emitted)
     return [_refined(a, ours) for a, ours in zip(emitted, op.results, strict=True)]
@@ -216,6 +224,10 @@ def _emit_graph(ctx: ExportContext, graph: Graph, args: Sequence[Any], refusals:
         except (TypeError, ValueError, RuntimeError) as e:  # Apple's builders rejected it
             refusals.add(op.name, f"Core AI's builder rejected the mapping: {e}",
                          _where(op, graph))
+            emitted = [_placeholder(r) for r in op.results]
+        except (LookupError, ArithmeticError, AttributeError, AssertionError) as e:
+            refusals.add(op.name, f"exporter bug: its mapping raised {type(e).__name__}: {e} "
+                         "(please report)", _where(op, graph))
             emitted = [_placeholder(r) for r in op.results]
         for r, a in zip(op.results, emitted, strict=True):
             values.table[id(r)] = a

@@ -28,6 +28,7 @@ quoting is exercised.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,11 @@ from coreai_core import Dim, DType, Program, TensorType, Value
 from coreai_core._builder import INLINE_LIMIT
 from coreai_core.dialects import coreai
 
-__all__ = ["programs", "programs_with_inputs", "input_types", "inputs_for", "BATCH"]
+__all__ = ["programs", "programs_with_inputs", "input_types", "inputs_for", "BATCH", "Step"]
+
+# An extra generation step (``programs(extra_steps=...)``): ``(draw, v, pool, weights)`` -> a
+# new float32 value with ``v``'s shape family, or None when the step does not fit ``v``.
+Step = Callable[[Any, Value, list[Value], bool], Value | None]
 
 # The dynamic dimension used when ``dynamic=True``.
 BATCH = Dim("batch", 1, 8)
@@ -163,12 +168,14 @@ def _step(draw: Any, kind: str, v: Value, pool: list[Value], weights: bool) -> V
 
 @st.composite
 def programs(draw: Any, *, max_steps: int = 6, dynamic: bool = False, control_flow: bool = True,
-             state: bool = True, weights: bool = True) -> Program:
+             state: bool = True, weights: bool = True, identifiers: bool = False,
+             extra_steps: Mapping[str, Step] | None = None) -> Program:
     """A random valid single-entrypoint program ``main`` with float32 inputs.
 
     ``dynamic`` puts the ``?batch`` symbol in the leading axis of the inputs' common shape;
     ``control_flow`` allows ``if_``; ``state`` sometimes adds a state variable ``acc`` updated
-    by every run; ``weights`` lets constants become named program weights.
+    by every run; ``weights`` lets constants become named program weights; ``identifiers``
+    names every input a Python identifier; ``extra_steps`` adds generation steps by name.
     """
     rank = draw(st.integers(1 if dynamic else 0, 3))
     common: list[int | Dim] = [draw(st.integers(1, 4)) for _ in range(rank)]
@@ -179,19 +186,23 @@ def programs(draw: Any, *, max_steps: int = 6, dynamic: bool = False, control_fl
         shape = _partner_shape(draw, tuple(common)) if i else tuple(common)
         if dynamic and i and len(shape) == rank and rank:
             shape = (BATCH, *shape[1:])
-        inputs[draw(st.sampled_from([f"x{i}", f"in-{i}"]))] = TensorType(shape, DType.float32)
+        names = [f"x{i}"] if identifiers else [f"x{i}", f"in-{i}"]
+        inputs[draw(st.sampled_from(names))] = TensorType(shape, DType.float32)
     init = {}
     if state and draw(st.booleans()):
         init["acc"] = draw(hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=2,
                                                                    max_side=3),
                                       elements=_ELEMENTS))
-    steps = [s for s in STEPS if control_flow or s != "if"]
+    added = dict(extra_steps or {})
+    steps = [s for s in STEPS if control_flow or s != "if"] + list(added)
     program = Program()
     with program.graph("main", inputs=inputs, state=init) as g:
         pool: list[Value] = [*g.inputs.values(), *g.state_inputs.values()]
         for _ in range(draw(st.integers(1, max_steps))):
             v = draw(st.sampled_from(pool))
-            result = _step(draw, draw(st.sampled_from(steps)), v, pool, weights)
+            kind = draw(st.sampled_from(steps))
+            result = (added[kind](draw, v, pool, weights) if kind in added
+                      else _step(draw, kind, v, pool, weights))
             pool.append(result if result is not None else coreai.neg(v))
         last = pool[-1]
         extra = draw(st.lists(st.sampled_from(pool), max_size=2))

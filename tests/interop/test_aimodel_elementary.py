@@ -1,5 +1,6 @@
-"""The elementary-function expansions (mappings/_elementary.py) on Apple's interpreter, against the
-float64 value (numpy's float64 functions are within an ulp of float64, 2**-29 float32 ulps):
+"""The elementary-function expansions (mappings/elementwise_elementary.py) on Apple's
+interpreter, against the float64 value (numpy's float64 functions are within an ulp of
+float64, 2**-29 float32 ulps):
 every float16 value (every pair of a float16 grid for two-operand functions) and, for
 float32, every exponent with a spread of significands plus random bit patterns, with the
 special values (+-0, +-inf, NaN, subnormals). Each op's error must stay within the bound its
@@ -15,10 +16,11 @@ import pytest
 
 from coreai_core.dialects import coreai
 from coreai_torch.aimodel import export_aimodel, run_aimodel
-from coreai_torch.aimodel.mappings._elementary import APPLE_ERRORS
+from coreai_torch.aimodel.mappings.elementwise_elementary import APPLE_ERRORS
 from tests.interop.test_aimodel_export import program_of, t
 
-# Apple's measured errors (ulps) the stated bounds are relative to (see mappings/_elementary.py)
+# Apple's measured errors (ulps) the stated bounds are relative to
+# (see mappings/elementwise_elementary.py)
 L, E, A = APPLE_ERRORS["log"], APPLE_ERRORS["exp"], APPLE_ERRORS["atan"]
 # float16 computes in float32 and rounds once: 0.5 ulp + a float32 error of a few ulps
 F16_BOUND = 0.5 + 8 * 2.0 ** -13

@@ -1,6 +1,7 @@
-"""The exact expansions of ops Core AI lacks (mappings/_math.py, _tensor.py, control.py) on
-the values random samples miss: signed zeros, infinities, NaN, ties, every resize mode.
-Each runs on Apple's interpreter and is compared with coreai_core's runtime."""
+"""The exact expansions of ops Core AI lacks (mappings/elementwise_math.py,
+tensor_expansions.py, control.py) on the values random samples miss: signed zeros,
+infinities, NaN, ties, every resize mode. Each runs on Apple's interpreter and is compared
+with coreai_core's runtime."""
 
 from __future__ import annotations
 

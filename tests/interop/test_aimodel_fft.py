@@ -1,4 +1,4 @@
-"""FFT ops exported as DFT products and the complex ops (mappings/_complex.py) on Apple's
+"""FFT ops exported as DFT products and the complex ops (mappings/fft.py, complex.py) on Apple's
 interpreter, against numpy's float64 FFT of the same float32 data: each output within the
 stated bound ``(2n + 1) * u * sum_j |x_j| * scale`` per transformed axis (u = 2**-24), and
 the measured error (the figures of docs/coreai-interop.md, printed with ``-s``)."""

@@ -1,10 +1,12 @@
 """The ``.aimodel`` exporter's op mappings, one module per op family or family part.
 
 Modules mirror the dialect's families (``coreai_core/dialects/_<family>.py``): a module is
-named ``<family>.py`` or ``<family>_<part>.py`` and maps exactly the ops of its family; modules
-starting with ``_`` hold shared emitters. ``tests/test_family_names.py`` checks the rule. Each
-module owns a ``MAPPINGS`` registry; :data:`MAPPINGS` is their union, frozen (an op two modules
-map is an error naming both).
+named ``<family>.py`` or ``<family>_<part>.py`` and maps exactly the ops of its family, each
+emitter registered by ``@mapping(op_name, core_ai)`` over it (``_registry.py``); helpers two
+families share are in ``coreai_torch/aimodel/_emit.py``. ``tests/test_family_names.py`` checks
+the rule, and that no module takes another's ``_``-private names. Each module owns a
+``MAPPINGS`` registry; :data:`MAPPINGS` is their union, frozen (an op two modules map is an
+error naming both).
 """
 
 from __future__ import annotations

@@ -40,10 +40,13 @@ from coreai_core import DType, Operation, Value
 from coreai_core.packing import pack_bits, unpack_bits
 from coreai_torch.aimodel._apple import ca, constant
 from coreai_torch.aimodel._constants import apple_constant, packed_index_constant
-from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused, exported_dtype
-from coreai_torch.aimodel.mappings._registry import family_mappings
+from coreai_torch.aimodel._context import ExportContext, Refused, exported_dtype
+from coreai_torch.aimodel.mappings._registry import mapping_decorator, mapping_registry
 
 __all__ = ["MAPPINGS"]
+
+MAPPINGS = mapping_registry(__name__)
+mapping = mapping_decorator(MAPPINGS)
 
 # Index widths of Core AI's lut_to_dense, and the width each of ours is stored in.
 _LUT_BITS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 6, 7: 8, 8: 8}
@@ -170,10 +173,14 @@ def _shift_scale(ctx: ExportContext, op: Operation, xs: Sequence[Any],
     return y if d_shape else ca.reshape(y, _i32([]))
 
 
+@mapping("coreai.constexpr_blockwise_shift_scale",
+         "blockwise_shift_scale (float4/float8 with an offset, float4 with a float32 scale: "
+         "converted, then sub + mul)")
 def _blockwise(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [_shift_scale(ctx, op, xs, ctx.static_shape(op.operands[1]))]
 
 
+@mapping("coreai.dequantize", "blockwise_shift_scale (per tensor/channel: blocks spanning axes)")
 def _dequantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # Core AI's dequantize rejects non-positive scales, which ours allows: per tensor and
     # per channel are blocks spanning whole axes of blockwise_shift_scale
@@ -191,6 +198,8 @@ def _dequantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[An
     return [_shift_scale(ctx, op, xs, blocks)]
 
 
+@mapping("coreai.quantize",
+         "broadcasting_mul by 1/scale (+ round_ + zero point) + quantize (unit scale)")
 def _quantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     dtype: DType = op.attributes["dtype"]
     if dtype not in _QUANTIZED:
@@ -223,6 +232,8 @@ def _quantize(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]
     return [q if x_shape else ca.reshape(q, _i32([]))]
 
 
+@mapping("coreai.lut_to_dense",
+         "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)")
 def _lut_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = tuple(op.attributes["shape"])
     stream = _constant_stream(ctx, op, 0, "indices")
@@ -244,6 +255,8 @@ def _lut_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[
     return [dense if shape else ca.reshape(dense, _i32([]))]
 
 
+@mapping("coreai.sparse_to_dense",
+         "build_sparse_with_bitmask + sparse_with_bitmask_to_dense (constant mask as ui1)")
 def _sparse_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     shape = tuple(op.attributes["shape"])
     stream = _constant_stream(ctx, op, 0, "mask bits")
@@ -259,18 +272,3 @@ def _sparse_to_dense(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> li
     dense = ca.sparse_with_bitmask_to_dense(ca.build_sparse_with_bitmask(xs[1], mask))
     return [dense if shape else ca.reshape(dense, _i32([]))]
 
-
-MAPPINGS = family_mappings(__name__, {
-    "coreai.lut_to_dense": OpMapping(
-        _lut_to_dense, "lut_to_dense (constant indices as ui1..ui8, packed; 5/7 bits widened)"),
-    "coreai.constexpr_blockwise_shift_scale": OpMapping(
-        _blockwise, "blockwise_shift_scale (float4/float8 with an offset, float4 with a "
-        "float32 scale: converted, then sub + mul)"),
-    "coreai.dequantize": OpMapping(
-        _dequantize, "blockwise_shift_scale (per tensor/channel: blocks spanning axes)"),
-    "coreai.quantize": OpMapping(
-        _quantize, "broadcasting_mul by 1/scale (+ round_ + zero point) + quantize (unit scale)"),
-    "coreai.sparse_to_dense": OpMapping(
-        _sparse_to_dense, "build_sparse_with_bitmask + sparse_with_bitmask_to_dense "
-        "(constant mask as ui1)"),
-})

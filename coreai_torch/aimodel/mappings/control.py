@@ -18,11 +18,14 @@ from typing import Any
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, from_raw, raw_ir, to_raw
 from coreai_torch.aimodel._apple import raw_control_flow as apple_cf
-from coreai_torch.aimodel._context import ExportContext, OpMapping
+from coreai_torch.aimodel._context import ExportContext
 from coreai_torch.aimodel._emit import i32
-from coreai_torch.aimodel.mappings._registry import family_mappings
+from coreai_torch.aimodel.mappings._registry import mapping_decorator, mapping_registry
 
 __all__ = ["MAPPINGS"]
+
+MAPPINGS = mapping_registry(__name__)
+mapping = mapping_decorator(MAPPINGS)
 
 
 def _raw(value: Any) -> Any:
@@ -44,6 +47,7 @@ def _result_types(ctx: ExportContext, op: Operation) -> list[Any]:
     return [_raw(ca.TensorType(ctx.static_shape(r), ctx.apple_dtype(r))) for r in op.results]
 
 
+@mapping("coreai.if", "if (the branches in its regions)")
 def _if(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # (results, [then, else] block builders); Apple's decorator hides that type
     built: Any = apple_cf.if_(results=_result_types(ctx, op), condition=_raw(_flag(xs[0])))
@@ -54,6 +58,7 @@ def _if(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return _facade(results)
 
 
+@mapping("coreai.while", "while_ (cond and body in its regions)")
 def _while(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     # the condition region decides on the carried values and passes them on, to the body
     # (true) or out as the results (false); the body yields the next carried values
@@ -69,13 +74,9 @@ def _while(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return _facade(results)
 
 
+@mapping("coreai.invoke",
+         "invoke of a Core AI composite function (a composite whose declaration maps), else the "
+         "callee's ops inline")
 def _invoke(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return ctx.invoke(ctx.program.graphs[op.attributes["callee"]], xs)
 
-
-MAPPINGS = family_mappings(__name__, {
-    "coreai.if": OpMapping(_if, "if (the branches in its regions)"),
-    "coreai.while": OpMapping(_while, "while_ (cond and body in its regions)"),
-    "coreai.invoke": OpMapping(_invoke, "invoke of a Core AI composite function (a composite "
-                               "whose declaration maps), else the callee's ops inline"),
-})

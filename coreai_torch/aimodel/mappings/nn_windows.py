@@ -17,11 +17,14 @@ import numpy as np
 
 from coreai_core import Operation
 from coreai_torch.aimodel._apple import ca, constant
-from coreai_torch.aimodel._context import ExportContext, OpMapping, Refused
+from coreai_torch.aimodel._context import ExportContext, Refused
 from coreai_torch.aimodel._emit import i32, reshape_to_result, scalar, u32
-from coreai_torch.aimodel.mappings._registry import family_mappings
+from coreai_torch.aimodel.mappings._registry import mapping_decorator, mapping_registry
 
 __all__ = ["MAPPINGS"]
+
+MAPPINGS = mapping_registry(__name__)
+mapping = mapping_decorator(MAPPINGS)
 
 
 def _pads(op: Operation, n: int) -> list[int]:
@@ -82,6 +85,7 @@ def _channel_bias(y: Any, bias: Any) -> Any:
     return ca.broadcasting_add(y, ca.reshape(bias, i32([1, -1, *[1] * (len(y.type.shape) - 2)])))
 
 
+@mapping("coreai.conv", "pad + conv2d/conv3d + broadcasting_add (1-d to 3-d)")
 def _conv(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     w_shape = ctx.static_shape(op.operands[1])
     win = _windows(ctx, op, xs[0], list(w_shape[2:]))
@@ -94,6 +98,8 @@ def _conv(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [reshape_to_result(ctx, op, y)]
 
 
+@mapping("coreai.conv_transpose",
+         "conv_transpose2d/3d + broadcasting_add (1-d to 3-d; symmetric pads)")
 def _conv_transpose(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     w_shape = ctx.static_shape(op.operands[1])
     win = _windows(ctx, op, xs[0], list(w_shape[2:]))
@@ -119,6 +125,8 @@ def _pool_windows(ctx: ExportContext, op: Operation, x: Any) -> _Windows:
     return _windows(ctx, op, x, k, default_strides=k)
 
 
+@mapping("coreai.maxpool",
+         "pad(-inf) + maxpool2d/3d (1-d to 3-d; ceil_mode as padding; no indices)")
 def _maxpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     if op.attributes.get("return_indices"):
         raise Refused("return_indices=True (Core AI's maxpool returns no indices)")
@@ -142,6 +150,7 @@ def _sum_windows(ctx: ExportContext, op: Operation, win: _Windows) -> Any:
                                                  constant(u32(win.dilation)))
 
 
+@mapping("coreai.sumpool", "pad + sumpool2d/3d (1-d to 3-d; ceil_mode as padding)")
 def _sumpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     return [reshape_to_result(ctx, op, _sum_windows(ctx, op, _pool_windows(ctx, op, xs[0])))]
 
@@ -164,6 +173,8 @@ def _avg_divisor(ctx: ExportContext, op: Operation) -> np.ndarray:
     return divisor
 
 
+@mapping("coreai.avgpool",
+         "pad + sumpool2d/3d + broadcasting_divide by torch's per-window counts (1-d to 3-d)")
 def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
     win = _pool_windows(ctx, op, xs[0])
     total = reshape_to_result(ctx, op, _sum_windows(ctx, op, win))
@@ -176,16 +187,3 @@ def _avgpool(ctx: ExportContext, op: Operation, xs: Sequence[Any]) -> list[Any]:
                              dtype)
     return [ca.broadcasting_divide(total, constant(divisor))]
 
-
-MAPPINGS = family_mappings(__name__, {
-    "coreai.conv": OpMapping(_conv, "pad + conv2d/conv3d + broadcasting_add (1-d to 3-d)"),
-    "coreai.conv_transpose": OpMapping(
-        _conv_transpose, "conv_transpose2d/3d + broadcasting_add (1-d to 3-d; symmetric pads)"),
-    "coreai.maxpool": OpMapping(
-        _maxpool, "pad(-inf) + maxpool2d/3d (1-d to 3-d; ceil_mode as padding; no indices)"),
-    "coreai.sumpool": OpMapping(_sumpool, "pad + sumpool2d/3d (1-d to 3-d; ceil_mode as "
-                                "padding)"),
-    "coreai.avgpool": OpMapping(
-        _avgpool, "pad + sumpool2d/3d + broadcasting_divide by torch's per-window counts "
-        "(1-d to 3-d)"),
-})
