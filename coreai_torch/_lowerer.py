@@ -214,6 +214,7 @@ class GraphLowerer:
         sig = ep.graph_signature
         specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
         names = io_names(ep, staged.input_names, staged.state_names)
+        example = _example_inputs(ep)
 
         with self.program.graph(self.entrypoint, composite=staged.composite) as g:
             values = NodeValues()
@@ -224,10 +225,13 @@ class GraphLowerer:
                 kind = spec.kind if spec is not None else InputKind.USER_INPUT
                 target = getattr(spec, "target", None)
                 if kind == InputKind.USER_INPUT and node.name in names.state:
-                    # typed like the input (dynamic dims stay dynamic), with no initial value:
-                    # like the tensor torch mutates, the caller passes it (run(state=...))
+                    # typed like the input (dynamic dims stay dynamic); every state needs an
+                    # initial value (the verifier's rule), the export's example is the one
+                    init = example.get(node.name)
                     values.bind(node, self.program.declare_state(
-                        g, names.state[node.name], _utils.result_type(node)))
+                        g, names.state[node.name],
+                        _utils.to_numpy(init) if init is not None else _utils.result_type(node),
+                        type=_utils.result_type(node)))
                 elif kind == InputKind.USER_INPUT:
                     values.bind(node, g.add_input(names.inputs[node.name],
                                                   _utils.result_type(node)))
@@ -494,6 +498,17 @@ def _lookup_tensor(ep: ExportedProgram, target: str) -> torch.Tensor:
         if isinstance(c, torch.Tensor):
             return c
     raise KeyError(f"exported program has no tensor for {target!r}")
+
+
+def _example_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+    """The export's example value of each user input, by placeholder name."""
+    try:
+        args, kwargs = ep.example_inputs
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    flat = list(torch.utils._pytree.tree_leaves((args, kwargs)))
+    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    return {n: t for n, t in zip(user, flat, strict=False) if isinstance(t, torch.Tensor)}
 
 
 def _symbols(ep: ExportedProgram) -> dict[str, Dim]:

@@ -234,12 +234,9 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
 
 
 def _missing_state_hint(problem: str, types: Mapping[str, TensorType]) -> str:
-    """``missing state 'n'`` with the state's type and how to give it: state declared without
-    an initial value (a converted model's argument mutated in place) has none to start from."""
+    """``missing state 'n'`` with the state's type and how to give it."""
     name = next(n for n in types if problem == f"missing state {n!r}")
-    return (f"{problem} ({types[name]}): set program.state[{name!r}] = array (state declared "
-            "without an initial value, such as a forward() argument mutated in place, starts "
-            "with none), or pass state={name: array} holding every state of the graph")
+    return f"{problem} ({types[name]}): pass state={{name: array}} holding every state of the graph"
 
 
 def _checked_arrays(what: str, graph: str,

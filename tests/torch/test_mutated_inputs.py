@@ -7,6 +7,7 @@ that tensor's value after torch's call."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from coreai_core import Program, RuntimeInputError
+from coreai_core import Program, RuntimeInputError, load
 from coreai_torch import TorchConverter
 from tests.torch.harness import export
 
@@ -53,9 +54,13 @@ def _arrays(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
     return {k: rng.standard_normal((1, n)).astype(np.float32) for k in ("b", "x", "a", "z")}
 
 
+def _example(n: int) -> dict[str, np.ndarray]:
+    return _arrays(np.random.default_rng(0), n)
+
+
 def _program(n: int, **names: list[str]) -> tuple[Mixed, Program]:
     model = Mixed(n).eval()
-    ex = {k: torch.from_numpy(v) for k, v in _arrays(np.random.default_rng(0), n).items()}
+    ex = {k: torch.from_numpy(v.copy()) for k, v in _example(n).items()}
     ep = export(model, (ex["b"], ex["x"], ex["a"], ex["z"]))
     return model, TorchConverter().add_exported_program(ep, **names).to_coreai()
 
@@ -77,7 +82,8 @@ def test_mixed_state_matches_torch_eager_step_by_step(n: int, seed: int) -> None
     model, program = _program(n)
     assert program.state_names == BUFFERS + MUTATED_ARGS  # buffers, then mutated args
     assert program.input_names == INPUTS
-    assert sorted(program.initial_state) == BUFFERS  # the example input is no initial value
+    for k in MUTATED_ARGS:  # a mutated argument starts as the export's example
+        np.testing.assert_array_equal(program.initial_state[k], _example(n)[k])
     reference = copy.deepcopy(model)
     rng = np.random.default_rng(seed)
     for step in range(3):  # the buffers carry across calls in the program's own state
@@ -94,9 +100,9 @@ def test_mixed_state_matches_torch_eager_step_by_step(n: int, seed: int) -> None
         for k in BUFFERS:
             np.testing.assert_allclose(program.state[k], getattr(reference, k).numpy(),
                                        rtol=RTOL, atol=ATOL, err_msg=f"{k} at step {step}")
-    program.reset_state()  # back to the buffers' values; the mutated args have none
-    assert sorted(program.state) == BUFFERS
+    program.reset_state()  # back to the buffers' values and the examples
     assert float(program.state["pos_idx"][0]) == 0.0
+    np.testing.assert_array_equal(program.state["b"], _example(n)["b"])
 
 
 def test_explicit_names_follow_apples_order() -> None:
@@ -125,15 +131,17 @@ def test_explicit_names_follow_apples_order() -> None:
     assert float(state["step"][0]) == float(reference.pos_idx[0]) == 8.0
 
 
-def test_run_without_the_mutated_args_says_which_and_how() -> None:
+def test_explicit_state_without_the_mutated_args_says_which_and_how() -> None:
     _, program = _program(3)
+    buffers = {k: v.copy() for k, v in program.initial_state.items() if k in BUFFERS}
     with pytest.raises(RuntimeInputError) as info:
-        program.run({k: np.zeros((1, 3), np.float32) for k in INPUTS})
+        program.run({k: np.zeros((1, 3), np.float32) for k in INPUTS}, state=buffers)
     msg = str(info.value)
     assert "missing state 'b' (tensor<1x3xf32>)" in msg
     assert "missing state 'a' (tensor<1x3xf32>)" in msg
-    assert "set program.state['b'] = array" in msg
-    assert "kv_cache" not in msg and "pos_idx" not in msg  # the program holds those
+    assert "pass state={name: array} holding every state of the graph" in msg
+    assert "'kv_cache'" not in msg and "'pos_idx'" not in msg  # given
+    assert sorted(buffers) == BUFFERS  # nothing was run, nothing written
 
 
 def test_naming_errors_say_what_the_program_has() -> None:
@@ -205,3 +213,14 @@ def test_a_cloned_arg_stays_an_input() -> None:
     (got,) = program.run({"y_in": y}).values()
     np.testing.assert_allclose(got, Cloned()(torch.from_numpy(y)).numpy(), rtol=RTOL,
                                atol=ATOL)
+
+
+def test_program_with_mutated_args_verifies_and_saves(tmp_path: Path) -> None:
+    """Every state has an initial value (the examples for the mutated args): the program
+    verifies, saves and loads back with the same state."""
+    _, program = _program(2)
+    program.verify()
+    program.save(tmp_path / "m.coreai")
+    loaded = load(tmp_path / "m.coreai")
+    assert loaded == program and loaded.state_names == BUFFERS + MUTATED_ARGS
+    np.testing.assert_array_equal(loaded.initial_state["a"], _example(2)["a"])
