@@ -34,6 +34,7 @@ from coreai_core.dialects import coreai
 from coreai_core.registry import describe_entry
 from coreai_torch import utils as _utils
 from coreai_torch._binding import NodeValues, call_lowering
+from coreai_torch._io_names import STATE_KINDS, IONames, io_names
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composites import COMPOSITE_OPS, CompositeBuilder
@@ -91,11 +92,6 @@ def handled_without_lowering(node: torch.fx.Node) -> NoLowering | None:
     if qn == CALL_MODULE:
         return NoLowering.CALL_MODULE
     return None
-
-
-def mutation_specs(ep: ExportedProgram) -> list[Any]:
-    return [s for s in ep.graph_signature.output_specs
-            if s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)]
 
 
 def all_call_nodes(gm: torch.fx.GraphModule) -> Any:
@@ -217,12 +213,7 @@ class GraphLowerer:
         ep, staged = self.ep, self.staged
         sig = ep.graph_signature
         specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
-        mutations = mutation_specs(ep)
-        state_names = staged.state_names or [s.target for s in mutations]
-        state_of_target = {s.target: n for s, n in zip(mutations, state_names, strict=True)}
-        user_inputs = [s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
-        input_names = staged.input_names or user_inputs
-        rename = dict(zip(user_inputs, input_names, strict=True))
+        names = io_names(ep, staged.input_names, staged.state_names)
         example = _example_inputs(ep)
 
         with self.program.graph(self.entrypoint, composite=staged.composite) as g:
@@ -233,22 +224,24 @@ class GraphLowerer:
                 spec = specs.get(node.name)
                 kind = spec.kind if spec is not None else InputKind.USER_INPUT
                 target = getattr(spec, "target", None)
-                if kind == InputKind.USER_INPUT and node.name in state_of_target:
-                    # typed like the input (dynamic dims stay dynamic), initially the example
+                if kind == InputKind.USER_INPUT and node.name in names.state:
+                    # typed like the input (dynamic dims stay dynamic); every state needs an
+                    # initial value (the verifier's rule), the export's example is the one
                     init = example.get(node.name)
                     values.bind(node, self.program.declare_state(
-                        g, state_of_target[node.name],
+                        g, names.state[node.name],
                         _utils.to_numpy(init) if init is not None else _utils.result_type(node),
                         type=_utils.result_type(node)))
                 elif kind == InputKind.USER_INPUT:
-                    values.bind(node, g.add_input(rename[node.name], _utils.result_type(node)))
+                    values.bind(node, g.add_input(names.inputs[node.name],
+                                                  _utils.result_type(node)))
                 elif kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                     target = str(target)
                     tensor = _lookup_tensor(ep, target)
-                    if target in state_of_target:
+                    if node.name in names.state:
                         data = _utils.to_numpy(tensor)
                         values.bind(node, self.program.declare_state(
-                            g, state_of_target[target],
+                            g, names.state[node.name],
                             data if data is not None else _utils.result_type(node)))
                     else:
                         with default_location(location_of(node)):
@@ -264,10 +257,9 @@ class GraphLowerer:
                     raise LoweringError(f"unsupported input kind {kind}", node=node.name,
                                         target=str(target), source=None, lowering=None)
             outputs = self._lower_nodes(ep.graph_module, values)
-            self._set_outputs(g, outputs, state_of_target, sig)
+            self._set_outputs(g, outputs, names, sig)
 
-    def _set_outputs(self, g: Any, outputs: list[Any], state_of_target: dict[str, str],
-                     sig: Any) -> None:
+    def _set_outputs(self, g: Any, outputs: list[Any], io: IONames, sig: Any) -> None:
         user: dict[str, Value] = {}
         state: dict[str, Value] = {}
         output_node = next(n for n in reversed(self.ep.graph.nodes) if n.op == "output")
@@ -278,8 +270,8 @@ class GraphLowerer:
         for (_spec, value, _), name in zip(user_specs, names, strict=True):
             user[name] = self._as_value(value)
         for spec, value in zip(sig.output_specs, outputs, strict=True):
-            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
-                state[state_of_target[spec.target]] = self._as_value(value)
+            if spec.kind in STATE_KINDS:
+                state[io.state_written_by(spec)] = self._as_value(value)
         g.outputs(user, state=state)
 
     @staticmethod
@@ -509,6 +501,7 @@ def _lookup_tensor(ep: ExportedProgram, target: str) -> torch.Tensor:
 
 
 def _example_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+    """The export's example value of each user input, by placeholder name."""
     try:
         args, kwargs = ep.example_inputs
     except (AttributeError, TypeError, ValueError):

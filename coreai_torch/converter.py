@@ -12,10 +12,11 @@ import attrs
 import torch
 import torch.fx
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import OutputKind
 
 from coreai_core import Program
 from coreai_torch._binding import LoweringForm
+from coreai_torch._io_names import io_names
 from coreai_torch._locations import describe, recording
 from coreai_torch._lowerer import (
     GraphLowerer,
@@ -23,7 +24,6 @@ from coreai_torch._lowerer import (
     WeightStore,
     all_call_nodes,
     handled_without_lowering,
-    mutation_specs,
 )
 from coreai_torch._table import LoweringTable, qualified_name
 from coreai_torch.composite_decl import generate_composite_decl
@@ -170,19 +170,14 @@ class TorchConverter:
         if shared:
             raise ValueError(f"input_names and state_names share {shared}: a graph's inputs and "
                              "state need distinct names")
-        sig = exported_program.graph_signature
-        counts = {
-            "input_names": (input_names, sum(s.kind == InputKind.USER_INPUT
-                                              for s in sig.input_specs), "user inputs"),
-            "output_names": (output_names, sum(s.kind == OutputKind.USER_OUTPUT
-                                                for s in sig.output_specs), "user outputs"),
-            "state_names": (state_names, len(mutation_specs(exported_program)),
-                            "mutated buffers/inputs"),
-        }
-        for arg, (names, expected, what) in counts.items():
-            if names is not None and len(names) != expected:
-                raise ValueError(f"{arg} has {len(names)} names but the program has "
-                                 f"{expected} {what}")
+        # inputs are the forward() args not mutated in place; mutated ones are state (Apple's
+        # rule): io_names checks both counts and that no name is an input's and a state's
+        io_names(exported_program, input_names, state_names)
+        user_outputs = sum(s.kind == OutputKind.USER_OUTPUT
+                           for s in exported_program.graph_signature.output_specs)
+        if output_names is not None and len(output_names) != user_outputs:
+            raise ValueError(f"output_names has {len(output_names)} names but the program has "
+                             f"{user_outputs} user outputs")
         self._staged[entrypoint_name] = Staged(exported_program, input_names, output_names,
                                                state_names, session=session)
         return self

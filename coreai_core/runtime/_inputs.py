@@ -225,11 +225,18 @@ def bind_state(graph: str, types: Mapping[str, TensorType], state: Mapping[str, 
     other state) are reported as misspelt. ``dims`` holds the sizes the inputs bound to
     dynamic symbols (state typed like a mutated input shares them).
     """
-    problems = _names_problems("state", list(types), list(state), extra_ok=known)
+    problems = [_missing_state_hint(p, types) if p.startswith("missing state ") else p
+                for p in _names_problems("state", list(types), list(state), extra_ok=known)]
     # state given as None is converted (and reported); state not given stays None
     return _checked_arrays("state", graph, [(f"state {n}", state[n], t) if n in state else None
                                             for n, t in types.items()],
                            problems, dims, checks)
+
+
+def _missing_state_hint(problem: str, types: Mapping[str, TensorType]) -> str:
+    """``missing state 'n'`` with the state's type and how to give it."""
+    name = next(n for n in types if problem == f"missing state {n!r}")
+    return f"{problem} ({types[name]}): pass state={{name: array}} holding every state of the graph"
 
 
 def _checked_arrays(what: str, graph: str,
