@@ -118,7 +118,7 @@ def decompose_unsupported(ep: ExportedProgram, unsupported: FindUnsupported, *, 
 
     ``unsupported(ep)`` names the ops the converter cannot lower. A program calling in-place
     ops is functionalized first (torch.export keeps ``copy_`` into a view until the program is
-    decomposed). Decomposing repeats (at most :data:`MAX_ROUNDS` rounds), as a decomposition may
+    decomposed). Decomposing repeats (at most ``MAX_ROUNDS`` rounds), as a decomposition may
     produce further such ops. A decomposition is left out, and its op stays unsupported (the
     converter then reports it under the name the user called), when it does not trace or when
     it produces ops with neither a lowering nor a decomposition. Each step is appended to
