@@ -203,3 +203,19 @@ def test_size_report_counts_a_tied_weight_once() -> None:
     assert report.parameters == sum(p.numel() for p in unique.values())
     assert report.nbytes == 4 * report.parameters
     assert math.isclose(report.bits_per_weight, 32)
+
+
+def test_tied_embedding_is_stored_once() -> None:
+    """The converter stores one tensor held under two names (a tied ``lm_head``) once."""
+    model = _qwen3(tied=True)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(_Logits(model), (IDS,)).run_decompositions(get_decomp_table())
+    program = TorchConverter().add_exported_program(ep, input_names=["ids"]).to_coreai()
+    table = model.lm_head.weight.numpy()
+    tables = [n for n, w in program.weights.items()
+              if w.shape == table.shape and np.array_equal(w, table)]
+    assert len(tables) == 1, tables
+    np.testing.assert_allclose(next(iter(program.run({"ids": IDS.numpy()}).values())),
+                               model(input_ids=IDS).logits.numpy(), rtol=1e-5, atol=1e-5)
