@@ -219,3 +219,25 @@ def test_tied_embedding_is_stored_once() -> None:
     assert len(tables) == 1, tables
     np.testing.assert_allclose(next(iter(program.run({"ids": IDS.numpy()}).values())),
                                model(input_ids=IDS).logits.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_tied_int4_table_is_stored_once_across_entrypoints() -> None:
+    """The int4 embedding a tied head shares is read by the gather and the output projection
+    of two entrypoints: the converted 4-bit table is stored once, shared by all four."""
+    model, manifest = compress(_qwen3(tied=True), "int4")
+    converter = TorchConverter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, ids in (("long", IDS), ("short", IDS[:, :2])):
+            ep = torch.export.export(_Logits(model), (ids,)).run_decompositions(
+                get_decomp_table())
+            converter.add_exported_program(ep, input_names=["ids"], entrypoint_name=name)
+    program = converter.to_coreai()
+    tables = [n for n, w in program.weights.items()  # (gate/up_proj have that shape too)
+              if w.shape == (VOCAB, HIDDEN) and str(w.dtype) == "int4" and "layers" not in n]
+    assert len(tables) == 1, tables
+    for name, ids in (("long", IDS), ("short", IDS[:, :2])):
+        got = next(iter(program.run({"ids": ids.numpy()}, entrypoint=name).values()))
+        np.testing.assert_allclose(got, model(input_ids=ids).logits.numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    assert manifest["size"]["vs_float32"] < 0.2
