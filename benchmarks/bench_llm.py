@@ -246,6 +246,9 @@ def export_case(folder: Path, scheme: str, out: Path, prompt: int, max_context: 
                                        output_names=["logits"], entrypoint_name=name)
     program = converter.to_coreai()
     del eps, converter
+    # drops what conversion left unread (e.g. an int8-held int4 table, once stored as int4);
+    # the full pipeline would also fold each transposed weight into a copy
+    program.optimize(passes=["dce"])
     mark("save")
     program.save(out)
     mark("end")
