@@ -249,7 +249,13 @@ def _run(kind: str, config: dict[str, Any], model: nn.Module) -> None:
     """Prepare and finalize ``model`` in place with coreai-opt (backend Core AI)."""
     with warnings.catch_warnings():  # coreai-opt warns about untested torch versions
         warnings.simplefilter("ignore")
-        import coreai_opt
+        try:
+            import coreai_opt
+        except ImportError as e:
+            raise CompressionError(
+                "compress: needs Apple's coreai-opt; install it beside this package with "
+                "`pip install coreai-opt==0.3.0` (not coreai-opt[coreai], which replaces "
+                "this package)") from e
         from coreai_opt.palettization import KMeansPalettizer, KMeansPalettizerConfig
         from coreai_opt.quantization import Quantizer, QuantizerConfig
 
