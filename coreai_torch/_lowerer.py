@@ -105,16 +105,23 @@ def all_call_nodes(gm: torch.fx.GraphModule) -> Any:
 
 
 class WeightStore:
-    """Program weights keyed by FQN; identical tensors shared by entrypoints are stored once."""
+    """Program weights keyed by FQN; identical tensors shared by entrypoints are stored once,
+    and so is one tensor under several FQNs (a tied ``lm_head`` and embedding)."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
         self._by_fqn: dict[str, list[tuple[torch.Tensor, str]]] = {}
+        self._by_memory: dict[tuple[Any, ...], str] = {}
 
     def ref(self, fqn: str, tensor: torch.Tensor) -> Any:
         for known, name in self._by_fqn.get(fqn, []):
             if known is tensor or _same_tensor(known, tensor):
                 return _ref(name)
+        memory = _memory_key(tensor)
+        if memory in self._by_memory:
+            name = self._by_memory[memory]
+            self._by_fqn.setdefault(fqn, []).append((tensor, name))
+            return _ref(name)
         name = self.program.unique_weight_name(fqn)
         data = _utils.to_numpy(tensor)
         if data is None:
@@ -123,7 +130,16 @@ class WeightStore:
         else:
             self.program.add_weight(name, data)
         self._by_fqn.setdefault(fqn, []).append((tensor, name))
+        if memory is not None:
+            self._by_memory[memory] = name
         return _ref(name)
+
+
+def _memory_key(t: torch.Tensor) -> tuple[Any, ...] | None:
+    """Where a CPU tensor's elements are: two tensors with the same key hold the same values."""
+    if t.is_meta or t.numel() == 0 or type(t).__name__ == "FakeTensor" or t.device.type != "cpu":
+        return None
+    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
 
 
 def _ref(name: str) -> Any:

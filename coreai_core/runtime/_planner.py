@@ -18,6 +18,7 @@ import numpy as np
 from coreai_core._ir import Graph, Operation, ProgramData, Value, WeightRef
 from coreai_core._opdef import OPS
 from coreai_core.errors import CoreAIError, MissingKernelError
+from coreai_core.runtime import _plan_time
 from coreai_core.runtime._checks import check_result
 from coreai_core.runtime._steps import Step
 from coreai_core.runtime._table import KernelTable
@@ -191,6 +192,7 @@ class PlanBuilder:
         self.capture_slots: list[int] = []
         self.steps: list[Step] = []
         self.constants: list[tuple[Value, int]] = []  # placed in the template when planning
+        self._constant_slots: set[int] = set()
         self._table = table
         self._program = program
         self._resolve_callee = resolve_callee
@@ -300,10 +302,18 @@ class PlanBuilder:
         expect = tuple((r.type.element_type.numpy, r.type.rank) for r in op.results)
         multi = len(results) != 1 or (opdef is not None and "multi_result" in opdef.traits)
         out: int | tuple[int, ...] = tuple(results) if multi else results[0]
-        if op.name == "coreai.constant" and not ins:
-            self.template[results[0]] = self._constant(op, call, kw, expect[0])
+        if (op.name == "coreai.constant" and not ins) or _plan_time.folds_at_plan_time(
+                op, opdef, ins, self._constant_slots):
+            # a constant, or a weight rebuilt once instead of per run (see _plan_time)
+            operands = [self.template[s] for s in ins]
+            self.template[results[0]] = self._constant(op, call, kw, expect[0], operands)
             self.constants.append((op.results[0], results[0]))
+            self._constant_slots.add(results[0])
             return
+        widened = _plan_time.widened_half_matmul(op, fn, ins, self.template,
+                                                 self._constant_slots)
+        if widened is not None:
+            call = widened
         self.steps.append(Step(call, tuple(ins), kw, out, expect, (), op, fn))
 
     @staticmethod
@@ -324,9 +334,9 @@ class PlanBuilder:
         return fn if prepared is None else prepared
 
     def _constant(self, op: Operation, call: Callable[..., Any], kw: dict[str, Any],
-                  expect: tuple[np.dtype, int]) -> np.ndarray:
+                  expect: tuple[np.dtype, int], operands: Sequence[Any] = ()) -> np.ndarray:
         try:
-            value = check_result(call(**kw), expect)
+            value = check_result(call(*operands, **kw), expect)
         except Exception as e:
             raise kernel_error(op, self.graph, e, " while planning") from e
         return value if not value.flags.writeable else _read_only(value)

@@ -4,6 +4,7 @@ to a 4-bit type), in place when only the op being lowered reads it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -32,8 +33,10 @@ def converted_constant(value: Value, target: TensorType,
     """The constant ``value`` stored as ``convert(data)`` of type ``target``.
 
     The weight is replaced when the op being lowered is its only reader (the program keeps one
-    copy), else a new constant is made; a weight an earlier entrypoint already converted (its
-    type is ``target``) is used as it is.
+    copy), else the converted form is stored once as a weight of its own that every reader
+    shares (a tied embedding read by the gather and the output projection, in two
+    entrypoints); a weight an earlier entrypoint already converted (its type is ``target``) is
+    used as it is.
     """
     if value.type == target:
         return value
@@ -49,10 +52,18 @@ def converted_constant(value: Value, target: TensorType,
             raise ValueError(f"{what} must be bound (the weight {ref} has no data)")
     else:
         data = ref
+    shared = None
+    if isinstance(ref, WeightRef) and not sole_reader and program is not None:
+        shared = f"{ref.name}.as_" + re.sub(r"[^0-9A-Za-z_]", "_", str(target))
+        if program.weight_types.get(shared) == target:
+            return coreai.constant(WeightRef(shared))
     converted = convert(np.asarray(data))
     if isinstance(ref, WeightRef) and sole_reader and program is not None:
         program.weights[ref.name] = converted
         program.weight_types[ref.name] = target
         value.type = target
         return value
+    if shared is not None and program is not None:
+        program.add_weight(shared, converted)
+        return coreai.constant(WeightRef(shared))
     return coreai.constant(converted, dtype=target.element_type)
