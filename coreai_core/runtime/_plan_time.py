@@ -26,7 +26,7 @@ import numpy as np
 
 from coreai_core._ir import Operation
 from coreai_core.runtime.kernels import nn as _nn
-from coreai_core.runtime.kernels._windows import _HALF
+from coreai_core.runtime.kernels._windows import HALF
 
 __all__ = ["LAYOUT_OPS", "folds_at_plan_time", "widened_half_matmul"]
 
@@ -57,7 +57,7 @@ def widened_half_matmul(op: Operation, fn: Callable[..., Any], ins: Sequence[int
             or ins[1] not in constant_slots):
         return None
     rhs = template[ins[1]]
-    if not isinstance(rhs, np.ndarray) or rhs.dtype not in _HALF or rhs.ndim < 2:
+    if not isinstance(rhs, np.ndarray) or rhs.dtype not in HALF or rhs.ndim < 2:
         return None
     wide = rhs.astype(np.float32)  # keeps a transposed weight's layout (order "K")
     wide.flags.writeable = False
