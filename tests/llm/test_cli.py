@@ -78,3 +78,27 @@ def test_bad_input_is_one_line_and_exit_code_2(argv: list[str], message: str,
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert err.startswith("coreai-torch llm ")
+
+
+def test_eval_prints_the_perplexity_transformers_gives(llama_bundle: Any, llama_checkpoint: Path,
+                                                       tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """``llm eval`` on a text file: the perplexity of the bundle's model equals exp of the mean
+    cross-entropy of transformers' own logits for the same tokens (computed here with torch)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat and the dog sat on the cat")
+    assert main(["llm", "eval", str(llama_bundle.path), "--text", str(text), "--json"]) == 0
+    reported = json.loads(capsys.readouterr().out)["perplexity"]
+    with llm.load(llama_bundle) as model:
+        ids = model.encode(text.read_text())
+    reference = AutoModelForCausalLM.from_pretrained(llama_checkpoint, local_files_only=True,
+                                                     dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = reference(torch.tensor([ids])).logits[0]
+    loss = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]))
+    # the program computes in float32 like torch: agreement to float32 rounding of the mean
+    assert reported == pytest.approx(float(torch.exp(loss)), rel=1e-4)
