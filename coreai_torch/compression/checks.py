@@ -21,7 +21,7 @@ import torch
 __all__ = [
     "LUT_TYPES", "check_float_data_args", "check_in_range", "check_lut_to_dense",
     "check_minval_dtype", "check_minval_input_dtype", "check_one_offset",
-    "check_quantize_output", "check_zero_point_dtype",
+    "check_quantize_output", "check_sub_byte_data", "check_zero_point_dtype",
     "fail", "int_range", "is_sub_byte", "lut_palettes",
 ]
 
@@ -70,6 +70,18 @@ def check_in_range(op: str, what: str, data: Any, dtype: torch.dtype) -> None:
         raise fail(op, f"{what} holds values in [{found[0]}, {found[1]}], outside "
                        f"{str(dtype).removeprefix('torch.')}'s range [{lo}, {hi}]; they would "
                        "wrap once packed into that type (clamp or requantize them)")
+
+
+def check_sub_byte_data(op: str, dtype: torch.dtype | None, data: Any,
+                        zero_point: Any) -> None:
+    """Data and zero points labelled with a sub-byte ``dtype`` (int4/uint4, held in a wider
+    type) must hold values of that type: the packer would wrap anything else."""
+    if dtype is None or not is_sub_byte(dtype):
+        return
+    if data is not None:
+        check_in_range(op, "input", data, dtype)
+    if zero_point is not None:
+        check_in_range(op, "zero_point", zero_point, dtype)
 
 
 def check_one_offset(op: str, zero_point: Any, minval: Any) -> None:

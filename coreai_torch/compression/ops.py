@@ -202,12 +202,7 @@ def check_shift_scale(input: Tensor, scale: Tensor, zero_point: Tensor | None,
     if minval is not None:
         checks.check_minval_input_dtype(op, input_dtype)
         checks.check_minval_dtype(op, minval, scale.dtype, "scale")
-    if checks.is_sub_byte(input_dtype):
-        assert input_dtype is not None
-        if input_data is not None:
-            checks.check_in_range(op, "input", input_data, input_dtype)
-        if zero_point_data is not None:
-            checks.check_in_range(op, "zero_point", zero_point_data, input_dtype)
+    checks.check_sub_byte_data(op, input_dtype, input_data, zero_point_data)
 
 
 @constexpr_blockwise_shift_scale.register_fake
@@ -312,12 +307,7 @@ def check_dequantize(input: Tensor, scale: Tensor, zero_point: Tensor | None,
         return
     if minval is not None:
         checks.check_minval_input_dtype(op, input_dtype)
-    if checks.is_sub_byte(input_dtype):
-        assert input_dtype is not None
-        if input_data is not None:
-            checks.check_in_range(op, "input", input_data, input_dtype)
-        if zero_point_data is not None:
-            checks.check_in_range(op, "zero_point", zero_point_data, input_dtype)
+    checks.check_sub_byte_data(op, input_dtype, input_data, zero_point_data)
 
 
 @dequantize.register_fake
