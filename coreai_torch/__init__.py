@@ -18,7 +18,7 @@ from coreai_core.assets import register_program_converter as _register_program_c
 from coreai_torch import compression  # registers the torch.ops.coreai compression ops
 from coreai_torch._aiprogram import aiprogram_of as _aiprogram_of
 from coreai_torch._asset import save_aimodel_asset as _save_aimodel_asset
-from coreai_torch.composite_decl import generate_composite_decl
+from coreai_torch.composite_declaration import generate_composite_decl
 from coreai_torch.converter import TorchConverter
 from coreai_torch.decompositions import get_decomp_table
 from coreai_torch.errors import (

@@ -37,7 +37,7 @@ from coreai_torch._binding import NodeValues, call_lowering
 from coreai_torch._io_names import STATE_KINDS, IONames, io_names
 from coreai_torch._locations import describe, location_of
 from coreai_torch._table import LoweringTable, qualified_name
-from coreai_torch.composites import COMPOSITE_OPS, CompositeBuilder
+from coreai_torch.composite_lowering import COMPOSITE_OPS, CompositeBuilder
 from coreai_torch.errors import LoweringError, UnsupportedOp, UnsupportedOpsError
 from coreai_torch.externalize import CALL_MODULE, ExternalSession
 

@@ -26,8 +26,8 @@ from coreai_torch._lowerer import (
     handled_without_lowering,
 )
 from coreai_torch._table import LoweringTable, qualified_name
-from coreai_torch.composite_decl import generate_composite_decl
-from coreai_torch.composites import CompositeBuilder
+from coreai_torch.composite_declaration import generate_composite_decl
+from coreai_torch.composite_lowering import CompositeBuilder
 from coreai_torch.decompositions import decompose_unsupported
 from coreai_torch.decompositions import torch_decomposition as _torch_decomposition
 from coreai_torch.errors import UnsupportedOp, UnsupportedOpsError
@@ -66,7 +66,7 @@ class TorchConverter:
 
     ``progress`` shows a progress bar on large graphs (``None``: only when stderr is a
     terminal). Weights keep their dtypes exactly; nothing is narrowed. ``composites=True``
-    lowers the ops of :data:`coreai_torch.composites.COMPOSITE_OPS` (layer_norm, tanh gelu,
+    lowers the ops of :data:`coreai_torch.composite_lowering.COMPOSITE_OPS` (layer_norm, tanh gelu,
     sdpa) into composite graphs called with ``coreai.invoke``; by default everything is flat.
 
     ``mode`` (Apple's argument) is how much source information each op keeps:

@@ -92,7 +92,7 @@ def test_the_adapter_check_sees_every_spelling() -> None:
 
 
 # the modules that look lowerings up and call them
-LOWERING_PATH = ("_binding.py", "_lowerer.py", "_table.py", "composites.py")
+LOWERING_PATH = ("_binding.py", "_lowerer.py", "_table.py", "composite_lowering.py")
 
 
 def _functions_using_inspect(source: str) -> list[str]:
