@@ -119,7 +119,7 @@ for _name in _MODES:
 
 # -- grid_sampler_2d ------------------------------------------------------------------------------
 
-_BILINEAR, _NEAREST, _BICUBIC = 0, 1, 2
+BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 _ZEROS, _BORDER, _REFLECTION = 0, 1, 2
 
 
@@ -127,7 +127,7 @@ def _as64(v: int | Value) -> Value:
     return const64(v) if isinstance(v, int) else v
 
 
-class _Coords:
+class GridCoords:
     """Coordinate arithmetic of one grid axis of extent ``size`` (torch's ComputeLocation);
     ``size`` is an int, or a 0-d int64 Value when the input's size is known only at run time."""
 
@@ -283,7 +283,7 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
     h, w = dim_value(x, 2), dim_value(x, 3)
     gx = coreai.gather(grid, const64(0), axis=3)
     gy = coreai.gather(grid, const64(1), axis=3)
-    cx, cy = _Coords(w, corners, padding, compute), _Coords(h, corners, padding, compute)
+    cx, cy = GridCoords(w, corners, padding, compute), GridCoords(h, corners, padding, compute)
     taps = GridTaps(x, [h, w])
 
     def index(v: Value) -> Value:
@@ -293,11 +293,11 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
         return coreai.broadcasting_mul(v, coreai.expand_dims(wt, [1]))
 
     out: Value | None = None
-    if mode == _NEAREST:
+    if mode == NEAREST:
         ix = index(coreai.round_(cx.pad(cx.unnormalize(gx))))
         iy = index(coreai.round_(cy.pad(cy.unnormalize(gy))))
         out = taps.read([iy, ix])
-    elif mode == _BILINEAR:
+    elif mode == BILINEAR:
         fx, fy = cx.pad(cx.unnormalize(gx)), cy.pad(cy.unnormalize(gy))
         x0, y0 = coreai.floor(fx), coreai.floor(fy)
         we = coreai.broadcasting_sub(fx, x0)
@@ -311,7 +311,7 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
                                (iy1, ix1, ws, we)):
             term = weighted(taps.read([iy, ix]), coreai.broadcasting_mul(wy, wx))
             out = term if out is None else coreai.broadcasting_add(out, term)
-    elif mode == _BICUBIC:
+    elif mode == BICUBIC:
         fx, fy = cx.unnormalize(gx), cy.unnormalize(gy)
         x0, y0 = coreai.floor(fx), coreai.floor(fy)
         wxs = _cubic_weights(coreai.broadcasting_sub(fx, x0))
@@ -331,4 +331,4 @@ def aten_grid_sampler_2d_default(input: Value, grid: Value, interpolation_mode: 
     return cast_to(out, result_dtype())
 
 
-__all__ = ["LOWERINGS", "GridTaps"]
+__all__ = ["BICUBIC", "BILINEAR", "LOWERINGS", "NEAREST", "GridCoords", "GridTaps"]

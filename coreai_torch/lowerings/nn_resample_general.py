@@ -3,7 +3,7 @@ antialiased ``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa``.
 
 ``grid_sample`` over ``n`` spatial axes: the grid's last axis holds one normalized coordinate
 per spatial axis in reverse order (x = the last spatial axis). Each coordinate is unnormalized
-and padded per axis with :class:`coreai_torch.lowerings.nn_resample._Coords` (torch's
+and padded per axis with :class:`coreai_torch.lowerings.nn_resample.GridCoords` (torch's
 ComputeLocation), then the ``2**n`` corner taps (bilinear/trilinear) or the nearest tap are
 gathered from the input flattened over its spatial axes; a tap outside the input reads zero,
 which is torch's ``zeros`` padding and harmless for the clipped modes.
@@ -32,7 +32,7 @@ from coreai_core import DType, Value
 from coreai_core.dialects import coreai
 from coreai_torch._table import LoweringSet
 from coreai_torch.lowerings._nn_utils import const, const64, dim_value, opmath, static_sizes
-from coreai_torch.lowerings.nn_resample import _BILINEAR, _NEAREST, GridTaps, _Coords
+from coreai_torch.lowerings.nn_resample import BILINEAR, NEAREST, GridCoords, GridTaps
 from coreai_torch.utils import cast_to, result_dtype, result_type
 
 LOWERINGS = LoweringSet("nn_resample_general")
@@ -54,7 +54,7 @@ def grid_sample(x: Value, grid: Value, mode: int, padding: int, align_corners: b
     taps = GridTaps(x, sizes)
     coords, points = [], []
     for axis, size in enumerate(sizes):
-        c = _Coords(size, align_corners, padding, compute)
+        c = GridCoords(size, align_corners, padding, compute)
         g = coreai.gather(grid, const64(n - 1 - axis), axis=n + 1)
         coords.append(c)
         points.append(c.pad(c.unnormalize(g)))
@@ -62,9 +62,9 @@ def grid_sample(x: Value, grid: Value, mode: int, padding: int, align_corners: b
     def index(v: Value) -> Value:
         return cast_to(v, DType.int64)
 
-    if mode == _NEAREST:
+    if mode == NEAREST:
         return taps.read([index(coreai.round_(p)) for p in points])
-    if mode != _BILINEAR:
+    if mode != BILINEAR:
         raise NotImplementedError(
             f"{what} with interpolation_mode {_MODE_NAMES.get(mode, mode)}: torch supports "
             "only bilinear and nearest for volumetric grids")
