@@ -253,9 +253,9 @@ def _run(kind: str, config: dict[str, Any], model: nn.Module) -> None:
             import coreai_opt
         except ImportError as e:
             raise CompressionError(
-                "compress: needs Apple's coreai-opt; install it beside this package with "
-                "`pip install coreai-opt==0.3.0` (not coreai-opt[coreai], which replaces "
-                "this package)") from e
+                "compress: needs Apple's coreai-opt; install it with this package's llm extra, "
+                "`pip install 'coreai-torch[llm]'`, or `pip install coreai-opt` (not "
+                "coreai-opt[coreai], which replaces this package)") from e
         from coreai_opt.palettization import KMeansPalettizer, KMeansPalettizerConfig
         from coreai_opt.quantization import Quantizer, QuantizerConfig
 
